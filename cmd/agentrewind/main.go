@@ -1,0 +1,20 @@
+// Command agentrewind is the one binary of the project: the operator (`manager`), the engine its Jobs
+// run, the rewind proxy and the command-line tools over recorded sessions.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	// SIGTERM is how the kubelet stops a pod: cancel the context so the manager releases its lease.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := newRootCommand().ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		os.Exit(1)
+	}
+}

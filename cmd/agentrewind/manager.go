@@ -1,0 +1,132 @@
+package main
+
+import (
+	goflag "flag"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	agentrewindv1alpha1 "github.com/agentrewind/agentrewind/api/v1alpha1"
+	"github.com/agentrewind/agentrewind/internal/version"
+)
+
+// The manager's own RBAC: leader election, events, and the reviews that guard the secure metrics
+// endpoint. Each controller declares what it needs next to its Reconcile.
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
+// managerOptions are the manager subcommand's flags.
+type managerOptions struct {
+	kubeconfig              string
+	metricsAddr             string
+	secureMetrics           bool
+	probeAddr               string
+	leaderElect             bool
+	leaderElectionID        string
+	leaderElectionNamespace string
+	leaseDuration           time.Duration
+	renewDeadline           time.Duration
+	retryPeriod             time.Duration
+	zap                     zap.Options
+}
+
+func newScheme() *runtime.Scheme {
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(agentrewindv1alpha1.AddToScheme(scheme))
+	return scheme
+}
+
+func newManagerCommand() *cobra.Command {
+	opts := managerOptions{zap: zap.Options{Development: false}}
+	cmd := &cobra.Command{
+		Use:   "manager",
+		Short: "Run the operator: the controllers, metrics and health endpoints, with optional leader election",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runManager(cmd, opts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.kubeconfig, "kubeconfig", "", "path to a kubeconfig; empty uses $KUBECONFIG or the in-cluster config")
+	f.StringVar(&opts.metricsAddr, "metrics-bind-address", ":8443", "address the Prometheus metrics endpoint binds to; 0 disables it")
+	f.BoolVar(&opts.secureMetrics, "metrics-secure", true, "serve metrics over HTTPS, authenticated and authorized through the API server")
+	f.StringVar(&opts.probeAddr, "health-probe-bind-address", ":8081", "address the /healthz and /readyz probes bind to")
+	f.BoolVar(&opts.leaderElect, "leader-elect", false, "elect a leader so that only one of several manager replicas reconciles")
+	f.StringVar(&opts.leaderElectionID, "leader-election-id", "agentrewind.agentrewind.io", "name of the Lease used for leader election")
+	f.StringVar(&opts.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease; empty uses the pod's namespace")
+	f.DurationVar(&opts.leaseDuration, "leader-election-lease-duration", 15*time.Second, "how long a non-leader waits before it may take over an unrenewed lease")
+	f.DurationVar(&opts.renewDeadline, "leader-election-renew-deadline", 10*time.Second, "how long the leader keeps retrying to renew before it gives up leadership")
+	f.DurationVar(&opts.retryPeriod, "leader-election-retry-period", 2*time.Second, "how often leader election clients retry")
+	zapFlags := goflag.NewFlagSet("zap", goflag.ContinueOnError)
+	opts.zap.BindFlags(zapFlags)
+	f.AddGoFlagSet(zapFlags)
+	return cmd
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		return clientcmd.BuildConfigFromFlags("", kubeconfig)
+	}
+	return ctrl.GetConfig()
+}
+
+func runManager(cmd *cobra.Command, opts managerOptions) error {
+	logger := zap.New(zap.UseFlagOptions(&opts.zap))
+	ctrl.SetLogger(logger)
+	log := logger.WithName("setup")
+
+	cfg, err := restConfig(opts.kubeconfig)
+	if err != nil {
+		return fmt.Errorf("loading the cluster configuration: %w (set --kubeconfig or KUBECONFIG, or run in a pod)", err)
+	}
+
+	metricsOpts := metricsserver.Options{BindAddress: opts.metricsAddr, SecureServing: opts.secureMetrics}
+	if opts.secureMetrics {
+		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	leaseDuration, renewDeadline, retryPeriod := opts.leaseDuration, opts.renewDeadline, opts.retryPeriod
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        newScheme(),
+		Metrics:                       metricsOpts,
+		HealthProbeBindAddress:        opts.probeAddr,
+		LeaderElection:                opts.leaderElect,
+		LeaderElectionID:              opts.leaderElectionID,
+		LeaderElectionNamespace:       opts.leaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &leaseDuration,
+		RenewDeadline:                 &renewDeadline,
+		RetryPeriod:                   &retryPeriod,
+	})
+	if err != nil {
+		return fmt.Errorf("creating the manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return fmt.Errorf("adding the health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return fmt.Errorf("adding the readiness check: %w", err)
+	}
+
+	log.Info("Starting manager", "version", version.Get().Version, "leaderElection", opts.leaderElect,
+		"metricsAddress", opts.metricsAddr, "probeAddress", opts.probeAddr)
+	if err := mgr.Start(cmd.Context()); err != nil {
+		return fmt.Errorf("running the manager: %w", err)
+	}
+	log.Info("Manager stopped")
+	return nil
+}

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentrewind/agentrewind/internal/version"
+)
+
+func newRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "agentrewind",
+		Short: "Record, replay, fork and resume LLM-agent runs on Kubernetes",
+		Long: `agentrewind makes LLM-agent runs recordable, replayable, forkable and resumable.
+
+One binary plays every role: the Kubernetes operator (manager), the tasks its Jobs run,
+the recording proxy, and the command-line tools over recorded sessions.`,
+		SilenceUsage: true,
+	}
+	root.AddCommand(newVersionCommand(), newManagerCommand())
+	return root
+}
+
+func newVersionCommand() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "version",
+		Short: "Print the version of this build",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			info := version.Get()
+			switch output {
+			case "text":
+				_, err := fmt.Fprintln(cmd.OutOrStdout(), info)
+				return err
+			case "json":
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(info)
+			default:
+				return fmt.Errorf("--output %q is not supported: use text or json", output)
+			}
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	return cmd
+}
