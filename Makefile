@@ -108,3 +108,10 @@ $(VERSITYGW):
 	GOBIN=$(LOCALBIN)/.versitygw-$(VERSITYGW_VERSION) CGO_ENABLED=0 go install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
 	mv $(LOCALBIN)/.versitygw-$(VERSITYGW_VERSION)/versitygw $(VERSITYGW)
 	rmdir $(LOCALBIN)/.versitygw-$(VERSITYGW_VERSION)
+
+##@ Demo
+
+DEMO_FLAGS ?=
+.PHONY: demo
+demo: manifests build envtest-assets ## Run the local demo: control plane + manager + kubectl against the samples.
+	go run ./hack/demo -manager $(LOCALBIN)/agentrewind $(DEMO_FLAGS)

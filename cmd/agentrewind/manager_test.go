@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/agentrewind/agentrewind/internal/testenv"
+)
+
+// TestManagerServesProbesAndMetricsAndLeadsThroughALease runs `agentrewind manager` against a real API
+// server: the probes and the metrics endpoint answer, leader election takes the Lease, and on shutdown
+// the manager returns cleanly and releases the Lease so a successor need not wait for it to expire.
+func TestManagerServesProbesAndMetricsAndLeadsThroughALease(t *testing.T) {
+	api, err := testenv.StartAPIServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = api.Stop() })
+
+	user, err := api.Environment().AddUser(envtest.User{Name: "manager", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := user.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfigPath := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfigPath, kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	metricsAddr, probeAddr := testenv.FreeLoopbackAddr(t), testenv.FreeLoopbackAddr(t)
+	cmd := newRootCommand()
+	cmd.SetArgs([]string{"manager", "--kubeconfig", kubeconfigPath,
+		"--metrics-bind-address", metricsAddr, "--metrics-secure=false",
+		"--health-probe-bind-address", probeAddr,
+		"--leader-elect", "--leader-election-namespace", "default", "--leader-election-id", "manager-test"})
+	cmd.SetOut(io.Discard)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if body := waitForHTTP200(t, done, "http://"+probeAddr+path); body != "ok" {
+			t.Errorf("%s answered %q, want ok", path, body)
+		}
+	}
+
+	lease := &coordinationv1.Lease{}
+	key := client.ObjectKey{Namespace: "default", Name: "manager-test"}
+	waitFor(t, done, "the manager to hold the leader election Lease", func() bool {
+		return api.Client.Get(ctx, key, lease) == nil && lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity != ""
+	})
+	metrics := waitForHTTP200(t, done, "http://"+metricsAddr+"/metrics")
+	if !strings.Contains(metrics, `leader_election_master_status{name="manager-test"} 1`) {
+		t.Errorf("metrics do not report this manager as leader:\n%.2000s", metrics)
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("manager returned %v on shutdown, want nil", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("manager did not stop within 30s of its context being cancelled")
+	}
+	if err := api.Client.Get(context.Background(), key, lease); err != nil {
+		t.Fatal(err)
+	}
+	if lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity != "" {
+		t.Errorf("the Lease is still held by %q after shutdown; it should be released", *lease.Spec.HolderIdentity)
+	}
+}
+
+// waitFor polls cond until it holds, failing if the manager exits first or 30s pass.
+func waitFor(t *testing.T, exited <-chan error, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		select {
+		case err := <-exited:
+			t.Fatalf("the manager exited (%v) while waiting for %s", err, what)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func waitForHTTP200(t *testing.T, exited <-chan error, url string) string {
+	t.Helper()
+	var body string
+	waitFor(t, exited, url+" to answer 200", func() bool {
+		resp, err := http.Get(url)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		body = string(b)
+		return resp.StatusCode == http.StatusOK
+	})
+	return body
+}

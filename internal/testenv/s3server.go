@@ -1,0 +1,168 @@
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+)
+
+// S3Server is a versitygw gateway over a temporary directory, listening on a loopback port.
+type S3Server struct {
+	// Endpoint is host:port, as minio-go takes it (plain HTTP).
+	Endpoint  string
+	AccessKey string
+	SecretKey string
+	// Dir is the directory holding the buckets; tests may corrupt objects in place through it.
+	Dir string
+
+	cmd  *exec.Cmd
+	logs *lockedBuffer
+}
+
+// StartS3Server starts versitygw (from $VERSITYGW or bin/versitygw-*) with fresh root credentials and
+// waits until it answers S3 requests. The server is stopped and its directory removed when tb ends;
+// its output is printed if the test failed.
+func StartS3Server(tb testing.TB) *S3Server {
+	tb.Helper()
+	bin, err := binaryFromEnvOrBin("VERSITYGW", "versitygw-*", "s3-server")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s := &S3Server{AccessKey: "arw" + randomHex(8), SecretKey: randomHex(20), Dir: tb.TempDir(), logs: &lockedBuffer{}}
+
+	// Listen-then-close races with other processes for the port; retry a few times if versitygw loses.
+	for attempt := 0; attempt < 5; attempt++ {
+		port, err := freeLoopbackPort()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		s.Endpoint = fmt.Sprintf("127.0.0.1:%d", port)
+		s.cmd = exec.Command(bin, "--port", s.Endpoint, "posix", s.Dir)
+		s.cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+s.AccessKey, "ROOT_SECRET_KEY="+s.SecretKey)
+		s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
+		if err := s.cmd.Start(); err != nil {
+			tb.Fatalf("starting %s: %v", bin, err)
+		}
+		exited := make(chan error, 1)
+		go func() { exited <- s.cmd.Wait() }()
+		if err := s.waitReady(exited, 15*time.Second); err != nil {
+			_ = s.cmd.Process.Kill()
+			tb.Logf("versitygw attempt %d on %s: %v\n%s", attempt+1, s.Endpoint, err, s.logs.String())
+			continue
+		}
+		tb.Cleanup(func() {
+			_ = s.cmd.Process.Kill()
+			<-exited
+			if tb.Failed() {
+				tb.Logf("versitygw output:\n%s", s.logs.String())
+			}
+		})
+		return s
+	}
+	tb.Fatalf("versitygw did not start after 5 attempts; its last output:\n%s", s.logs.String())
+	return nil
+}
+
+// Client returns a minio-go client for the server, authenticated as its root user.
+func (s *S3Server) Client() (*minio.Client, error) {
+	return minio.New(s.Endpoint, &minio.Options{
+		Creds:  credentials.NewStaticV4(s.AccessKey, s.SecretKey, ""),
+		Secure: false,
+		Region: "us-east-1",
+	})
+}
+
+// CreateBucket makes a bucket named after the test so parallel tests do not share one.
+func (s *S3Server) CreateBucket(tb testing.TB, name string) {
+	tb.Helper()
+	c, err := s.Client()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := c.MakeBucket(context.Background(), name, minio.MakeBucketOptions{}); err != nil {
+		tb.Fatalf("creating bucket %s: %v", name, err)
+	}
+}
+
+func (s *S3Server) waitReady(exited <-chan error, timeout time.Duration) error {
+	c, err := s.Client()
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-exited:
+			return fmt.Errorf("versitygw exited: %v", err)
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err = c.ListBuckets(ctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("no S3 answer within %s: %v", timeout, err)
+}
+
+// FreeLoopbackAddr returns 127.0.0.1:<port> with a port that was free a moment ago.
+func FreeLoopbackAddr(tb testing.TB) string {
+	tb.Helper()
+	port, err := freeLoopbackPort()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return fmt.Sprintf("127.0.0.1:%d", port)
+}
+
+func freeLoopbackPort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// ObjectPath is where the posix backend keeps an object on disk.
+func (s *S3Server) ObjectPath(bucket, key string) string {
+	return filepath.Join(s.Dir, bucket, filepath.FromSlash(key))
+}
+
+// lockedBuffer collects a child process's output from two goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
