@@ -1,0 +1,140 @@
+package session
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+)
+
+// CurrentSchemaVersion is the event and meta schema this build writes.
+//
+// Version 1 is the original AgentRewind layout. Version 2 adds the author of each event's bytes
+// (accountability) and the ledger kind, and keeps costs as integer micro-dollars instead of a float.
+const CurrentSchemaVersion = 2
+
+// A migration turns one event at schema version N, as a JSON object, into version N+1. Migrations are
+// pure and kept for at least one major version so old recordings stay replayable.
+type migration func(obj map[string]json.RawMessage) error
+
+// migrations[n] migrates version n to n+1.
+var migrations = map[int]migration{
+	1: func(obj map[string]json.RawMessage) error {
+		if err := addAuthor(obj); err != nil {
+			return err
+		}
+		return costToMicroUSD(obj)
+	},
+}
+
+// addAuthor fills in who authored a v1 event's bytes, from its kind.
+func addAuthor(obj map[string]json.RawMessage) error {
+	var kind Kind
+	if err := json.Unmarshal(obj["kind"], &kind); err != nil {
+		return fmt.Errorf("kind: %w", err)
+	}
+	if _, ok := obj["author"]; !ok {
+		a, _ := json.Marshal(DefaultAuthor(kind))
+		obj["author"] = a
+	}
+	return nil
+}
+
+// decodeEvent decodes one line of events.jsonl, migrating it to the current schema first when it was
+// written by an older version.
+func decodeEvent(line []byte) (Event, error) {
+	var head struct {
+		SchemaVersion int  `json:"schemaVersion"`
+		Kind          Kind `json:"kind"`
+	}
+	if err := json.Unmarshal(line, &head); err != nil {
+		return Event{}, err
+	}
+	if head.SchemaVersion < 1 {
+		return Event{}, fmt.Errorf("schemaVersion is missing or not a positive integer")
+	}
+	if head.SchemaVersion > CurrentSchemaVersion {
+		return Event{}, &MigrationError{From: head.SchemaVersion, To: CurrentSchemaVersion}
+	}
+	if head.SchemaVersion < CurrentSchemaVersion {
+		migrated, err := migrate(line, head.SchemaVersion)
+		if err != nil {
+			return Event{}, err
+		}
+		line = migrated
+	}
+	var ev Event
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&ev); err != nil {
+		return Event{}, err
+	}
+	if !ev.Kind.Known() {
+		return Event{}, fmt.Errorf("unknown event kind %q", ev.Kind)
+	}
+	return ev, nil
+}
+
+func migrate(line []byte, from int) ([]byte, error) {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(line, &obj); err != nil {
+		return nil, err
+	}
+	for v := from; v < CurrentSchemaVersion; v++ {
+		m, ok := migrations[v]
+		if !ok {
+			return nil, &MigrationError{From: v, To: v + 1, Err: fmt.Errorf("no migration registered")}
+		}
+		if err := m(obj); err != nil {
+			return nil, &MigrationError{From: v, To: v + 1, Err: err}
+		}
+		obj["schemaVersion"] = json.RawMessage(fmt.Sprint(v + 1))
+	}
+	return json.Marshal(obj)
+}
+
+// costToMicroUSD rewrites v1's floating-point usage.costUsd (on the event and on its response) as
+// integer micro-dollars, which add up exactly.
+func costToMicroUSD(obj map[string]json.RawMessage) error {
+	convert := func(usageRaw json.RawMessage) (json.RawMessage, error) {
+		var usage map[string]json.RawMessage
+		if err := json.Unmarshal(usageRaw, &usage); err != nil || usage == nil {
+			return usageRaw, err
+		}
+		cost, ok := usage["costUsd"]
+		if !ok {
+			return usageRaw, nil
+		}
+		var usd float64
+		if err := json.Unmarshal(cost, &usd); err != nil {
+			return nil, fmt.Errorf("usage.costUsd: %w", err)
+		}
+		delete(usage, "costUsd")
+		usage["costMicroUSD"] = json.RawMessage(fmt.Sprint(int64(math.Round(usd * 1e6))))
+		return json.Marshal(usage)
+	}
+	if u, ok := obj["usage"]; ok {
+		converted, err := convert(u)
+		if err != nil {
+			return err
+		}
+		obj["usage"] = converted
+	}
+	if r, ok := obj["response"]; ok {
+		var resp map[string]json.RawMessage
+		if err := json.Unmarshal(r, &resp); err != nil {
+			return fmt.Errorf("response: %w", err)
+		}
+		if u, ok := resp["usage"]; ok && resp != nil {
+			converted, err := convert(u)
+			if err != nil {
+				return err
+			}
+			resp["usage"] = converted
+			if obj["response"], err = json.Marshal(resp); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

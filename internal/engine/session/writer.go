@@ -1,0 +1,204 @@
+package session
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+
+	"os"
+	"path/filepath"
+	"sync"
+)
+
+// Writer records a session into a directory. Events are appended to events.jsonl as they are
+// written, so a crash leaves a readable prefix; Close writes meta.json last, which commits the session.
+// A Writer is safe for concurrent use.
+type Writer struct {
+	mu        sync.Mutex
+	dir       string
+	meta      Meta
+	threshold int
+	file      *os.File
+	buf       *bufio.Writer
+	hash      hash.Hash
+	events    int64
+	blobs     map[string]bool
+	closed    bool
+}
+
+// WriterOptions tune a Writer.
+type WriterOptions struct {
+	// BlobThreshold overrides the size above which fields become blobs (default BlobThreshold).
+	BlobThreshold int
+}
+
+// Create starts a session in dir, creating it if needed. It refuses a directory that already holds a
+// committed session or an events log, so nothing recorded is ever overwritten.
+func Create(dir string, meta Meta, opts WriterOptions) (*Writer, error) {
+	if meta.ID == "" {
+		return nil, errors.New("session: meta.ID is required")
+	}
+	if err := os.MkdirAll(filepath.Join(dir, BlobsDir), 0o755); err != nil {
+		return nil, fmt.Errorf("session: creating %s: %w", dir, err)
+	}
+	for _, name := range []string{MetaFile, EventsFile} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			return nil, fmt.Errorf("session: %s already holds %s; record into an empty directory", dir, name)
+		}
+	}
+	f, err := os.OpenFile(filepath.Join(dir, EventsFile), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("session: %w", err)
+	}
+	threshold := opts.BlobThreshold
+	if threshold <= 0 {
+		threshold = BlobThreshold
+	}
+	meta.SchemaVersion = CurrentSchemaVersion
+	return &Writer{dir: dir, meta: meta, threshold: threshold, file: f, buf: bufio.NewWriter(f),
+		hash: sha256.New(), blobs: map[string]bool{}}, nil
+}
+
+// Dir is the session directory.
+func (w *Writer) Dir() string { return w.dir }
+
+// Append writes ev as the next line of events.jsonl, externalising any large field to a blob first.
+// The caller owns ordering: events are written in the order Append is called.
+func (w *Writer) Append(ev Event) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return errors.New("session: append after close")
+	}
+	ev.SchemaVersion = CurrentSchemaVersion
+	if ev.Author == "" {
+		ev.Author = DefaultAuthor(ev.Kind)
+	}
+	if err := w.externalize(&ev); err != nil {
+		return err
+	}
+	line, err := json.Marshal(ev)
+	if err != nil {
+		return fmt.Errorf("session: encoding event at step %d: %w", ev.Step, err)
+	}
+	line = append(line, '\n')
+	if _, err := w.buf.Write(line); err != nil {
+		return fmt.Errorf("session: writing %s: %w", EventsFile, err)
+	}
+	w.hash.Write(line)
+	w.events++
+	return nil
+}
+
+// PutBlob stores data as a content-addressed blob and returns its hash.
+func (w *Writer) PutBlob(data []byte) (string, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.putBlobLocked(data)
+}
+
+func (w *Writer) putBlobLocked(data []byte) (string, error) {
+	sum := sha256.Sum256(data)
+	h := hex.EncodeToString(sum[:])
+	if w.blobs[h] {
+		return h, nil
+	}
+	if err := writeFileAtomic(filepath.Join(w.dir, BlobsDir, h), data); err != nil {
+		return "", fmt.Errorf("session: storing blob %s: %w", h, err)
+	}
+	w.blobs[h] = true
+	return h, nil
+}
+
+// externalize moves every field of ev whose encoding exceeds the threshold into a blob.
+func (w *Writer) externalize(ev *Event) error {
+	for _, f := range blobFields {
+		data, err := f.get(ev)
+		if err != nil {
+			return fmt.Errorf("session: encoding %s at step %d: %w", f.name, ev.Step, err)
+		}
+		if len(data) <= w.threshold {
+			continue
+		}
+		h, err := w.putBlobLocked(data)
+		if err != nil {
+			return err
+		}
+		if ev.Blobs == nil {
+			ev.Blobs = map[string]string{}
+		}
+		ev.Blobs[f.name] = h
+		f.clear(ev)
+	}
+	return nil
+}
+
+// SetVault stores the sealed vault. It never leaves the session directory: bundles and uploads skip it.
+func (w *Writer) SetVault(sealed []byte) error {
+	return writeFileAtomic(filepath.Join(w.dir, VaultFile), sealed)
+}
+
+// Close flushes events.jsonl, then writes meta.json with the events hash and count. Until Close
+// returns nil the session is not committed.
+func (w *Writer) Close(update func(*Meta)) (Meta, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return w.meta, errors.New("session: closed twice")
+	}
+	w.closed = true
+	if err := w.buf.Flush(); err != nil {
+		w.file.Close()
+		return w.meta, fmt.Errorf("session: flushing %s: %w", EventsFile, err)
+	}
+	if err := w.file.Sync(); err != nil {
+		w.file.Close()
+		return w.meta, fmt.Errorf("session: syncing %s: %w", EventsFile, err)
+	}
+	if err := w.file.Close(); err != nil {
+		return w.meta, fmt.Errorf("session: closing %s: %w", EventsFile, err)
+	}
+	if update != nil {
+		update(&w.meta)
+	}
+	w.meta.EventsHash = hex.EncodeToString(w.hash.Sum(nil))
+	w.meta.Events = w.events
+	w.meta.SchemaVersion = CurrentSchemaVersion
+	data, err := json.MarshalIndent(w.meta, "", "  ")
+	if err != nil {
+		return w.meta, err
+	}
+	if err := writeFileAtomic(filepath.Join(w.dir, MetaFile), append(data, '\n')); err != nil {
+		return w.meta, fmt.Errorf("session: committing %s: %w", MetaFile, err)
+	}
+	return w.meta, nil
+}
+
+// writeFileAtomic writes data to a temporary file and renames it into place, so a reader sees either
+// nothing or the whole file.
+func writeFileAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
