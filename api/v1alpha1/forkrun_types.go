@@ -10,7 +10,8 @@ import (
 type ForkMode string
 
 const (
-	// ModeFork replays the session up to atStep, then calls live models with the overrides applied.
+	// ModeFork serves the steps before atStep from the recording, then calls live models with the
+	// overrides applied.
 	ModeFork ForkMode = "Fork"
 	// ModeReplay replays the whole session with zero live calls: a regression test of the agent.
 	ModeReplay ForkMode = "Replay"
@@ -60,10 +61,10 @@ type ForkRunSpec struct {
 	// +required
 	SessionRef LocalObjectReference `json:"sessionRef"`
 
-	// atStep is the last global step served from the recording; the run goes live after it. In Replay
-	// mode it is the step the replay must reach.
+	// atStep is the first global step that goes live: every step before it is served from the
+	// recording. In Replay mode nothing goes live and atStep is the step the replay must reach.
 	// +required
-	// +kubebuilder:validation:XValidation:rule="self >= 0",message="atStep must be zero or greater: it is the last recorded step to replay"
+	// +kubebuilder:validation:XValidation:rule="self >= 0",message="atStep must be zero or greater: it is the first step that goes live"
 	AtStep int64 `json:"atStep"`
 
 	// mode is Fork (go live after atStep) or Replay (zero live calls).
