@@ -41,38 +41,56 @@ func addAuthor(obj map[string]json.RawMessage) error {
 }
 
 // decodeEvent decodes one line of events.jsonl, migrating it to the current schema first when it was
-// written by an older version.
+// written by an older version. Lines at the current version — nearly all of them — are decoded once.
 func decodeEvent(line []byte) (Event, error) {
-	var head struct {
-		SchemaVersion int  `json:"schemaVersion"`
-		Kind          Kind `json:"kind"`
+	ev, err := decodeStrict(line)
+	if err == nil && ev.SchemaVersion == CurrentSchemaVersion {
+		return ev, checkKind(ev)
 	}
-	if err := json.Unmarshal(line, &head); err != nil {
+	var head struct {
+		SchemaVersion int `json:"schemaVersion"`
+	}
+	if herr := json.Unmarshal(line, &head); herr != nil {
+		return Event{}, herr
+	}
+	switch {
+	case head.SchemaVersion < 1:
+		return Event{}, fmt.Errorf("schemaVersion is missing or not a positive integer")
+	case head.SchemaVersion > CurrentSchemaVersion:
+		return Event{}, &MigrationError{From: head.SchemaVersion, To: CurrentSchemaVersion}
+	case head.SchemaVersion == CurrentSchemaVersion:
 		return Event{}, err
 	}
-	if head.SchemaVersion < 1 {
-		return Event{}, fmt.Errorf("schemaVersion is missing or not a positive integer")
+	migrated, err := migrate(line, head.SchemaVersion)
+	if err != nil {
+		return Event{}, err
 	}
-	if head.SchemaVersion > CurrentSchemaVersion {
-		return Event{}, &MigrationError{From: head.SchemaVersion, To: CurrentSchemaVersion}
+	if ev, err = decodeStrict(migrated); err != nil {
+		return Event{}, err
 	}
-	if head.SchemaVersion < CurrentSchemaVersion {
-		migrated, err := migrate(line, head.SchemaVersion)
-		if err != nil {
-			return Event{}, err
-		}
-		line = migrated
-	}
+	return ev, checkKind(ev)
+}
+
+// decodeStrict decodes an event, refusing fields the schema does not define: at a known schema version
+// an unknown field means a damaged or forged line.
+func decodeStrict(line []byte) (Event, error) {
 	var ev Event
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&ev); err != nil {
 		return Event{}, err
 	}
-	if !ev.Kind.Known() {
-		return Event{}, fmt.Errorf("unknown event kind %q", ev.Kind)
+	if dec.More() {
+		return Event{}, fmt.Errorf("unexpected data after the event")
 	}
 	return ev, nil
+}
+
+func checkKind(ev Event) error {
+	if !ev.Kind.Known() {
+		return fmt.Errorf("unknown event kind %q", ev.Kind)
+	}
+	return nil
 }
 
 func migrate(line []byte, from int) ([]byte, error) {
