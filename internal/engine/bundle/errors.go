@@ -1,0 +1,44 @@
+package bundle
+
+import (
+	"errors"
+	"fmt"
+)
+
+// UnsafeEntryError reports an archive entry (or, when packing, a session file) that is refused
+// because extracting or shipping it could escape the destination, smuggle something other than a
+// session, or exhaust the disk.
+type UnsafeEntryError struct {
+	Name   string
+	Reason string
+}
+
+func (e *UnsafeEntryError) Error() string {
+	return fmt.Sprintf("bundle: refusing entry %q: %s", e.Name, e.Reason)
+}
+
+// BlobHashError reports a blob whose content does not hash to its name: the session would replay
+// different bytes from the ones it recorded.
+type BlobHashError struct {
+	Name string // entry name, blobs/<hex>
+	Got  string // hex sha256 of the content
+}
+
+func (e *BlobHashError) Error() string {
+	return fmt.Sprintf("bundle: blob %q has content with sha256 %s, which does not match its name", e.Name, e.Got)
+}
+
+// MissingEntryError reports that a required session file (meta.json or events.jsonl) is absent.
+type MissingEntryError struct {
+	Name string
+}
+
+func (e *MissingEntryError) Error() string {
+	return fmt.Sprintf("bundle: %s is missing: a session needs %s and %s", e.Name, metaFile, eventsFile)
+}
+
+// ErrDestinationNotEmpty is wrapped when Unpack is pointed at a directory that already has content:
+// unpacking over an existing session would mix two recordings.
+var ErrDestinationNotEmpty = errors.New("destination is not empty")
+
+func refuse(name, reason string) error { return &UnsafeEntryError{Name: name, Reason: reason} }

@@ -1,0 +1,268 @@
+package bundle
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var (
+	validMeta   = file("meta.json", `{"id":"s1"}`)
+	validEvents = file("events.jsonl", `{"seq":1}`+"\n")
+	blobBody    = "payload"
+	validBlob   = file(blobName(blobBody), blobBody)
+)
+
+type hostileCase struct {
+	name    string
+	archive func(t *testing.T) []byte
+	limits  Limits
+	want    error
+}
+
+// hostileCases each put valid entries first, so refusing the bad one must also undo real writes.
+func hostileCases() []hostileCase {
+	after := func(bad ...entry) func(t *testing.T) []byte {
+		return func(t *testing.T) []byte {
+			return bundleOf(t, append([]entry{validMeta, validBlob}, bad...)...)
+		}
+	}
+	unsafe := func(name, reason string) error { return &UnsafeEntryError{Name: name, Reason: reason} }
+	upperBlob := "blobs/" + strings.ToUpper(sha(blobBody))
+	return []hostileCase{
+		{name: "parent directory", archive: after(file("../evil", "x")), want: unsafe("../evil", reasonEscapes)},
+		{name: "absolute path", archive: after(file("/abs", "x")), want: unsafe("/abs", reasonAbsolute)},
+		{name: "escape through blobs", archive: after(file("blobs/../../x", "x")), want: unsafe("blobs/../../x", reasonEscapes)},
+		{name: "backslash", archive: after(file(`blobs\..\..\x`, "x")), want: unsafe(`blobs\..\..\x`, reasonBackslash)},
+		{name: "symlink", archive: after(special("events.jsonl", tar.TypeSymlink, "/etc/passwd")), want: unsafe("events.jsonl", reasonSymlink)},
+		{name: "hardlink", archive: after(special("events.jsonl", tar.TypeLink, "meta.json")), want: unsafe("events.jsonl", reasonHardlink)},
+		{name: "character device", archive: after(special("events.jsonl", tar.TypeChar, "")), want: unsafe("events.jsonl", reasonCharDevice)},
+		{name: "block device", archive: after(special("events.jsonl", tar.TypeBlock, "")), want: unsafe("events.jsonl", reasonBlockDevice)},
+		{name: "fifo", archive: after(special("events.jsonl", tar.TypeFifo, "")), want: unsafe("events.jsonl", reasonFIFO)},
+		{name: "other directory", archive: after(special("sub/", tar.TypeDir, "")), want: unsafe("sub/", reasonDirectory)},
+		{name: "vault.enc", archive: after(validEvents, file("vault.enc", "ARWVAULT1...")), want: unsafe("vault.enc", reasonVault)},
+		{name: "unknown name", archive: after(file("notes.txt", "hi")), want: unsafe("notes.txt", reasonUnknown)},
+		{name: "blob name in upper case", archive: after(file(upperBlob, blobBody)), want: unsafe(upperBlob, reasonUnknown)},
+		{name: "blob in a subdirectory", archive: after(file("blobs/ab/"+sha(blobBody), blobBody)), want: unsafe("blobs/ab/"+sha(blobBody), reasonUnknown)},
+		{name: "duplicate", archive: after(validEvents, file("meta.json", `{"id":"other"}`)), want: unsafe("meta.json", reasonDuplicate)},
+		{
+			name: "oversize header", archive: after(file("events.jsonl", strings.Repeat("e", 17))),
+			limits: Limits{MaxEntryBytes: 16}, want: unsafe("events.jsonl", "size 17 exceeds the 16-byte entry limit"),
+		},
+		{
+			name: "total over the limit", archive: after(file("events.jsonl", strings.Repeat("e", 10))),
+			limits: Limits{MaxTotalBytes: int64(len(validMeta.body) + len(blobBody) + 9)},
+			want:   unsafe("events.jsonl", fmt.Sprintf("bundle content exceeds the %d-byte total limit", len(validMeta.body)+len(blobBody)+9)),
+		},
+		{name: "too many entries", archive: after(validEvents), limits: Limits{MaxEntries: 2}, want: unsafe("events.jsonl", "more than 2 entries")},
+		{name: "body longer than header", archive: longerBodyBundle, want: unsafe("meta.json", reasonLongerBody)},
+		{
+			name: "blob content not matching its name", archive: after(validEvents, file(blobName("expected"), "tampered")),
+			want: &BlobHashError{Name: blobName("expected"), Got: sha("tampered")},
+		},
+		{name: "missing events.jsonl", archive: after(), want: &MissingEntryError{Name: "events.jsonl"}},
+		{name: "missing meta.json", archive: func(t *testing.T) []byte { return bundleOf(t, validEvents) }, want: &MissingEntryError{Name: "meta.json"}},
+	}
+}
+
+func TestUnpackRefusesHostileBundlesAndLeavesNothing(t *testing.T) {
+	for _, tt := range hostileCases() {
+		t.Run(tt.name, func(t *testing.T) {
+			dest := emptyDir(t)
+			_, err := Unpack(context.Background(), bytes.NewReader(tt.archive(t)), dest, tt.limits)
+			switch want := tt.want.(type) {
+			case *UnsafeEntryError:
+				assertError(t, err, want)
+			case *BlobHashError:
+				assertError(t, err, want)
+			case *MissingEntryError:
+				assertError(t, err, want)
+			default:
+				t.Fatalf("test case wants unsupported %T", want)
+			}
+			if left := readTree(t, dest); len(left) != 0 {
+				t.Fatalf("destination not restored, holds %v", keys(left))
+			}
+		})
+	}
+}
+
+func TestHostileBundlesDoNotTouchFilesOutsideTheDestination(t *testing.T) {
+	base := t.TempDir()
+	victim := filepath.Join(base, "outside", "victim.txt")
+	writeTree(t, base, map[string]string{"outside/victim.txt": "original"})
+	dest := filepath.Join(base, "work", "dest")
+	if err := os.MkdirAll(dest, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	extra := []hostileCase{
+		{name: "overwrite through parent", archive: func(t *testing.T) []byte {
+			return bundleOf(t, validMeta, file("../../outside/victim.txt", "pwned"))
+		}},
+		{name: "symlink then write through it", archive: func(t *testing.T) []byte {
+			return bundleOf(t, validMeta, special("blobs", tar.TypeSymlink, "../../outside"), file("blobs/"+sha("pwned"), "pwned"))
+		}},
+	}
+	for _, tt := range append(hostileCases(), extra...) {
+		if _, err := Unpack(context.Background(), bytes.NewReader(tt.archive(t)), dest, tt.limits); err == nil {
+			t.Fatalf("%s: hostile bundle unpacked", tt.name)
+		}
+	}
+	if data, err := os.ReadFile(victim); err != nil || string(data) != "original" {
+		t.Fatalf("victim file = %q, %v; want it untouched", data, err)
+	}
+	want := map[string]string{"outside/": "", "outside/victim.txt": "original", "work/": "", "work/dest/": ""}
+	if got := readTree(t, base); !maps.Equal(got, want) {
+		t.Fatalf("tree around the destination changed: %v", keys(got))
+	}
+}
+
+func TestUnpackRefusesANonEmptyDestination(t *testing.T) {
+	src, _ := sampleSession(t)
+	archive, _ := pack(t, src)
+	dest := emptyDir(t)
+	writeTree(t, dest, map[string]string{"keep.txt": "mine"})
+	_, err := Unpack(context.Background(), bytes.NewReader(archive), dest, Limits{})
+	if !errors.Is(err, ErrDestinationNotEmpty) || !strings.Contains(err.Error(), "new or empty directory") {
+		t.Fatalf("err = %v, want ErrDestinationNotEmpty saying what to do", err)
+	}
+	if got := readTree(t, dest); !maps.Equal(got, map[string]string{"keep.txt": "mine"}) {
+		t.Fatalf("destination changed: %v", keys(got))
+	}
+}
+
+func TestUnpackCreatesAMissingDestinationAndRemovesItOnFailure(t *testing.T) {
+	src, _ := sampleSession(t)
+	archive, _ := pack(t, src)
+	dest := filepath.Join(t.TempDir(), "new")
+	if _, err := Unpack(context.Background(), bytes.NewReader(archive), dest, Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	if len(readTree(t, dest)) == 0 {
+		t.Fatal("nothing unpacked into the created destination")
+	}
+
+	failed := filepath.Join(t.TempDir(), "never")
+	hostile := bundleOf(t, validMeta, file("../evil", "x"))
+	if _, err := Unpack(context.Background(), bytes.NewReader(hostile), failed, Limits{}); err == nil {
+		t.Fatal("hostile bundle unpacked")
+	}
+	if _, err := os.Stat(failed); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("destination created by a failed Unpack still exists (stat: %v)", err)
+	}
+}
+
+func TestUnpackAcceptsAnExplicitBlobsDirectoryEntry(t *testing.T) {
+	archive := bundleOf(t, validMeta, validEvents, special("blobs/", tar.TypeDir, ""), validBlob)
+	dest := emptyDir(t)
+	sum, err := Unpack(context.Background(), bytes.NewReader(archive), dest, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Files != 3 || sum.Blobs != 1 {
+		t.Fatalf("summary = %+v, want 3 files and 1 blob", sum)
+	}
+}
+
+func TestUnpackRefusesCorruptStreams(t *testing.T) {
+	good := bundleOf(t, validMeta, validEvents)
+	tests := map[string][]byte{
+		"not gzip":            []byte("PK\x03\x04 this is a zip"),
+		"truncated gzip":      good[:len(good)-10],
+		"flipped gzip byte":   flipByte(good, len(good)-6), // inside the CRC trailer
+		"data after the tar":  gzipBytes(t, append(tarBytes(t, validMeta, validEvents), "trailing junk"...)),
+		"empty input":         nil,
+		"gzip of nothing":     gzipBytes(t, nil),
+		"tar without entries": gzipBytes(t, tarBytes(t)),
+	}
+	for name, archive := range tests {
+		t.Run(name, func(t *testing.T) {
+			dest := emptyDir(t)
+			if _, err := Unpack(context.Background(), bytes.NewReader(archive), dest, Limits{}); err == nil {
+				t.Fatal("corrupt bundle unpacked")
+			}
+			if left := readTree(t, dest); len(left) != 0 {
+				t.Fatalf("destination holds %v", keys(left))
+			}
+		})
+	}
+}
+
+func TestUnpackStopsWhenCancelled(t *testing.T) {
+	src, _ := sampleSession(t)
+	archive, _ := pack(t, src)
+	tests := map[string]func(cancel context.CancelFunc) io.Reader{
+		"before starting": func(cancel context.CancelFunc) io.Reader {
+			cancel()
+			return bytes.NewReader(archive)
+		},
+		"after the first read": func(cancel context.CancelFunc) io.Reader {
+			return &cancelAfterFirstRead{r: bytes.NewReader(archive), cancel: cancel}
+		},
+	}
+	for name, reader := range tests {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			dest := emptyDir(t)
+			_, err := Unpack(ctx, reader(cancel), dest, Limits{})
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("err = %v, want context.Canceled", err)
+			}
+			if left := readTree(t, dest); len(left) != 0 {
+				t.Fatalf("destination holds %v", keys(left))
+			}
+		})
+	}
+}
+
+// cancelAfterFirstRead delivers a small first chunk, then cancels: the rest of the bundle must not
+// be extracted.
+type cancelAfterFirstRead struct {
+	r      io.Reader
+	cancel context.CancelFunc
+	done   bool
+}
+
+func (c *cancelAfterFirstRead) Read(p []byte) (int, error) {
+	if c.done {
+		return c.r.Read(p)
+	}
+	c.done = true
+	n, err := c.r.Read(p[:min(len(p), 64)])
+	c.cancel()
+	return n, err
+}
+
+// longerBodyBundle stores 1000 bytes of meta.json under a header that declares 5: the tar reader
+// then meets body bytes where the next header should be.
+func longerBodyBundle(t *testing.T) []byte {
+	raw := tarBytes(t, file("meta.json", strings.Repeat("x", 1000)), validEvents)
+	setHeaderSize(raw[:512], 5)
+	return gzipBytes(t, raw)
+}
+
+// setHeaderSize rewrites the size field of a ustar header block and its checksum.
+func setHeaderSize(block []byte, size int64) {
+	copy(block[124:136], fmt.Sprintf("%011o\x00", size))
+	copy(block[148:156], "        ") // the checksum is computed with its own field as spaces
+	var sum int64
+	for _, b := range block {
+		sum += int64(b)
+	}
+	copy(block[148:156], fmt.Sprintf("%06o\x00 ", sum))
+}
+
+func flipByte(b []byte, i int) []byte {
+	out := bytes.Clone(b)
+	out[i] ^= 0xff
+	return out
+}

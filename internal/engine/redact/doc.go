@@ -1,0 +1,19 @@
+// Package redact owns secret redaction for recordings: it finds secrets (API keys, access keys,
+// bearer tokens, user-supplied shapes) in strings and JSON documents, replaces each by a deterministic
+// token "arw:redacted:<first 12 hex of sha256(secret)>", and keeps the token→secret map in a Vault that
+// is sealed with AES-256-GCM into vault.enc so that a local replay can restore the secrets.
+//
+// Determinism is the point of the token: the same secret always yields the same token, in every
+// process and on every machine, so a redacted recording still replays (request fingerprints match)
+// and two recordings of the same run still diff cleanly.
+//
+// What this package must not do:
+//   - write a secret anywhere but into a sealed vault: no logging, no error message carries one;
+//   - decide where vault.enc or the key lives, or talk to Kubernetes: callers hand it a KeyProvider
+//     (a key file on a workstation, or a key the caller fetched from a Kubernetes Secret);
+//   - ship the vault: a bundle never carries vault.enc (package bundle enforces that on both ends).
+//
+// Redaction is best effort by construction — only the shapes in the configured patterns are found —
+// so the patterns are deliberately tight (they must not eat ordinary prose) and users extend them
+// with ParsePatterns.
+package redact

@@ -1,0 +1,213 @@
+package redact
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// JSONError reports a malformed JSON document; Offset is the byte offset in the input where the
+// problem was detected.
+type JSONError struct {
+	Offset int64
+	Err    error
+}
+
+func (e *JSONError) Error() string {
+	return fmt.Sprintf("redact: malformed JSON at byte %d: %v", e.Offset, e.Err)
+}
+
+func (e *JSONError) Unwrap() error { return e.Err }
+
+// JSON redacts every string leaf and every object key of a JSON document. The document is re-emitted
+// compactly, without HTML escaping, with object members in their original order and numbers with
+// their exact original text (1.50 stays 1.50): a recorded body must change only where a secret was.
+//
+// A string member value is also matched together with its key ("aws_secret_access_key=<value>"),
+// so key-anchored shapes are found when the name and the secret are separate JSON strings. Invalid
+// UTF-8 inside strings is replaced by U+FFFD, as encoding/json does.
+func (r *Redactor) JSON(doc []byte) ([]byte, error) {
+	var found []finding
+	out, err := rewriteJSON(doc, stringRewriter{
+		key: func(k string) string { return r.redact(k, 0, &found) },
+		value: func(key string, member bool, v string) string {
+			if member {
+				v = r.redactInContext(key+"=", v, &found)
+			}
+			return r.redact(v, 0, &found)
+		},
+	})
+	if err != nil {
+		return nil, err // record nothing: the caller gets no redacted output to pair with it
+	}
+	r.record(found)
+	return out, nil
+}
+
+// redactInContext redacts v as if it followed prefix, leaving prefix itself alone.
+func (r *Redactor) redactInContext(prefix, v string, found *[]finding) string {
+	return r.redact(prefix+v, len(prefix), found)[len(prefix):]
+}
+
+// stringRewriter says how rewriteJSON transforms object keys and string values. value receives the
+// raw (untransformed) key of the member it belongs to, and member=false inside arrays or at the top.
+type stringRewriter struct {
+	key   func(k string) string
+	value func(key string, member bool, v string) string
+}
+
+// frame is one open object or array while re-emitting a document.
+type frame struct {
+	object    bool
+	expectKey bool   // in an object: the next string token is a key
+	n         int    // members or elements written so far
+	key       string // in an object: raw key of the member whose value comes next
+}
+
+type jsonRewrite struct {
+	dec   *json.Decoder
+	out   bytes.Buffer
+	enc   *json.Encoder
+	rw    stringRewriter
+	stack []frame
+}
+
+// rewriteJSON streams doc token by token (rather than decoding into maps) so member order, duplicate
+// keys and number text survive unchanged.
+func rewriteJSON(doc []byte, rw stringRewriter) ([]byte, error) {
+	j := &jsonRewrite{dec: json.NewDecoder(bytes.NewReader(doc)), rw: rw}
+	j.dec.UseNumber()
+	j.out.Grow(len(doc))
+	j.enc = json.NewEncoder(&j.out)
+	j.enc.SetEscapeHTML(false)
+	complete := false
+	for {
+		offset := j.dec.InputOffset()
+		tok, err := j.dec.Token()
+		if err == io.EOF {
+			if !complete {
+				return nil, &JSONError{Offset: int64(len(doc)), Err: io.ErrUnexpectedEOF}
+			}
+			return j.out.Bytes(), nil
+		}
+		if err != nil {
+			return nil, syntaxError(j.dec, err, int64(len(doc)))
+		}
+		if complete {
+			// json.Decoder reads a stream of values; a document is exactly one.
+			return nil, &JSONError{Offset: offset, Err: errors.New("unexpected data after the top-level value")}
+		}
+		if err := j.emit(tok); err != nil {
+			return nil, &JSONError{Offset: offset, Err: err}
+		}
+		complete = len(j.stack) == 0
+	}
+}
+
+func syntaxError(dec *json.Decoder, err error, docLen int64) error {
+	if se, ok := errors.AsType[*json.SyntaxError](err); ok {
+		return &JSONError{Offset: se.Offset, Err: err}
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) { // a truncated literal such as "nul": the input ran out
+		return &JSONError{Offset: docLen, Err: err}
+	}
+	return &JSONError{Offset: dec.InputOffset(), Err: err}
+}
+
+func (j *jsonRewrite) emit(tok json.Token) error {
+	switch t := tok.(type) {
+	case json.Delim:
+		return j.delim(t)
+	case string:
+		if top := j.top(); top != nil && top.object && top.expectKey {
+			return j.objectKey(top, t)
+		}
+		key, member := j.memberKey()
+		j.separator()
+		if err := j.writeString(j.rw.value(key, member, t)); err != nil {
+			return err
+		}
+	case json.Number:
+		j.separator()
+		j.out.WriteString(t.String())
+	case bool:
+		j.separator()
+		j.out.WriteString(fmt.Sprint(t))
+	case nil:
+		j.separator()
+		j.out.WriteString("null")
+	default:
+		return fmt.Errorf("unexpected token %T", tok)
+	}
+	j.valueDone()
+	return nil
+}
+
+func (j *jsonRewrite) delim(d json.Delim) error {
+	switch d {
+	case '{', '[':
+		j.separator()
+		j.out.WriteByte(byte(d))
+		j.stack = append(j.stack, frame{object: d == '{', expectKey: d == '{'})
+		return nil
+	case '}', ']':
+		j.stack = j.stack[:len(j.stack)-1] // json.Decoder guarantees delimiters are balanced
+		j.out.WriteByte(byte(d))
+		j.valueDone()
+		return nil
+	}
+	return fmt.Errorf("unexpected delimiter %q", d)
+}
+
+func (j *jsonRewrite) objectKey(top *frame, k string) error {
+	if top.n > 0 {
+		j.out.WriteByte(',')
+	}
+	if err := j.writeString(j.rw.key(k)); err != nil {
+		return err
+	}
+	j.out.WriteByte(':')
+	top.key, top.expectKey = k, false
+	return nil
+}
+
+// separator writes the comma before an array element; member values follow the colon written with
+// their key.
+func (j *jsonRewrite) separator() {
+	if top := j.top(); top != nil && !top.object && top.n > 0 {
+		j.out.WriteByte(',')
+	}
+}
+
+// valueDone accounts for a complete value in the enclosing container.
+func (j *jsonRewrite) valueDone() {
+	if top := j.top(); top != nil {
+		top.n++
+		top.expectKey = top.object
+	}
+}
+
+func (j *jsonRewrite) memberKey() (string, bool) {
+	if top := j.top(); top != nil && top.object {
+		return top.key, true
+	}
+	return "", false
+}
+
+func (j *jsonRewrite) top() *frame {
+	if len(j.stack) == 0 {
+		return nil
+	}
+	return &j.stack[len(j.stack)-1]
+}
+
+// writeString appends s as a JSON string. Encoder.Encode always ends with a newline, dropped here.
+func (j *jsonRewrite) writeString(s string) error {
+	if err := j.enc.Encode(s); err != nil {
+		return err
+	}
+	j.out.Truncate(j.out.Len() - 1)
+	return nil
+}
