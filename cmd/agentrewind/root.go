@@ -19,7 +19,8 @@ One binary plays every role: the Kubernetes operator (manager), the tasks its Jo
 the recording proxy, and the command-line tools over recorded sessions.`,
 		SilenceUsage: true,
 	}
-	root.AddCommand(newVersionCommand(), newManagerCommand())
+	root.AddCommand(newVersionCommand(), newManagerCommand(),
+		newInspectCommand(), newContextCommand(), newDiffCommand(), newVerifyCommand(), newPackCommand(), newUnpackCommand())
 	return root
 }
 

@@ -16,7 +16,7 @@ func sampleEvents(bigText string) []Event {
 	return []Event{
 		{Step: 0, Lane: "0", Kind: KindSessionStart},
 		{Step: 1, Seq: 0, Lane: "0", CallSite: "plan", Kind: KindModelCall, Provider: "anthropic",
-			Request: &Request{Model: "m", System: "sys", Messages: []Message{{Role: "user", Content: json.RawMessage(`"hi"`)}}},
+			Request:     &Request{Model: "m", System: "sys", Messages: []Message{{Role: "user", Content: json.RawMessage(`"hi"`)}}},
 			RequestHash: strings.Repeat("a", 64),
 			Response:    &Response{Content: json.RawMessage(`[{"type":"text","text":` + mustJSON(bigText) + `}]`), StopReason: "end_turn"},
 			Usage:       &Usage{InputTokens: 10, OutputTokens: 5}},

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentrewind/agentrewind/internal/engine/bundle"
+	"github.com/agentrewind/agentrewind/internal/engine/session"
+)
+
+func newPackCommand() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "pack <session-dir> <out.rewind>",
+		Short: "Pack a session into a shareable .rewind bundle (never including its vault)",
+		Long: `Pack a verified session into a .rewind bundle: meta.json, events.jsonl and blobs, never vault.enc.
+
+Before writing, pack prints what was redacted, by pattern, so you know what the bundle does not reveal.
+Secrets the patterns did not recognise are not redacted: read the summary before you share the file.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			dir, out := args[0], args[1]
+			s, err := openSession(dir)
+			if err != nil {
+				return err
+			}
+			if output == "text" {
+				printRedactionSummary(cmd, s.Meta.Redaction)
+			}
+			summary, err := packTo(cmd, dir, out)
+			if err != nil {
+				return err
+			}
+			if output == "json" {
+				return writeJSON(cmd.OutOrStdout(), map[string]any{"bundle": out, "session": s.Meta.ID,
+					"redacted": s.Meta.Redaction.Counts, "summary": summary})
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %d files, %d blobs, %d bytes packed (vault.enc left out)\n",
+				out, summary.Files, summary.Blobs, summary.Bytes)
+			return nil
+		},
+	}
+	outputFlag(cmd, &output)
+	return cmd
+}
+
+func printRedactionSummary(cmd *cobra.Command, r session.RedactionInfo) {
+	out := cmd.OutOrStdout()
+	if len(r.Counts) == 0 {
+		fmt.Fprintln(out, "redaction: no secrets matched the recording's patterns")
+		return
+	}
+	names := make([]string, 0, len(r.Counts))
+	for name := range r.Counts {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	fmt.Fprintln(out, "redaction summary (secrets replaced by tokens, by pattern):")
+	for _, name := range names {
+		fmt.Fprintf(out, "  %-24s %d\n", name, r.Counts[name])
+	}
+}
+
+// packTo writes the bundle to a temporary file beside out and renames it into place, so a failed pack
+// never leaves a truncated bundle under the requested name.
+func packTo(cmd *cobra.Command, dir, out string) (*bundle.PackSummary, error) {
+	tmp, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".tmp-*")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(tmp.Name())
+	summary, err := bundle.Pack(cmd.Context(), dir, tmp)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, classify(err)
+	}
+	if err := os.Rename(tmp.Name(), out); err != nil {
+		return nil, err
+	}
+	return summary, nil
+}
+
+func newUnpackCommand() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "unpack <bundle.rewind> <dir>",
+		Short: "Unpack a .rewind bundle into an empty directory and verify the session",
+		Long: `Unpack a .rewind bundle into an empty directory and verify the session in it.
+
+Bundles come from other people: entries that are links, devices, outside the session layout, escape
+the directory, or do not match their hash are refused, and nothing is left behind on failure.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			f, err := os.Open(args[0])
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			summary, err := bundle.Unpack(cmd.Context(), f, args[1], bundle.Limits{})
+			if errors.Is(err, bundle.ErrDestinationNotEmpty) {
+				return fmt.Errorf("%w: unpack into a new or empty directory", err)
+			}
+			if err != nil {
+				return &codedError{exitCorrupt, err} // a hostile or damaged bundle
+			}
+			s, err := openSession(args[1])
+			if err != nil {
+				return err
+			}
+			if output == "json" {
+				return writeJSON(cmd.OutOrStdout(), map[string]any{"session": s.Meta.ID, "dir": args[1], "events": len(s.Events), "summary": summary})
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "unpacked session %s into %s: %d events, %d blobs, verified\n", s.Meta.ID, args[1], len(s.Events), summary.Blobs)
+			return nil
+		},
+	}
+	outputFlag(cmd, &output)
+	return cmd
+}

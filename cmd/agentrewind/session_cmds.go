@@ -1,0 +1,297 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentrewind/agentrewind/internal/engine/replay"
+	"github.com/agentrewind/agentrewind/internal/engine/session"
+)
+
+// Exit codes of the session commands, so scripts can tell a damaged recording from a drifted replay.
+const (
+	exitError   = 1
+	exitCorrupt = 2
+	exitDrift   = 3
+)
+
+// codedError carries the process exit code for an error.
+type codedError struct {
+	code int
+	err  error
+}
+
+func (e *codedError) Error() string { return e.err.Error() }
+func (e *codedError) Unwrap() error { return e.err }
+
+// classify gives an error its exit code: corruption and drift get their own.
+func classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	var dm *session.DigestMismatchError
+	var ce *session.CorruptEventError
+	var me *session.MigrationError
+	var de *replay.DriftError
+	switch {
+	case errors.As(err, &de):
+		return &codedError{exitDrift, err}
+	case errors.As(err, &dm), errors.As(err, &ce), errors.As(err, &me), errors.Is(err, session.ErrNotCommitted):
+		return &codedError{exitCorrupt, err}
+	}
+	return err
+}
+
+// exitCode maps an error returned by the root command to the process exit code.
+func exitCode(err error) int {
+	var ce *codedError
+	if errors.As(err, &ce) {
+		return ce.code
+	}
+	return exitError
+}
+
+// outputFlag adds --output (text or json) to a command.
+func outputFlag(cmd *cobra.Command, output *string) {
+	cmd.Flags().StringVarP(output, "output", "o", "text", "output format: text or json")
+}
+
+func checkOutput(output string) error {
+	if output != "text" && output != "json" {
+		return fmt.Errorf("--output %q is not supported: use text or json", output)
+	}
+	return nil
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func openSession(dir string) (*session.Session, error) {
+	s, err := session.Open(dir)
+	return s, classify(err)
+}
+
+func newInspectCommand() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "inspect <session-dir>",
+		Short: "Print a recorded session's timeline: step, kind, lane, call site, fingerprint, tokens",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			s, err := openSession(args[0])
+			if err != nil {
+				return err
+			}
+			rows := timeline(s.Events)
+			if output == "json" {
+				return writeJSON(cmd.OutOrStdout(), map[string]any{"meta": s.Meta, "events": rows})
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintf(w, "session %s (%d events, schema %d, parent %q)\n", s.Meta.ID, len(s.Events), s.Meta.SchemaVersion, s.Meta.Parent)
+			fmt.Fprintln(w, "STEP\tKIND\tLANE\tCALL SITE\tWHAT\tFINGERPRINT\tTOKENS\tPROVENANCE")
+			for _, r := range rows {
+				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Step, r.Kind, r.Lane, r.CallSite, r.What, short12(r.Fingerprint), tokensText(r), r.Provenance)
+			}
+			return w.Flush()
+		},
+	}
+	outputFlag(cmd, &output)
+	return cmd
+}
+
+// timelineRow is one event as inspect shows it.
+type timelineRow struct {
+	Step         int64  `json:"step"`
+	Kind         string `json:"kind"`
+	Lane         string `json:"lane"`
+	CallSite     string `json:"callSite"`
+	What         string `json:"what,omitempty"`
+	Fingerprint  string `json:"fingerprint,omitempty"`
+	InputTokens  int64  `json:"inputTokens,omitempty"`
+	OutputTokens int64  `json:"outputTokens,omitempty"`
+	Provenance   string `json:"provenance,omitempty"`
+	Error        string `json:"error,omitempty"`
+}
+
+func timeline(events []session.Event) []timelineRow {
+	rows := make([]timelineRow, 0, len(events))
+	for _, ev := range events {
+		r := timelineRow{Step: ev.Step, Kind: string(ev.Kind), Lane: ev.Lane, CallSite: ev.CallSite, Provenance: string(ev.Provenance)}
+		switch ev.Kind {
+		case session.KindModelCall:
+			r.Fingerprint = ev.RequestHash
+			if ev.Request != nil {
+				r.What = ev.Request.Model
+			}
+			if ev.Usage != nil {
+				r.InputTokens, r.OutputTokens = ev.Usage.InputTokens, ev.Usage.OutputTokens
+			}
+		case session.KindToolCall:
+			r.What, r.Fingerprint = ev.Name, ev.ArgsHash
+		case session.KindEntropy:
+			r.What = string(ev.Source) + "=" + string(ev.Value)
+		case session.KindNote:
+			r.What = ev.Text
+		case session.KindLedger:
+			r.What = string(ev.Ledger)
+		}
+		if len(r.What) > 60 {
+			r.What = r.What[:57] + "..."
+		}
+		if ev.Error != nil {
+			r.Error = ev.Error.Error()
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+func short12(fp string) string {
+	if len(fp) > 12 {
+		return fp[:12]
+	}
+	return fp
+}
+
+func tokensText(r timelineRow) string {
+	if r.InputTokens == 0 && r.OutputTokens == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d→%d", r.InputTokens, r.OutputTokens)
+}
+
+func newContextCommand() *cobra.Command {
+	var output string
+	var step int64
+	cmd := &cobra.Command{
+		Use:   "context <session-dir> --step N",
+		Short: "Print the prompt context (the messages sent) of the model call at a step",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			s, err := openSession(args[0])
+			if err != nil {
+				return err
+			}
+			msgs, err := replay.ContextAt(s.Events, step)
+			if err != nil {
+				return err
+			}
+			if output == "json" {
+				return writeJSON(cmd.OutOrStdout(), msgs)
+			}
+			for i, m := range msgs {
+				fmt.Fprintf(cmd.OutOrStdout(), "[%d] %s: %s\n", i, m.Role, messageText(m.Content))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().Int64Var(&step, "step", -1, "the step of a model call")
+	_ = cmd.MarkFlagRequired("step")
+	outputFlag(cmd, &output)
+	return cmd
+}
+
+// messageText renders message content: a JSON string as its text, anything else as compact JSON.
+func messageText(content json.RawMessage) string {
+	var s string
+	if json.Unmarshal(content, &s) == nil {
+		return s
+	}
+	return string(content)
+}
+
+func newDiffCommand() *cobra.Command {
+	var output string
+	var from, to int64
+	cmd := &cobra.Command{
+		Use:   "diff <session-dir> --from A --to B",
+		Short: "Show how the prompt context changed between the model calls at two steps",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			s, err := openSession(args[0])
+			if err != nil {
+				return err
+			}
+			d, err := replay.DiffContext(s.Events, from, to, nil)
+			if err != nil {
+				return err
+			}
+			if output == "json" {
+				return writeJSON(cmd.OutOrStdout(), d)
+			}
+			out := cmd.OutOrStdout()
+			for _, m := range d.Removed {
+				fmt.Fprintf(out, "- %s: %s\n", m.Role, messageText(m.Content))
+			}
+			for _, m := range d.Added {
+				fmt.Fprintf(out, "+ %s: %s\n", m.Role, messageText(m.Content))
+			}
+			estimate := ""
+			if d.TokenDeltaIsEstimate {
+				estimate = " (estimated)"
+			}
+			fmt.Fprintf(out, "tokens %+d%s\n", d.TokenDelta, estimate)
+			return nil
+		},
+	}
+	cmd.Flags().Int64Var(&from, "from", -1, "the step of the earlier model call")
+	cmd.Flags().Int64Var(&to, "to", -1, "the step of the later model call")
+	_ = cmd.MarkFlagRequired("from")
+	_ = cmd.MarkFlagRequired("to")
+	outputFlag(cmd, &output)
+	return cmd
+}
+
+func newVerifyCommand() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "verify <session-dir>",
+		Short: "Check a session: committed, every line readable, the events hash and every blob hash intact",
+		Long: `Check a session: committed, every line readable, the events hash and every blob hash intact.
+
+Exits 0 when the session is intact, 2 when it is corrupt, tampered with or not committed.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			s, err := openSession(args[0])
+			result := map[string]any{"session": args[0], "ok": err == nil}
+			if err != nil {
+				result["error"] = err.Error()
+				if output == "json" {
+					_ = writeJSON(cmd.OutOrStdout(), result)
+				}
+				return err
+			}
+			blobs := session.Blobs(s.Events)
+			result["id"], result["events"], result["blobs"], result["eventsHash"] = s.Meta.ID, len(s.Events), len(blobs), s.Meta.EventsHash
+			if output == "json" {
+				return writeJSON(cmd.OutOrStdout(), result)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "session %s is intact: %d events, %d blobs, events hash %s\n",
+				s.Meta.ID, len(s.Events), len(blobs), s.Meta.EventsHash)
+			return nil
+		},
+	}
+	outputFlag(cmd, &output)
+	return cmd
+}

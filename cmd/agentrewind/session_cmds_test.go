@@ -1,0 +1,166 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentrewind/agentrewind/internal/engine/replay"
+	"github.com/agentrewind/agentrewind/internal/engine/session"
+)
+
+// echoModel answers with the number of messages it was sent.
+type echoModel struct{}
+
+func (echoModel) Create(_ context.Context, req session.Request) (*session.Response, error) {
+	return &session.Response{Content: json.RawMessage(`[{"type":"text","text":"ok"}]`),
+		Usage: &session.Usage{InputTokens: int64(10 * len(req.Messages)), OutputTokens: 2}}, nil
+}
+
+func msg(role, text string) session.Message {
+	b, _ := json.Marshal(text)
+	return session.Message{Role: role, Content: b}
+}
+
+// fixtureSession records a small two-turn session for the CLI tests:
+// 0 start, 1 model(plan), 2 tool(search), 3 model(answer), 4 end.
+func fixtureSession(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "fixture")
+	tools := map[string]replay.Tool{"search": func(context.Context, json.RawMessage) (any, error) { return []string{"r1"}, nil }}
+	_, err := replay.Record(context.Background(), replay.RecordOptions{Dir: dir, ID: "fixture", Model: echoModel{}, Tools: tools},
+		func(ctx context.Context, ac replay.AgentContext) error {
+			req := session.Request{Model: "fake-1", Messages: []session.Message{msg("user", "find it")}}
+			if _, err := ac.Model(ctx, req, replay.Site("plan")); err != nil {
+				return err
+			}
+			if _, err := ac.Tool(ctx, "search", map[string]string{"q": "it"}); err != nil {
+				return err
+			}
+			req.Messages = append(req.Messages, msg("assistant", "searching"), msg("user", "results: r1"))
+			_, err := ac.Model(ctx, req, replay.Site("answer"))
+			return err
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func runCLI(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	cmd := newRootCommand()
+	cmd.SetArgs(args)
+	cmd.SetOut(&out)
+	cmd.SetErr(&bytes.Buffer{})
+	err := cmd.Execute()
+	return out.String(), err
+}
+
+func TestInspectPrintsTheTimeline(t *testing.T) {
+	dir := fixtureSession(t)
+	out, err := runCLI(t, "inspect", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"session fixture (5 events", "STEP", "model_call", "plan", "fake-1", "10→2", "tool_call", "search", "answer", "30→2"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("inspect output lacks %q:\n%s", want, out)
+		}
+	}
+	out, err = runCLI(t, "inspect", dir, "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Meta   session.Meta
+		Events []timelineRow
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("inspect -o json: %v\n%s", err, out)
+	}
+	if len(doc.Events) != 5 || doc.Events[2].What != "search" || len(doc.Events[1].Fingerprint) != 64 {
+		t.Fatalf("inspect json events: %+v", doc.Events)
+	}
+}
+
+func TestContextAndDiffShowThePrompt(t *testing.T) {
+	dir := fixtureSession(t)
+	out, err := runCLI(t, "context", dir, "--step", "3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "[0] user: find it\n[1] assistant: searching\n[2] user: results: r1\n"; out != want {
+		t.Fatalf("context --step 3:\n%s\nwant\n%s", out, want)
+	}
+	if _, err := runCLI(t, "context", dir, "--step", "2"); err == nil || !strings.Contains(err.Error(), "step 2 is a tool_call, not a model_call") {
+		t.Fatalf("context of a tool step: %v", err)
+	}
+	out, err = runCLI(t, "diff", dir, "--from", "1", "--to", "3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "+ assistant: searching\n+ user: results: r1\ntokens +20\n"; out != want {
+		t.Fatalf("diff:\n%s\nwant\n%s", out, want)
+	}
+	out, err = runCLI(t, "diff", dir, "--from", "1", "--to", "3", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d replay.ContextDiff
+	if err := json.Unmarshal([]byte(out), &d); err != nil || len(d.Added) != 2 || d.TokenDelta != 20 || d.TokenDeltaIsEstimate {
+		t.Fatalf("diff json %+v (%v)", d, err)
+	}
+}
+
+func TestVerifyExitsNonZeroOnCorruption(t *testing.T) {
+	dir := fixtureSession(t)
+	out, err := runCLI(t, "verify", dir)
+	if err != nil || !strings.Contains(out, "session fixture is intact: 5 events") {
+		t.Fatalf("verify intact: %v\n%s", err, out)
+	}
+	events := filepath.Join(dir, session.EventsFile)
+	data, _ := os.ReadFile(events)
+	if err := os.WriteFile(events, bytes.Replace(data, []byte(`"q":"it"`), []byte(`"q":"IT"`), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err = runCLI(t, "verify", dir, "-o", "json")
+	if exitCode(err) != exitCorrupt || !strings.Contains(err.Error(), "events.jsonl is corrupt or was tampered with") {
+		t.Fatalf("verify tampered: exit %d, %v", exitCode(err), err)
+	}
+	if !strings.Contains(out, `"ok": false`) {
+		t.Fatalf("verify -o json on a tampered session printed %s", out)
+	}
+	if _, err := runCLI(t, "inspect", filepath.Join(t.TempDir(), "nothing")); exitCode(err) != exitCorrupt {
+		t.Fatalf("inspect of an uncommitted session: exit %d (%v)", exitCode(err), err)
+	}
+}
+
+func TestPackAndUnpackRoundTrip(t *testing.T) {
+	dir := fixtureSession(t)
+	out := filepath.Join(t.TempDir(), "fixture.rewind")
+	text, err := runCLI(t, "pack", dir, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text, "redaction: no secrets matched") || !strings.Contains(text, "wrote "+out) {
+		t.Fatalf("pack output:\n%s", text)
+	}
+	dest := filepath.Join(t.TempDir(), "unpacked")
+	text, err = runCLI(t, "unpack", out, dest)
+	if err != nil || !strings.Contains(text, "unpacked session fixture") {
+		t.Fatalf("unpack: %v\n%s", err, text)
+	}
+	if _, err := runCLI(t, "verify", dest); err != nil {
+		t.Fatalf("the unpacked session does not verify: %v", err)
+	}
+	// A second unpack into the same, now non-empty directory is refused and changes nothing.
+	if _, err := runCLI(t, "unpack", out, dest); exitCode(err) != exitError || !strings.Contains(err.Error(), "new or empty directory") {
+		t.Fatalf("unpack into a non-empty directory: exit %d, %v", exitCode(err), err)
+	}
+}
