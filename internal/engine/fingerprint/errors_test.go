@@ -1,0 +1,283 @@
+package fingerprint
+
+import (
+	"encoding/json"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+)
+
+// canonicalizeAny runs one input through the function that takes it: a string goes to CanonicalizeJSON, a Go
+// value to Canonicalize.
+func canonicalizeAny(in any) error {
+	if doc, ok := in.(string); ok {
+		_, err := CanonicalizeJSON([]byte(doc))
+		return err
+	}
+	_, err := Canonicalize(in)
+	return err
+}
+
+func TestNonFiniteNumbersAreRejectedWithTheirPath(t *testing.T) {
+	tests := []struct {
+		name     string
+		in       any
+		wantPath string
+		wantMsg  string
+	}{
+		{"NaN in a nested map", map[string]any{"params": map[string]any{"temperature": math.NaN()}}, "$.params.temperature",
+			"fingerprint: $.params.temperature: NaN is not valid JSON (only finite numbers can be fingerprinted)"},
+		{"+Inf in an array", map[string]any{"messages": []any{1, 2, math.Inf(1)}}, "$.messages[2]",
+			"fingerprint: $.messages[2]: +Inf is not valid JSON (only finite numbers can be fingerprinted)"},
+		{"-Inf float32 in a typed map", map[string]float32{"x": float32(math.Inf(-1))}, "$.x", ""},
+		{"NaN inside a struct is reported at the struct", map[string]any{"s": struct{ F float64 }{math.NaN()}}, "$.s", ""},
+		{"odd key names are quoted", map[string]any{"content-type": math.NaN()}, `$["content-type"]`, ""},
+		{"document literal beyond the double range", `{"a":[0, 1e400]}`, "$.a[1]",
+			"fingerprint: $.a[1]: number 1e400 is beyond the range of a double (only finite numbers can be fingerprinted)"},
+		{"negative overflow", `-1.5e999`, "$", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var e *NonFiniteError
+			err := canonicalizeAny(tt.in)
+			if !errors.As(err, &e) {
+				t.Fatalf("err = %v (%T), want *NonFiniteError", err, err)
+			}
+			if e.Path != tt.wantPath {
+				t.Errorf("Path = %q, want %q", e.Path, tt.wantPath)
+			}
+			if tt.wantMsg != "" && err.Error() != tt.wantMsg {
+				t.Errorf("Error() = %q\nwant      %q", err.Error(), tt.wantMsg)
+			}
+		})
+	}
+}
+
+func TestDuplicateKeysAreRejected(t *testing.T) {
+	tests := []struct {
+		name     string
+		in       any
+		wantPath string
+		wantKey  string
+	}{
+		{"literal duplicate in a nested object", `{"a":{"x":1,"y":2,"x":3}}`, "$.a", "x"},
+		{"duplicate inside an array element", `[{}, {"k":1,"k":1}]`, "$[1]", "k"},
+		{"keys equal after NFC in a document", `{"café":1,"cafe\u0301":2}`, "$", "café"},
+		{"keys equal after escaping", `{"a":1,"\u0061":2}`, "$", "a"},
+		{"keys equal after NFC in a Go map", map[string]any{"m": map[string]any{"caf\u00e9": 1, "cafe\u0301": 2}}, "$.m", "café"},
+		{"keys equal after NFC in a typed map", map[string]int{"\u212b": 1, "\u00c5": 2}, "$", "\u00c5"}, // ANGSTROM SIGN
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var e *DuplicateKeyError
+			err := canonicalizeAny(tt.in)
+			if !errors.As(err, &e) {
+				t.Fatalf("err = %v (%T), want *DuplicateKeyError", err, err)
+			}
+			if e.Path != tt.wantPath || e.Key != tt.wantKey {
+				t.Errorf("Path, Key = %q, %q; want %q, %q", e.Path, e.Key, tt.wantPath, tt.wantKey)
+			}
+			if !strings.Contains(err.Error(), "duplicate key") {
+				t.Errorf("Error() = %q", err.Error())
+			}
+		})
+	}
+}
+
+func TestSyntaxErrorsReportTheOffendingOffset(t *testing.T) {
+	tests := []struct {
+		name       string
+		doc        string
+		wantOffset int64
+		wantMsg    string // substring
+	}{
+		{"empty document", ``, 0, "unexpected end"},
+		{"only whitespace", "  \n", 3, "unexpected end"},
+		{"trailing comma in object", `{"a":1,}`, 7, "looking for beginning of object key"},
+		{"trailing comma in array", `[1,]`, 3, "looking for beginning of value"},
+		{"missing comma", `[1 2]`, 3, "after array element"},
+		{"missing colon", `{"a" 1}`, 5, "after object key"},
+		{"unquoted key", `{a:1}`, 1, "looking for beginning of object key"},
+		{"truncated literal", `tru`, 3, "unexpected end"},
+		{"misspelled literal", `[nul1]`, 4, "in literal null"},
+		{"unterminated string", `"abc`, 4, "unexpected end"},
+		{"raw newline in string", "\"a\nb\"", 2, "in string literal"},
+		{"unknown escape", `"a\x"`, 3, "in string escape code"},
+		{"bad unicode escape", `"\u12g4"`, 5, "hexadecimal"},
+		{"leading zero", `01`, 1, "after top-level value"},
+		{"bare minus", `-`, 1, "unexpected end"},
+		{"minus without digits", `-x`, 1, "in numeric literal"},
+		{"fraction without digits", `1.e5`, 2, "after decimal point"},
+		{"exponent without digits", `1e+`, 3, "unexpected end"},
+		{"plus sign", `+1`, 0, "looking for beginning of value"},
+		{"trailing data", `{"a":1} x`, 8, "after top-level value"},
+		{"two documents", `{} {}`, 3, "after top-level value"},
+		{"NaN literal", `[NaN]`, 1, "looking for beginning of value"},
+		{"byte-order mark", "\ufeff{}", 0, "byte 0xef"},
+		{"non-ASCII outside strings", "[1,\u00a0 2]", 3, "byte 0xc2"},
+		{"single quotes", `{'a':1}`, 1, `'\''`},
+		{"nesting beyond the limit", strings.Repeat("[", maxDepth+1), maxDepth, "nesting depth"},
+		{"syntax beats a duplicate key seen earlier", `{"a":1,"a":2`, 12, "unexpected end"},
+		{"syntax beats an unpaired surrogate seen earlier", `["\ud800",]`, 10, "looking for beginning of value"},
+		{"syntax beats an overflow seen earlier", `[1e999 1]`, 7, "after array element"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var e *SyntaxError
+			_, err := CanonicalizeJSON([]byte(tt.doc))
+			if !errors.As(err, &e) {
+				t.Fatalf("err = %v (%T), want *SyntaxError", err, err)
+			}
+			if e.Offset != tt.wantOffset {
+				t.Errorf("Offset = %d, want %d (%v)", e.Offset, tt.wantOffset, err)
+			}
+			if !strings.Contains(e.Msg, tt.wantMsg) {
+				t.Errorf("Msg = %q, want it to mention %q", e.Msg, tt.wantMsg)
+			}
+			if json.Valid([]byte(tt.doc)) {
+				t.Error("encoding/json accepts this document")
+			}
+		})
+	}
+}
+
+func TestNestingUpToTheLimitIsAccepted(t *testing.T) {
+	doc := strings.Repeat("[", maxDepth) + strings.Repeat("]", maxDepth)
+	out, err := CanonicalizeJSON([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(out) != doc {
+		t.Error("deeply nested arrays changed")
+	}
+}
+
+func TestSyntaxErrorMessage(t *testing.T) {
+	_, err := CanonicalizeJSON([]byte(`{"a":1,}`))
+	if want := `fingerprint: invalid JSON at byte offset 7: invalid character '}' looking for beginning of object key string`; err == nil || err.Error() != want {
+		t.Errorf("Error() = %v\nwant      %s", err, want)
+	}
+}
+
+func TestEmbeddedDocumentErrorsNameTheirPath(t *testing.T) {
+	tests := []struct {
+		name       string
+		v          any
+		wantOffset int64
+		wantIn     string
+	}{
+		{"RawMessage", map[string]any{"tools": []any{json.RawMessage(`{"x":}`)}}, 5, "fingerprint: $.tools[0]: invalid JSON at byte offset 5 of the embedded document"},
+		{"empty RawMessage", map[string]any{"r": json.RawMessage{}}, 0, "$.r: invalid JSON at byte offset 0"},
+		{"json.Number with junk", map[string]any{"n": json.Number("1x")}, 1, "$.n: invalid JSON at byte offset 1"},
+		{"json.Number that is a string", map[string]any{"n": json.Number(`"1"`)}, 0, "json.Number"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var e *SyntaxError
+			_, err := Canonicalize(tt.v)
+			if !errors.As(err, &e) {
+				t.Fatalf("err = %v (%T), want *SyntaxError", err, err)
+			}
+			if e.Offset != tt.wantOffset || !strings.Contains(err.Error(), tt.wantIn) {
+				t.Errorf("Offset = %d, Error() = %q; want %d and %q", e.Offset, err.Error(), tt.wantOffset, tt.wantIn)
+			}
+		})
+	}
+}
+
+func TestErrorsInsideEmbeddedDocumentsHaveFullPaths(t *testing.T) {
+	_, err := Canonicalize(map[string]any{"tools": []any{json.RawMessage(`{"schema":{"max":1e400}}`)}})
+	var e *NonFiniteError
+	if !errors.As(err, &e) || e.Path != "$.tools[0].schema.max" {
+		t.Errorf("err = %v, want a NonFiniteError at $.tools[0].schema.max", err)
+	}
+}
+
+func TestUnsupportedTypesAreRejected(t *testing.T) {
+	cyclic := map[string]any{}
+	cyclic["self"] = cyclic
+	tests := []struct {
+		name     string
+		v        any
+		wantPath string
+		wantType string
+	}{
+		{"func in a map", map[string]any{"callback": func() {}}, "$.callback", "func()"},
+		{"channel in an array", map[string]any{"tools": []any{"ok", make(chan int)}}, "$.tools[1]", "chan int"},
+		{"complex number at the top", complex(1, 2), "$", "complex128"},
+		{"channel inside a struct is reported at the struct", map[string]any{"s": struct{ C chan int }{}}, "$.s", "chan int"},
+		{"typed slice of funcs", []func(){nil}, "$[0]", "func()"},
+		{"cyclic map", cyclic, "$" + strings.Repeat(".self", maxDepth), "map[string]interface {}"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var e *UnsupportedTypeError
+			_, err := Canonicalize(tt.v)
+			if !errors.As(err, &e) {
+				t.Fatalf("err = %v (%T), want *UnsupportedTypeError", err, err)
+			}
+			if e.Path != tt.wantPath || e.Type != tt.wantType {
+				t.Errorf("Path, Type = %.60q, %q; want %.60q, %q", e.Path, e.Type, tt.wantPath, tt.wantType)
+			}
+		})
+	}
+	_, err := Canonicalize(map[string]any{"callback": func() {}})
+	if want := "fingerprint: $.callback: a value of type func() cannot be fingerprinted (it has no JSON representation)"; err.Error() != want {
+		t.Errorf("Error() = %q\nwant      %q", err.Error(), want)
+	}
+}
+
+func TestInvalidTextIsRejected(t *testing.T) {
+	tests := []struct {
+		name     string
+		in       any
+		opts     Options
+		wantPath string
+		wantMsg  string
+	}{
+		{"invalid UTF-8 in a document string", "{\"a\":[\"ok\",\"\xff\"]}", Options{}, "$.a[1]", "string is not valid UTF-8"},
+		{"invalid UTF-8 in a document key", "{\"m\":{\"\xc3\":1}}", Options{}, "$.m", "object key is not valid UTF-8"},
+		{"invalid UTF-8 after an escape", "[\"\\n\xed\xa0\x80\"]", Options{}, "$[0]", "string is not valid UTF-8"},
+		{"unpaired high surrogate", `{"s":"\ud800"}`, Options{}, "$.s", "unpaired UTF-16 surrogate"},
+		{"unpaired low surrogate", `["\udc00"]`, Options{}, "$[0]", "unpaired UTF-16 surrogate"},
+		{"high surrogate before a non-surrogate", `["\ud83d\u0041"]`, Options{}, "$[0]", "unpaired UTF-16 surrogate"},
+		{"reversed surrogates", `["\ude00\ud83d"]`, Options{}, "$[0]", "unpaired UTF-16 surrogate"},
+		{"unpaired surrogate in a key", `{"\ud800":1}`, Options{}, "$", "object key contains an unpaired"},
+		{"invalid UTF-8 in a Go string", map[string]any{"x": []any{"\xff"}}, Options{}, "$.x[0]", "string is not valid UTF-8"},
+		{"invalid UTF-8 in a Go key", map[string]any{"\xff": 1}, Options{}, "$", "object key is not valid UTF-8"},
+		{"invalid UTF-8 from Redact", `{"a":{"b":"secret"}}`, Options{Redact: func(string) string { return "\xff" }}, "$.a.b", "Redact returned"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var err error
+			if doc, ok := tt.in.(string); ok {
+				_, err = OfJSON([]byte(doc), tt.opts)
+			} else {
+				_, err = Of(tt.in, tt.opts)
+			}
+			var e *InvalidUTF8Error
+			if !errors.As(err, &e) {
+				t.Fatalf("err = %v (%T), want *InvalidUTF8Error", err, err)
+			}
+			if e.Path != tt.wantPath || !strings.Contains(err.Error(), tt.wantMsg) {
+				t.Errorf("Path = %q, Error() = %q; want %q and %q", e.Path, err.Error(), tt.wantPath, tt.wantMsg)
+			}
+		})
+	}
+}
+
+func TestValidSurrogatePairsDecode(t *testing.T) {
+	if got := mustCanonicalJSON(t, `["\ud83d\ude00","\uD83D\uDE00x"]`); got != `["😀","😀x"]` {
+		t.Errorf("got %s", got)
+	}
+}
+
+func TestZeroValueErrorsStillExplainThemselves(t *testing.T) {
+	for _, err := range []error{&NonFiniteError{Path: "$"}, &UnsupportedTypeError{Path: "$", Type: "chan int"},
+		&InvalidUTF8Error{Path: "$"}, &DuplicateKeyError{Path: "$", Key: "k"}, &SyntaxError{Offset: 3, Msg: "bad"}} {
+		if msg := err.Error(); !strings.HasPrefix(msg, "fingerprint: ") || strings.HasSuffix(msg, ": ") {
+			t.Errorf("%T: %q", err, msg)
+		}
+	}
+}

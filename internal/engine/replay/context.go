@@ -1,0 +1,63 @@
+package replay
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/agentrewind/agentrewind/internal/engine/session"
+)
+
+// AgentContext is the harness's only sanctioned way across the boundary. Every method is recorded in
+// Record mode and served from the recording in Replay mode; anything the harness does around it (files,
+// network, global time or randomness) is neither recorded nor replayed.
+type AgentContext interface {
+	// Model sends a request to the model.
+	Model(ctx context.Context, req session.Request, opts ...CallOption) (*session.Response, error)
+	// ModelStream sends a request and hands each streamed chunk to emit as it arrives; it returns the
+	// assembled response.
+	ModelStream(ctx context.Context, req session.Request, emit func(chunk json.RawMessage) error, opts ...CallOption) (*session.Response, error)
+	// Tool calls a tool with JSON-serialisable arguments and returns its JSON result.
+	Tool(ctx context.Context, name string, args any, opts ...CallOption) (json.RawMessage, error)
+	// Clock, Random and UUID are the virtualised sources of entropy.
+	Clock(ctx context.Context) (time.Time, error)
+	Random(ctx context.Context) (float64, error)
+	UUID(ctx context.Context) (string, error)
+	// Env reads an environment variable; the read (never the value) is noted in the recording.
+	Env(ctx context.Context, key string) string
+	// Note adds a free-form, agent-authored note to the recording.
+	Note(ctx context.Context, text string)
+	// Ledger appends an intent-ledger record (INTENT, STEP_CLAIMED, ...), agent-authored.
+	Ledger(ctx context.Context, record any) error
+	// Go returns a context for a new concurrent branch: calls made with it get their own lane.
+	Go(ctx context.Context) context.Context
+}
+
+// Harness is an agent run.
+type Harness func(ctx context.Context, ac AgentContext) error
+
+// Model is a live model provider.
+type Model interface {
+	Create(ctx context.Context, req session.Request) (*session.Response, error)
+}
+
+// StreamingModel is a live model provider that can stream.
+type StreamingModel interface {
+	Model
+	Stream(ctx context.Context, req session.Request, emit func(chunk json.RawMessage) error) (*session.Response, error)
+}
+
+// Tool is a live tool. Its result must be JSON-serialisable.
+type Tool func(ctx context.Context, args json.RawMessage) (any, error)
+
+// DriftPolicy says what a replay does with a call the recording does not hold.
+type DriftPolicy string
+
+const (
+	// Strict fails the call with a *DriftError.
+	Strict DriftPolicy = "Strict"
+	// Warn serves the nearest recorded call and reports the drift in the result.
+	Warn DriftPolicy = "Warn"
+	// Passthrough sends the call live (a live model or tool is required) and reports it.
+	Passthrough DriftPolicy = "Passthrough"
+)

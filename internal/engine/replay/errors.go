@@ -1,0 +1,108 @@
+package replay
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/agentrewind/agentrewind/internal/engine/session"
+)
+
+// DriftError says a replayed call matched nothing in the recording: the agent asked for something it
+// did not ask for when it was recorded. It carries what was expected at that point and how the request
+// differs from the nearest recorded one.
+type DriftError struct {
+	// Step is the global step the drifted call was given.
+	Step int64
+	Kind session.Kind
+	Lane string
+	// CallSite and Fingerprint describe the call the agent actually made.
+	CallSite    string
+	Fingerprint string
+	// Expected is the lane's next unserved recorded event, if any.
+	Expected *session.Event
+	// Nearest is the recorded call the request most likely meant, and Diff how the two differ.
+	Nearest *session.Event
+	Diff    []string
+	// Reason says what happened in words, for the cases without a request to compare.
+	Reason string
+}
+
+func (e *DriftError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "drift at step %d: ", e.Step)
+	switch {
+	case e.Reason != "":
+		b.WriteString(e.Reason)
+	default:
+		fmt.Fprintf(&b, "%s from %s (lane %s, fingerprint %s) matches no recorded call", e.Kind, e.CallSite, e.Lane, short(e.Fingerprint))
+	}
+	if e.Expected != nil {
+		fmt.Fprintf(&b, "; the recording expected %s at step %d from %s", e.Expected.Kind, e.Expected.Step, e.Expected.CallSite)
+	}
+	if e.Nearest != nil && len(e.Diff) > 0 {
+		fmt.Fprintf(&b, "; differences from the nearest recorded call (step %d):\n  %s", e.Nearest.Step, strings.Join(e.Diff, "\n  "))
+	}
+	return b.String()
+}
+
+// ExpectedFingerprint is the fingerprint of the call the recording expected, for status reports.
+func (e *DriftError) ExpectedFingerprint() string {
+	switch {
+	case e.Nearest != nil:
+		return eventFingerprint(e.Nearest)
+	case e.Expected != nil:
+		return eventFingerprint(e.Expected)
+	}
+	return ""
+}
+
+func eventFingerprint(ev *session.Event) string {
+	if ev.Kind == session.KindToolCall {
+		return ev.ArgsHash
+	}
+	return ev.RequestHash
+}
+
+func short(fp string) string {
+	if len(fp) > 12 {
+		return fp[:12]
+	}
+	return fp
+}
+
+// SerializationError says a tool's arguments or result cannot be recorded as JSON. It is raised at
+// record time so a broken value never lands in a recording.
+type SerializationError struct {
+	Step int64
+	Tool string
+	What string // "args" or "result"
+	Err  error
+}
+
+func (e *SerializationError) Error() string {
+	return fmt.Sprintf("step %d: tool %q %s cannot be recorded as JSON: %v (return JSON-serialisable values)", e.Step, e.Tool, e.What, e.Err)
+}
+
+func (e *SerializationError) Unwrap() error { return e.Err }
+
+// ErrForkHalted is returned to a forked harness once the fork has stopped at a divergence, so the
+// harness unwinds without making further calls.
+var ErrForkHalted = errors.New("fork halted: a tool call the recording does not hold stopped the run (tools.onMiss: Error)")
+
+// ErrLiveModelRequired is returned when a call must go live and no live model was given.
+var ErrLiveModelRequired = errors.New("this call must go live but no live model was configured")
+
+// StepError says a step is not what an inspection asked for.
+type StepError struct {
+	Step int64
+	Want session.Kind
+	Got  session.Kind // "" when the step does not exist
+}
+
+func (e *StepError) Error() string {
+	if e.Got == "" {
+		return fmt.Sprintf("step %d does not exist in this session", e.Step)
+	}
+	return fmt.Sprintf("step %d is a %s, not a %s", e.Step, e.Got, e.Want)
+}

@@ -1,0 +1,171 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/agentrewind/agentrewind/internal/engine/session"
+)
+
+// OnMiss says how a fork answers a tool call the recording does not hold.
+type OnMiss string
+
+const (
+	// OnMissError stops the fork at that step and reports it as the divergence.
+	OnMissError OnMiss = "Error"
+	// OnMissStub answers {"__agentrewind_unavailable": true} and tags the event as a stub.
+	OnMissStub OnMiss = "Stub"
+)
+
+// ForkOptions describe a fork of a recorded session.
+type ForkOptions struct {
+	Config
+	// Parent is the recording to fork.
+	Parent *session.Session
+	// Dir is where the child session is recorded; ID names it (default: parent ID + "-fork-" + AtStep).
+	Dir string
+	ID  string
+	// AtStep is the first step that goes live; every step before it is served from Parent.
+	AtStep int64
+	// Model is the live model for the tail. Required once a model call reaches AtStep.
+	Model Model
+	// Overrides change every live request of the tail.
+	Overrides Overrides
+	// OnMiss is the policy for tool calls the recording does not hold (default Error). Matched tool
+	// calls are always served from the recording: running tools for real needs a sandbox.
+	OnMiss OnMiss
+	// DriftPolicy applies to the served prefix (default Strict).
+	DriftPolicy DriftPolicy
+	// Goal, when set, is evaluated on the child's trace.
+	Goal *Goal
+}
+
+// ForkResult is the outcome of a fork.
+type ForkResult struct {
+	Meta session.Meta
+	// ReachedGoal is nil when no goal was given.
+	ReachedGoal *bool
+	// TokensSpent counts the live tail only; the served prefix costs nothing.
+	TokensSpent session.Usage
+	// DivergedAtStep is the step where the fork left the recording and stopped, if it did.
+	DivergedAtStep *int64
+	Divergence     *DriftError
+	Provenance     ProvenanceCounts
+	Trace          Trace
+	// HarnessErr is what the harness returned, unless it was the fork's own halt.
+	HarnessErr error
+}
+
+// ProvenanceCounts count where a fork's answers came from.
+type ProvenanceCounts struct {
+	Recorded, Live, Stub int
+}
+
+// forkState is the part of a runner only forks have.
+type forkState struct {
+	overrides Overrides
+	onMiss    OnMiss
+
+	mu         sync.Mutex
+	halted     bool
+	divergedAt *int64
+	divergence *DriftError
+	tokens     session.Usage
+	prov       ProvenanceCounts
+}
+
+func (f *forkState) isHalted() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.halted
+}
+
+// diverged stops the fork at its first divergence.
+func (f *forkState) diverged(step int64, d *DriftError) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.halted {
+		return
+	}
+	f.halted = true
+	f.divergedAt = &step
+	f.divergence = d
+}
+
+func (f *forkState) count(p session.Provenance) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch p {
+	case session.ProvenanceRecorded:
+		f.prov.Recorded++
+	case session.ProvenanceLive:
+		f.prov.Live++
+	case session.ProvenanceStub:
+		f.prov.Stub++
+	}
+}
+
+func (f *forkState) spend(resp *session.Response) {
+	if resp == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.tokens.Add(resp.Usage)
+}
+
+// Fork serves the parent's steps before AtStep from the recording, runs the rest live with the
+// overrides, records the whole run as a child session, and evaluates the goal on it.
+func Fork(ctx context.Context, opts ForkOptions, harness Harness) (*ForkResult, error) {
+	if opts.Parent == nil {
+		return nil, errors.New("fork: a parent session is required")
+	}
+	if opts.AtStep < 0 {
+		return nil, fmt.Errorf("fork: atStep %d is negative", opts.AtStep)
+	}
+	if opts.OnMiss == "" {
+		opts.OnMiss = OnMissError
+	}
+	if opts.OnMiss != OnMissError && opts.OnMiss != OnMissStub {
+		return nil, fmt.Errorf("fork: onMiss %q is not supported (use Error or Stub)", opts.OnMiss)
+	}
+	r := newRunner(opts.Config)
+	if err := r.openVault(ctx, opts.Parent); err != nil {
+		return nil, err
+	}
+	r.model, r.matcher, r.atStep = opts.Model, NewMatcher(opts.Parent.Events), opts.AtStep
+	r.policy = orStrict(opts.DriftPolicy)
+	r.fork = &forkState{overrides: opts.Overrides, onMiss: opts.OnMiss}
+	id := opts.ID
+	if id == "" {
+		id = fmt.Sprintf("%s-fork-%d", opts.Parent.Meta.ID, opts.AtStep)
+	}
+	at := opts.AtStep
+	meta := r.newMeta(id)
+	meta.Parent, meta.ForkedAtStep = opts.Parent.Meta.ID, &at
+	rec, harnessErr, err := r.recordInto(ctx, opts.Dir, meta, harness)
+	if err != nil {
+		return nil, err
+	}
+	f := r.fork
+	res := &ForkResult{Meta: rec.Meta, TokensSpent: f.tokens, DivergedAtStep: f.divergedAt, Divergence: f.divergence,
+		Provenance: f.prov, Trace: Trace(rec.Events)}
+	var drift *DriftError
+	if harnessErr != nil && !errors.Is(harnessErr, ErrForkHalted) && !errors.As(harnessErr, &drift) {
+		res.HarnessErr = harnessErr
+	}
+	if opts.Goal != nil {
+		reached := res.Trace.Reached(*opts.Goal)
+		res.ReachedGoal = &reached
+	}
+	return res, nil
+}
+
+func orStrict(p DriftPolicy) DriftPolicy {
+	if p == "" {
+		return Strict
+	}
+	return p
+}

@@ -1,0 +1,229 @@
+package replay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/agentrewind/agentrewind/internal/engine/session"
+)
+
+// Model implements AgentContext.
+func (r *runner) Model(ctx context.Context, req session.Request, opts ...CallOption) (*session.Response, error) {
+	return r.modelCall(ctx, req, nil, opts)
+}
+
+// ModelStream implements AgentContext.
+func (r *runner) ModelStream(ctx context.Context, req session.Request, emit func(json.RawMessage) error, opts ...CallOption) (*session.Response, error) {
+	if emit == nil {
+		emit = func(json.RawMessage) error { return nil }
+	}
+	return r.modelCall(ctx, req, emit, opts)
+}
+
+func (r *runner) modelCall(ctx context.Context, req session.Request, emit func(json.RawMessage) error, opts []CallOption) (*session.Response, error) {
+	if r.fork != nil && r.fork.isHalted() {
+		return nil, ErrForkHalted
+	}
+	c := r.begin(ctx, session.KindModelCall, opts, "")
+	if r.phaseOf(c.step) == phaseLive {
+		return r.liveModel(ctx, c, req, emit)
+	}
+	stored, fp, err := r.prepareRequest(req)
+	if err != nil {
+		r.skip(c.step)
+		return nil, err
+	}
+	if rec, ok := r.resolve(c, session.KindModelCall, fp); ok {
+		return r.serveModel(ctx, c, rec, emit)
+	}
+	actual, _ := json.Marshal(stored)
+	d := r.drift(c, session.KindModelCall, fp, actual, func(ev *session.Event) []byte {
+		b, _ := json.Marshal(ev.Request)
+		return b
+	})
+	switch r.policy {
+	case Warn:
+		if rec := r.takeNearest(d); rec != nil {
+			r.tolerate(d)
+			return r.serveModel(ctx, c, rec, emit)
+		}
+	case Passthrough:
+		r.tolerate(d)
+		return r.liveModel(ctx, c, req, emit)
+	}
+	r.failed(c, session.KindModelCall, d)
+	return nil, d
+}
+
+// failed records the event of a call that drifted, so a replay's trajectory shows where it stopped.
+func (r *runner) failed(c call, kind session.Kind, d *DriftError) {
+	ev := r.event(c, kind)
+	ev.Error = &session.SerializedError{Name: "DriftError", Message: d.Error()}
+	if r.fork != nil {
+		r.fork.diverged(c.step, d)
+	}
+	r.finish(&ev)
+}
+
+// serveModel answers a call with a recorded one: the same response, error and stream, with secrets
+// restored from the vault.
+func (r *runner) serveModel(ctx context.Context, c call, rec *session.Event, emit func(json.RawMessage) error) (*session.Response, error) {
+	ev := r.event(c, session.KindModelCall)
+	ev.Provider, ev.Request, ev.RequestHash = rec.Provider, rec.Request, rec.RequestHash
+	ev.Response, ev.Error, ev.Stream, ev.Usage = rec.Response, rec.Error, rec.Stream, rec.Usage
+	if r.fork != nil {
+		ev.Provenance = session.ProvenanceRecorded
+		r.fork.count(session.ProvenanceRecorded)
+	}
+	r.finish(&ev)
+
+	if emit != nil {
+		if err := r.replayStream(ctx, rec.Stream, emit); err != nil {
+			return nil, err
+		}
+	}
+	if rec.Error != nil {
+		return nil, rec.Error
+	}
+	if rec.Response == nil {
+		return nil, fmt.Errorf("step %d: the recorded model call has neither a response nor an error", rec.Step)
+	}
+	doc, err := json.Marshal(rec.Response)
+	if err != nil {
+		return nil, err
+	}
+	if doc, err = r.restore(doc); err != nil {
+		return nil, err
+	}
+	var resp session.Response
+	if err := json.Unmarshal(doc, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
+// replayStream re-emits recorded chunks, instantly or with their recorded timing.
+func (r *runner) replayStream(ctx context.Context, chunks []session.Chunk, emit func(json.RawMessage) error) error {
+	var last int64
+	for _, ch := range chunks {
+		if r.timing {
+			if err := r.sleep(ctx, time.Duration(ch.OffsetMs-last)*time.Millisecond); err != nil {
+				return err
+			}
+			last = ch.OffsetMs
+		}
+		data, err := r.restore(ch.Data)
+		if err != nil {
+			return err
+		}
+		if err := emit(data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// liveModel sends a call to the live model — with the fork's overrides in a fork's tail — and records
+// it, redacted.
+func (r *runner) liveModel(ctx context.Context, c call, req session.Request, emit func(json.RawMessage) error) (*session.Response, error) {
+	if r.model == nil {
+		r.skip(c.step)
+		return nil, fmt.Errorf("step %d: %w", c.step, ErrLiveModelRequired)
+	}
+	if r.fork != nil {
+		var err error
+		if req, err = r.fork.overrides.Apply(req, c.step); err != nil {
+			r.skip(c.step)
+			return nil, fmt.Errorf("step %d: applying fork overrides: %w", c.step, err)
+		}
+	}
+	stored, fp, err := r.prepareRequest(req)
+	if err != nil {
+		r.skip(c.step)
+		return nil, err
+	}
+	ev := r.event(c, session.KindModelCall)
+	ev.Provider, ev.Request, ev.RequestHash = r.cfg.Codec.Name(), &stored, fp
+
+	start := r.cfg.Now()
+	var resp *session.Response
+	var callErr error
+	if emit != nil {
+		resp, ev.Stream, callErr = r.liveStream(ctx, req, emit, start)
+	} else {
+		resp, callErr = r.model.Create(ctx, req)
+	}
+	r.countLive()
+	ev.LatencyMs = r.cfg.Now().Sub(start).Milliseconds()
+	if callErr != nil {
+		ev.Error = r.serializeError(callErr)
+	}
+	if resp != nil {
+		stored, err := r.redactResponse(resp)
+		if err != nil {
+			r.skip(c.step)
+			return nil, err
+		}
+		ev.Response, ev.Usage = stored, resp.Usage
+	}
+	if ev.Stream, err = r.redactChunks(ev.Stream); err != nil {
+		r.skip(c.step)
+		return nil, err
+	}
+	if r.fork != nil {
+		ev.Provenance = session.ProvenanceLive
+		r.fork.count(session.ProvenanceLive)
+		r.fork.spend(resp)
+	}
+	r.finish(&ev)
+	return resp, callErr
+}
+
+// liveStream streams from the live model, recording each chunk's offset from the start.
+func (r *runner) liveStream(ctx context.Context, req session.Request, emit func(json.RawMessage) error, start time.Time) (*session.Response, []session.Chunk, error) {
+	sm, ok := r.model.(StreamingModel)
+	if !ok {
+		return nil, nil, errors.New("the live model does not support streaming")
+	}
+	var chunks []session.Chunk
+	resp, err := sm.Stream(ctx, req, func(data json.RawMessage) error {
+		chunks = append(chunks, session.Chunk{OffsetMs: r.cfg.Now().Sub(start).Milliseconds(), Data: append(json.RawMessage(nil), data...)})
+		return emit(data)
+	})
+	return resp, chunks, err
+}
+
+func (r *runner) redactResponse(resp *session.Response) (*session.Response, error) {
+	doc, err := json.Marshal(resp)
+	if err != nil {
+		return nil, err
+	}
+	if doc, err = r.redactJSON(doc); err != nil {
+		return nil, err
+	}
+	var out session.Response
+	return &out, json.Unmarshal(doc, &out)
+}
+
+func (r *runner) redactChunks(chunks []session.Chunk) ([]session.Chunk, error) {
+	for i := range chunks {
+		red, err := r.redactJSON(chunks[i].Data)
+		if err != nil {
+			return nil, err
+		}
+		chunks[i].Data = red
+	}
+	return chunks, nil
+}
+
+// serializeError records an error from a live call, redacted, so replay can return an equivalent one.
+func (r *runner) serializeError(err error) *session.SerializedError {
+	var se *session.SerializedError
+	if !errors.As(err, &se) {
+		se = &session.SerializedError{Name: fmt.Sprintf("%T", err), Message: err.Error()}
+	}
+	return &session.SerializedError{Name: se.Name, Message: r.cfg.Redactor.String(se.Message)}
+}

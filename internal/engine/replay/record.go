@@ -1,0 +1,132 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/agentrewind/agentrewind/internal/engine/redact"
+	"github.com/agentrewind/agentrewind/internal/engine/session"
+	"github.com/agentrewind/agentrewind/internal/version"
+)
+
+// RecordOptions describe a recording.
+type RecordOptions struct {
+	Config
+	// Dir is the session directory to create; ID names the session (default: a random UUID).
+	Dir string
+	ID  string
+	// Model and Tools are the live boundary.
+	Model Model
+	Tools map[string]Tool
+}
+
+// RecordResult is a committed recording.
+type RecordResult struct {
+	Meta   session.Meta
+	Events []session.Event
+	// HarnessErr is what the harness returned; the recording is committed either way.
+	HarnessErr error
+}
+
+// Record runs the harness against the live model and tools and records every boundary crossing into
+// a new session directory: redacted, with large fields in blobs, the vault sealed, and meta.json last.
+func Record(ctx context.Context, opts RecordOptions, harness Harness) (*RecordResult, error) {
+	r := newRunner(opts.Config)
+	r.model, r.tools, r.atStep = opts.Model, opts.Tools, 0
+	id := opts.ID
+	if id == "" {
+		id = r.cfg.NewUUID()
+	}
+	rec, harnessErr, err := r.recordInto(ctx, opts.Dir, r.newMeta(id), harness)
+	if err != nil {
+		return nil, err
+	}
+	rec.HarnessErr = harnessErr
+	return rec, nil
+}
+
+func (r *runner) newMeta(id string) session.Meta {
+	return session.Meta{ID: id, CreatedAt: r.cfg.Now().UnixMilli(), RecorderVersion: version.Get().Version,
+		Provider: r.cfg.Codec.Name(), FingerprintMode: string(r.cfg.FingerprintMode),
+		Redaction: session.RedactionInfo{Enabled: true, Patterns: r.cfg.Redactor.PatternNames()}}
+}
+
+// recordInto runs the harness with events written to a new session in dir, framed by session_start
+// and session_end, and commits it. The harness's own error is returned separately: a run that failed is
+// still a recording worth keeping.
+func (r *runner) recordInto(ctx context.Context, dir string, meta session.Meta, harness Harness) (*RecordResult, error, error) {
+	w, err := session.Create(dir, meta, session.WriterOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	r.writer = w
+	harnessErr := r.run(ctx, meta, harness)
+	if r.writeErr != nil {
+		return nil, nil, fmt.Errorf("recording %s: %w", dir, r.writeErr)
+	}
+	if err := r.sealVault(ctx, w); err != nil {
+		return nil, nil, err
+	}
+	committed, err := w.Close(func(m *session.Meta) { m.Redaction.Counts = r.cfg.Redactor.Counts() })
+	if err != nil {
+		return nil, nil, err
+	}
+	return &RecordResult{Meta: committed, Events: r.events}, harnessErr, nil
+}
+
+// run frames the harness with session_start and session_end and waits for every event to be emitted.
+func (r *runner) run(ctx context.Context, meta session.Meta, harness Harness) error {
+	start := r.begin(ctx, session.KindSessionStart, nil, "session")
+	ev := r.event(start, session.KindSessionStart)
+	ev.Meta = &meta
+	r.finish(&ev)
+
+	harnessErr := harness(withLane(ctx, r.root), r)
+
+	end := r.begin(ctx, session.KindSessionEnd, nil, "session")
+	ev = r.event(end, session.KindSessionEnd)
+	ok := harnessErr == nil
+	ev.OK = &ok
+	r.finish(&ev)
+	r.drain()
+	return harnessErr
+}
+
+// sealVault writes the encrypted token→secret map when there is a key and something to keep.
+func (r *runner) sealVault(ctx context.Context, w *session.Writer) error {
+	if r.cfg.Keys == nil {
+		return nil
+	}
+	v := redact.NewVault()
+	if r.vault != nil {
+		v.Merge(r.vault.Secrets())
+	}
+	v.Merge(r.cfg.Redactor.Secrets())
+	if v.Len() == 0 {
+		return nil
+	}
+	sealed, err := v.Seal(ctx, r.cfg.Keys)
+	if err != nil {
+		return err
+	}
+	return w.SetVault(sealed)
+}
+
+// openVault loads the recording's vault when a key is configured and the session has one.
+func (r *runner) openVault(ctx context.Context, s *session.Session) error {
+	if r.cfg.Keys == nil || s.Dir == "" {
+		return nil
+	}
+	sealed, err := os.ReadFile(filepath.Join(s.Dir, session.VaultFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	r.vault, err = redact.OpenVault(ctx, r.cfg.Keys, sealed)
+	return err
+}

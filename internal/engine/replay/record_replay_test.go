@@ -1,0 +1,385 @@
+package replay
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentrewind/agentrewind/internal/engine/session"
+)
+
+const triageSystem = "You are a triage bot."
+
+// recordTriage records the sample agent into a fresh directory and loads the recording.
+func recordTriage(t *testing.T, cfg Config) (*session.Session, *counter) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "triage")
+	tools := &counter{}
+	res, err := Record(context.Background(), RecordOptions{Config: cfg, Dir: dir, ID: "triage", Model: triageModel(), Tools: triageTools(tools)}, triageAgent(triageSystem))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.HarnessErr != nil {
+		t.Fatal(res.HarnessErr)
+	}
+	s, err := session.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, tools
+}
+
+// trajectory is what must be identical between a recording and its replay: per event, the kind, lane,
+// sequence, call site and fingerprint.
+func trajectory(events []session.Event) []string {
+	var out []string
+	for _, ev := range events {
+		fp := ev.RequestHash + ev.ArgsHash + string(ev.Source)
+		out = append(out, strings.Join([]string{string(ev.Kind), ev.Lane, itoa(ev.Seq), ev.CallSite, ev.Name, fp}, "|"))
+	}
+	return out
+}
+
+func itoa(n int64) string { b, _ := json.Marshal(n); return string(b) }
+
+func kinds(events []session.Event) string {
+	var ks []string
+	for _, ev := range events {
+		ks = append(ks, string(ev.Kind))
+	}
+	return strings.Join(ks, ",")
+}
+
+func TestRecordWritesACommittedSessionInInitiationOrder(t *testing.T) {
+	s, tools := recordTriage(t, liveEntropy())
+	want := "session_start,entropy,entropy,model_call,tool_call,model_call,tool_call,session_end"
+	if got := kinds(s.Events); got != want {
+		t.Fatalf("events: %s\nwant    %s", got, want)
+	}
+	for i, ev := range s.Events {
+		if ev.Step != int64(i) {
+			t.Errorf("event %d has step %d", i, ev.Step)
+		}
+	}
+	if s.Events[1].Source != session.SourceUUID || s.Events[2].Source != session.SourceClock {
+		t.Errorf("entropy recorded out of order: %s then %s", s.Events[1].Source, s.Events[2].Source)
+	}
+	if s.Events[3].CallSite != "plan" || s.Events[5].CallSite != "decide" {
+		t.Errorf("explicit call sites not recorded: %q %q", s.Events[3].CallSite, s.Events[5].CallSite)
+	}
+	if !strings.Contains(s.Events[4].CallSite, "triageAgent") {
+		t.Errorf("derived call site %q does not name the calling function", s.Events[4].CallSite)
+	}
+	if tools.n.Load() != 2 || len(s.Meta.EventsHash) != 64 || s.Meta.ID != "triage" {
+		t.Errorf("tools ran %d times; meta %+v", tools.n.Load(), s.Meta)
+	}
+}
+
+func TestReplayReproducesTheTrajectoryWithNoLiveCalls(t *testing.T) {
+	s, _ := recordTriage(t, liveEntropy())
+	tools := &counter{}
+	model := triageModel()
+	for i := 0; i < 5; i++ { // replaying N times gives the same trajectory every time
+		res, err := Replay(context.Background(), ReplayOptions{Config: liveEntropy(), Session: s, Tools: triageTools(tools)}, triageAgent(triageSystem))
+		if err != nil {
+			t.Fatalf("replay %d: %v", i, err)
+		}
+		if got, want := trajectory(res.Events), trajectory(s.Events); strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Fatalf("replay %d trajectory differs:\n%s\nwant\n%s", i, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+		if res.LiveCalls != 0 || len(res.Drifts) != 0 {
+			t.Fatalf("replay %d: %d live calls, drifts %v", i, res.LiveCalls, res.Drifts)
+		}
+	}
+	if model.calls.Load() != 0 || tools.n.Load() != 0 {
+		t.Fatalf("a strict replay reached the live boundary: %d model calls, %d tool runs", model.calls.Load(), tools.n.Load())
+	}
+}
+
+// TestEntropyInRequestsReplaysByteIdentical: the uuid drawn from the context is embedded in the prompt,
+// so the replayed request must be byte-identical to the recorded one — or it would not match at all.
+func TestEntropyInRequestsReplaysByteIdentical(t *testing.T) {
+	s, _ := recordTriage(t, liveEntropy())
+	res, err := Replay(context.Background(), ReplayOptions{Config: liveEntropy(), Session: s}, triageAgent(triageSystem))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := json.Marshal(s.Events[3].Request)
+	got, _ := json.Marshal(res.Events[3].Request)
+	if !bytes.Equal(rec, got) || !strings.Contains(string(got), "00000000-0000-4000-8000-") {
+		t.Fatalf("replayed request differs:\n%s\n%s", got, rec)
+	}
+}
+
+func TestDuplicateRequestsAreDisambiguatedByCallSite(t *testing.T) {
+	answers := map[string]string{}
+	var mu sync.Mutex
+	n := 0
+	model := &fakeModel{answer: func(session.Request) string {
+		mu.Lock()
+		defer mu.Unlock()
+		n++
+		return []string{"first", "second"}[(n-1)%2]
+	}}
+	req := session.Request{Model: "m", Messages: []session.Message{userMessage("same question")}}
+	harness := func(order []string) Harness {
+		return func(ctx context.Context, ac AgentContext) error {
+			for _, site := range order {
+				resp, err := ac.Model(ctx, req, Site(site))
+				if err != nil {
+					return err
+				}
+				mu.Lock()
+				answers[site] = textOf(resp)
+				mu.Unlock()
+			}
+			return nil
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "dup")
+	if _, err := Record(context.Background(), RecordOptions{Dir: dir, Model: model}, harness([]string{"a", "b"})); err != nil {
+		t.Fatal(err)
+	}
+	s, err := session.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Replay asks from site b first: it must get b's recorded answer, not the first in the bucket.
+	answers = map[string]string{}
+	if _, err := Replay(context.Background(), ReplayOptions{Session: s}, harness([]string{"b", "a"})); err != nil {
+		t.Fatal(err)
+	}
+	if answers["a"] != "first" || answers["b"] != "second" {
+		t.Fatalf("answers by site: %v; want a=first b=second", answers)
+	}
+}
+
+func TestConcurrentToolCallsResolveByContentAndLane(t *testing.T) {
+	harness := func(release func(i int) <-chan struct{}) Harness {
+		return func(ctx context.Context, ac AgentContext) error {
+			var wg sync.WaitGroup
+			results := make([]string, 4)
+			errs := make([]error, 4)
+			for i := 0; i < 4; i++ {
+				laneCtx := ac.Go(ctx)
+				wg.Add(1)
+				go func(i int) {
+					defer wg.Done()
+					<-release(i)
+					out, err := ac.Tool(laneCtx, "fetch", map[string]int{"page": i})
+					results[i], errs[i] = string(out), err
+				}(i)
+			}
+			wg.Wait()
+			for i, r := range results {
+				if errs[i] != nil {
+					return errs[i]
+				}
+				if want := `{"page":` + itoa(int64(i)) + `}`; r != want {
+					return errors.New("page " + itoa(int64(i)) + " got " + r)
+				}
+			}
+			return nil
+		}
+	}
+	inOrder := func(order []int) func(i int) <-chan struct{} {
+		chans := make([]chan struct{}, 4)
+		for i := range chans {
+			chans[i] = make(chan struct{})
+		}
+		go func() {
+			for _, i := range order {
+				close(chans[i])
+			}
+		}()
+		return func(i int) <-chan struct{} { return chans[i] }
+	}
+	tools := map[string]Tool{"fetch": func(_ context.Context, args json.RawMessage) (any, error) { return args, nil }}
+	dir := filepath.Join(t.TempDir(), "concurrent")
+	if _, err := Record(context.Background(), RecordOptions{Dir: dir, Tools: tools}, harness(inOrder([]int{0, 1, 2, 3}))); err != nil {
+		t.Fatal(err)
+	}
+	s, err := session.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lanes := map[string]bool{}
+	for _, ev := range s.Events {
+		if ev.Kind == session.KindToolCall {
+			lanes[ev.Lane] = true
+		}
+	}
+	if len(lanes) != 4 {
+		t.Fatalf("want the four calls in four lanes, got %v", lanes)
+	}
+	res, err := Replay(context.Background(), ReplayOptions{Session: s}, harness(inOrder([]int{3, 1, 0, 2})))
+	if err != nil {
+		t.Fatalf("replay with shuffled completion order: %v", err)
+	}
+	if res.LiveCalls != 0 {
+		t.Fatal("replay went live")
+	}
+}
+
+func TestControlFlowChangeIsADriftAtTheRightStep(t *testing.T) {
+	s, _ := recordTriage(t, liveEntropy())
+	// The agent's prompt changed: the first model call (step 3) no longer matches.
+	_, err := Replay(context.Background(), ReplayOptions{Config: liveEntropy(), Session: s}, triageAgent("You are a careful triage bot."))
+	var d *DriftError
+	if !errors.As(err, &d) {
+		t.Fatalf("got %v, want a *DriftError", err)
+	}
+	if d.Step != 3 || d.Kind != session.KindModelCall || d.CallSite != "plan" {
+		t.Fatalf("drift at step %d (%s from %s), want step 3 model_call from plan", d.Step, d.Kind, d.CallSite)
+	}
+	if d.Nearest == nil || d.Nearest.Step != 3 || d.ExpectedFingerprint() != s.Events[3].RequestHash {
+		t.Fatalf("nearest recorded call: %+v", d.Nearest)
+	}
+	msg := d.Error()
+	for _, want := range []string{"drift at step 3", `system: "You are a triage bot." → "You are a careful triage bot."`, "expected model_call at step 3 from plan"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("drift message lacks %q:\n%s", want, msg)
+		}
+	}
+}
+
+func TestAReplayThatEndsEarlyIsADrift(t *testing.T) {
+	s, _ := recordTriage(t, liveEntropy())
+	stopsAfterPlanning := func(ctx context.Context, ac AgentContext) error {
+		_, _ = ac.UUID(ctx)
+		_, _ = ac.Clock(ctx)
+		return nil
+	}
+	_, err := Replay(context.Background(), ReplayOptions{Session: s}, stopsAfterPlanning)
+	var d *DriftError
+	if !errors.As(err, &d) || d.Step != 3 || !strings.Contains(d.Error(), "the recording has 4 more call(s)") {
+		t.Fatalf("got %v, want a drift at step 3 saying 4 calls were left", err)
+	}
+}
+
+func TestDriftPolicies(t *testing.T) {
+	s, _ := recordTriage(t, liveEntropy())
+	changed := triageAgent("You are a careful triage bot.")
+	t.Run("Warn serves the nearest recorded call and reports the drift", func(t *testing.T) {
+		res, err := Replay(context.Background(), ReplayOptions{Config: liveEntropy(), Session: s, DriftPolicy: Warn}, changed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Drifts) != 2 || res.Drifts[0].Step != 3 || res.LiveCalls != 0 {
+			t.Fatalf("drifts %v, live calls %d; want the two changed model calls tolerated and no live call", res.Drifts, res.LiveCalls)
+		}
+	})
+	t.Run("Passthrough sends unmatched calls live", func(t *testing.T) {
+		model := triageModel()
+		res, err := Replay(context.Background(), ReplayOptions{Config: liveEntropy(), Session: s, DriftPolicy: Passthrough, Model: model}, changed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if model.calls.Load() != 2 || res.LiveCalls != 2 {
+			t.Fatalf("live model calls %d (result says %d), want 2", model.calls.Load(), res.LiveCalls)
+		}
+	})
+	t.Run("Passthrough without a live model is refused up front", func(t *testing.T) {
+		_, err := Replay(context.Background(), ReplayOptions{Session: s, DriftPolicy: Passthrough}, changed)
+		if !errors.Is(err, ErrLiveModelRequired) {
+			t.Fatalf("got %v", err)
+		}
+	})
+}
+
+func TestToolResultThatIsNotJSONFailsAtRecordTime(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "bad-tool")
+	tools := map[string]Tool{"open": func(context.Context, json.RawMessage) (any, error) { return make(chan int), nil }}
+	res, err := Record(context.Background(), RecordOptions{Dir: dir, Tools: tools}, func(ctx context.Context, ac AgentContext) error {
+		_, err := ac.Tool(ctx, "open", map[string]string{"path": "/tmp/x"})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var se *SerializationError
+	if !errors.As(res.HarnessErr, &se) || se.Tool != "open" || se.What != "result" {
+		t.Fatalf("got %v, want a SerializationError for the result of open", res.HarnessErr)
+	}
+	s, err := session.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev := s.Events[1]; ev.Result != nil || ev.Error == nil || ev.Error.Name != "SerializationError" {
+		t.Fatalf("the broken value was recorded: %+v", ev)
+	}
+}
+
+func TestLargeResponsesAreExternalisedAndReplayed(t *testing.T) {
+	big := strings.Repeat("lorem ipsum ", 3000) // ~36 KiB
+	model := &fakeModel{answer: func(session.Request) string { return big }}
+	harness := func(ctx context.Context, ac AgentContext) error {
+		resp, err := ac.Model(ctx, session.Request{Model: "m", Messages: []session.Message{userMessage("write a lot")}})
+		if err != nil {
+			return err
+		}
+		if textOf(resp) != big {
+			return errors.New("truncated response")
+		}
+		return nil
+	}
+	dir := filepath.Join(t.TempDir(), "big")
+	if _, err := Record(context.Background(), RecordOptions{Dir: dir, Model: model}, harness); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := os.ReadFile(filepath.Join(dir, session.EventsFile))
+	if len(raw) > 8<<10 {
+		t.Fatalf("events.jsonl is %d bytes: the response was not externalised", len(raw))
+	}
+	s, err := session.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.Events[1].Blobs["response"]; !ok {
+		t.Fatalf("no blob reference: %v", s.Events[1].Blobs)
+	}
+	if _, err := Replay(context.Background(), ReplayOptions{Session: s}, harness); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestStreamingIsRecordedAndReEmitted(t *testing.T) {
+	model := triageModel()
+	var got []string
+	harness := func(ctx context.Context, ac AgentContext) error {
+		got = nil
+		_, err := ac.ModelStream(ctx, session.Request{Model: "m", Messages: []session.Message{userMessage("Issue 1")}}, func(c json.RawMessage) error {
+			got = append(got, string(c))
+			return nil
+		})
+		return err
+	}
+	dir := filepath.Join(t.TempDir(), "stream")
+	if _, err := Record(context.Background(), RecordOptions{Config: liveEntropy(), Dir: dir, Model: model}, harness); err != nil {
+		t.Fatal(err)
+	}
+	recorded := strings.Join(got, "")
+	s, err := session.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunks := s.Events[1].Stream
+	if len(chunks) != 7 || chunks[1].OffsetMs <= 0 {
+		t.Fatalf("recorded chunks %+v", chunks)
+	}
+	var slept []int64
+	if _, err := Replay(context.Background(), ReplayOptions{Session: s, PreserveTiming: true,
+		Sleep: func(_ context.Context, d time.Duration) error { slept = append(slept, d.Milliseconds()); return nil }}, harness); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got, "") != recorded || len(slept) != len(chunks) {
+		t.Fatalf("re-emitted %q (slept %v), want %q with one wait per chunk", strings.Join(got, ""), slept, recorded)
+	}
+}

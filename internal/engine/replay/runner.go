@@ -1,0 +1,342 @@
+package replay
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/agentrewind/agentrewind/internal/engine/fingerprint"
+	"github.com/agentrewind/agentrewind/internal/engine/redact"
+	"github.com/agentrewind/agentrewind/internal/engine/session"
+)
+
+// Config is what every mode shares. Zero values are usable: the generic codec, strict fingerprints,
+// the built-in redaction patterns, and the real clock and random sources.
+type Config struct {
+	Codec           Codec
+	FingerprintMode fingerprint.Mode
+	// Redactor replaces secrets before anything is hashed or stored.
+	Redactor *redact.Redactor
+	// Keys encrypts the vault of redacted secrets on record and opens it on replay. Without it no vault
+	// is written and replayed values keep their redaction tokens.
+	Keys redact.KeyProvider
+	// Now, Random and NewUUID are the live entropy sources and the clock for timestamps and latency.
+	Now     func() time.Time
+	Random  func() float64
+	NewUUID func() string
+	// Getenv reads the environment for AgentContext.Env.
+	Getenv func(string) string
+	// Logf receives diagnostics: reordered lanes and drifts tolerated by the Warn policy.
+	Logf func(format string, args ...any)
+}
+
+func (c Config) withDefaults() Config {
+	if c.Codec == nil {
+		c.Codec = GenericCodec{}
+	}
+	if c.FingerprintMode == "" {
+		c.FingerprintMode = fingerprint.Strict
+	}
+	if c.Redactor == nil {
+		c.Redactor = redact.New(redact.BuiltinPatterns())
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Random == nil {
+		c.Random = cryptoFloat
+	}
+	if c.NewUUID == nil {
+		c.NewUUID = uuidV4
+	}
+	if c.Getenv == nil {
+		c.Getenv = os.Getenv
+	}
+	if c.Logf == nil {
+		c.Logf = func(string, ...any) {}
+	}
+	return c
+}
+
+// phase says how one call is answered.
+type phase int
+
+const (
+	phaseLive  phase = iota // Record, and a fork's tail
+	phaseServe              // Replay, and a fork's prefix
+)
+
+// runner is the AgentContext of every mode. It numbers calls at initiation, answers each according to
+// its phase, and emits events in step order however calls complete.
+type runner struct {
+	cfg     Config
+	model   Model
+	tools   map[string]Tool
+	matcher *Matcher // nil in Record mode
+	vault   *redact.Vault
+	policy  DriftPolicy
+	atStep  int64 // first live step; -1 when every step is served, maxInt when every step is live
+	fork    *forkState
+	timing  bool // re-emit streamed chunks with their recorded timing
+	sleep   func(context.Context, time.Duration) error
+
+	root *lane
+
+	mu       sync.Mutex
+	nextStep int64
+	pending  map[int64]*session.Event // completed events waiting for earlier steps; nil marks a gap
+	flushed  int64
+	events   []session.Event
+	writer   *session.Writer
+	writeErr error
+	drifts   []*DriftError
+	reorders []Reorder
+	live     int // calls that went live
+}
+
+func newRunner(cfg Config) *runner {
+	return &runner{cfg: cfg.withDefaults(), root: newLane("0"), pending: map[int64]*session.Event{}, policy: Strict,
+		sleep: sleepCtx}
+}
+
+// call is one initiated boundary crossing.
+type call struct {
+	lane *lane
+	seq  int64
+	step int64
+	site string
+}
+
+// begin numbers a call when it is initiated, not when it completes, so concurrent calls keep the order
+// in which the harness made them.
+func (r *runner) begin(ctx context.Context, kind session.Kind, opts []CallOption, site string) call {
+	l := laneOf(ctx, r.root)
+	if site == "" {
+		var o callOptions
+		for _, opt := range opts {
+			opt(&o)
+		}
+		site = deriveCallSite(o, l, string(kind))
+	}
+	c := call{lane: l, seq: l.nextSeq(), site: site}
+	r.mu.Lock()
+	c.step = r.nextStep
+	r.nextStep++
+	r.mu.Unlock()
+	return c
+}
+
+// event starts the event for a call.
+func (r *runner) event(c call, kind session.Kind) session.Event {
+	return session.Event{Seq: c.seq, Step: c.step, TS: r.cfg.Now().UnixMilli(), Lane: c.lane.id, CallSite: c.site, Kind: kind}
+}
+
+func (r *runner) phaseOf(step int64) phase {
+	if r.atStep >= 0 && step >= r.atStep {
+		return phaseLive
+	}
+	return phaseServe
+}
+
+// finish records a completed event and flushes every event whose predecessors are all complete.
+func (r *runner) finish(ev *session.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pending[ev.Step] = ev
+	r.flushLocked()
+}
+
+// skip marks a step that produced no event (the call failed before it could be recorded).
+func (r *runner) skip(step int64) { r.finish(&session.Event{Step: step, Kind: ""}) }
+
+func (r *runner) flushLocked() {
+	for {
+		ev, ok := r.pending[r.flushed]
+		if !ok {
+			return
+		}
+		delete(r.pending, r.flushed)
+		r.flushed++
+		if ev.Kind == "" {
+			continue
+		}
+		r.events = append(r.events, *ev)
+		if r.writer != nil && r.writeErr == nil {
+			r.writeErr = r.writer.Append(*ev)
+		}
+	}
+}
+
+// drain emits whatever is still pending, in step order, skipping steps that never completed (a call
+// abandoned by a harness that returned early).
+func (r *runner) drain() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	steps := make([]int64, 0, len(r.pending))
+	for s := range r.pending {
+		steps = append(steps, s)
+	}
+	sort.Slice(steps, func(i, j int) bool { return steps[i] < steps[j] })
+	for _, s := range steps {
+		r.flushed = s
+		r.flushLocked()
+	}
+}
+
+// redactJSON redacts a document for storage and hashing.
+func (r *runner) redactJSON(doc []byte) ([]byte, error) {
+	return r.cfg.Redactor.JSON(doc)
+}
+
+// restore swaps redaction tokens in a recorded document back to the secrets the vault holds.
+func (r *runner) restore(doc json.RawMessage) (json.RawMessage, error) {
+	if r.vault == nil || len(doc) == 0 {
+		return doc, nil
+	}
+	return r.vault.RestoreJSON(doc)
+}
+
+// prepareRequest returns the redacted request to store and its fingerprint.
+func (r *runner) prepareRequest(req session.Request) (session.Request, string, error) {
+	doc, err := json.Marshal(req)
+	if err != nil {
+		return req, "", err
+	}
+	red, err := r.redactJSON(doc)
+	if err != nil {
+		return req, "", err
+	}
+	var stored session.Request
+	if err := json.Unmarshal(red, &stored); err != nil {
+		return req, "", err
+	}
+	fp, err := fingerprint.Of(r.cfg.Codec.StripVolatile(stored), fingerprint.Options{
+		Mode: r.cfg.FingerprintMode, VolatilePaths: r.cfg.Codec.VolatilePaths()})
+	return stored, fp, err
+}
+
+// resolve asks the matcher for a recorded call, noting a reorder.
+func (r *runner) resolve(c call, kind session.Kind, key string) (*session.Event, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ev, reorder, ok := r.matcher.Resolve(kind, c.site, c.lane.id, key)
+	if reorder != nil {
+		r.reorders = append(r.reorders, *reorder)
+		r.cfg.Logf("lane %s served seq %d before seq %d: the calls completed in another order than recorded", reorder.Lane, reorder.ServedSeq, reorder.ExpectedSeq)
+	}
+	return ev, ok
+}
+
+// drift builds the error for a call the recording does not hold.
+func (r *runner) drift(c call, kind session.Kind, fp string, actual []byte, recordedOf func(*session.Event) []byte) *DriftError {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	d := &DriftError{Step: c.step, Kind: kind, Lane: c.lane.id, CallSite: c.site, Fingerprint: fp,
+		Expected: r.matcher.Expected(c.lane.id, ""), Nearest: r.matcher.Nearest(kind, c.lane.id, c.site)}
+	if d.Nearest != nil && recordedOf != nil {
+		d.Diff = diffJSON(recordedOf(d.Nearest), actual)
+	}
+	return d
+}
+
+// tolerate records a drift the Warn or Passthrough policy let through.
+func (r *runner) tolerate(d *DriftError) {
+	r.mu.Lock()
+	r.drifts = append(r.drifts, d)
+	r.mu.Unlock()
+	r.cfg.Logf("tolerated (%s): %v", r.policy, d)
+}
+
+// takeNearest serves the nearest recorded call in place of a drifted one (Warn policy).
+func (r *runner) takeNearest(d *DriftError) *session.Event {
+	if d.Nearest == nil {
+		return nil
+	}
+	r.mu.Lock()
+	r.matcher.Take(d.Nearest)
+	r.mu.Unlock()
+	return d.Nearest
+}
+
+func (r *runner) countLive() {
+	r.mu.Lock()
+	r.live++
+	r.mu.Unlock()
+}
+
+// Go implements AgentContext.
+func (r *runner) Go(ctx context.Context) context.Context {
+	return withLane(ctx, laneOf(ctx, r.root).child())
+}
+
+// Env implements AgentContext. The read is noted, never the value: an environment variable may hold a
+// secret no redaction pattern knows.
+func (r *runner) Env(ctx context.Context, key string) string {
+	v := r.cfg.Getenv(key)
+	state := "unset"
+	if v != "" {
+		state = "set"
+	}
+	r.Note(ctx, fmt.Sprintf("env %s (%s)", key, state))
+	return v
+}
+
+// Note implements AgentContext.
+func (r *runner) Note(ctx context.Context, text string) {
+	c := r.begin(ctx, session.KindNote, nil, "note")
+	ev := r.event(c, session.KindNote)
+	ev.Text = r.cfg.Redactor.String(text)
+	r.finish(&ev)
+}
+
+// Ledger implements AgentContext.
+func (r *runner) Ledger(ctx context.Context, record any) error {
+	c := r.begin(ctx, session.KindLedger, nil, "ledger")
+	doc, err := json.Marshal(record)
+	if err != nil {
+		r.skip(c.step)
+		return &SerializationError{Step: c.step, Tool: "ledger", What: "record", Err: err}
+	}
+	red, err := r.redactJSON(doc)
+	if err != nil {
+		r.skip(c.step)
+		return err
+	}
+	ev := r.event(c, session.KindLedger)
+	ev.Ledger = red
+	r.finish(&ev)
+	return nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func cryptoFloat() float64 {
+	n, _ := rand.Int(rand.Reader, big.NewInt(1<<53))
+	return float64(n.Int64()) / (1 << 53)
+}
+
+func uuidV4() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
