@@ -49,7 +49,7 @@ func Record(ctx context.Context, opts RecordOptions, harness Harness) (*RecordRe
 }
 
 func (r *runner) newMeta(id string) session.Meta {
-	return session.Meta{ID: id, CreatedAt: r.cfg.Now().UnixMilli(), RecorderVersion: version.Get().Version,
+	return session.Meta{ID: id, CreatedAt: r.cfg.Now().UnixMilli(), RecorderVersion: version.Get().Version, SchemaVersion: session.CurrentSchemaVersion,
 		Provider: r.cfg.Codec.Name(), FingerprintMode: string(r.cfg.FingerprintMode),
 		Redaction: session.RedactionInfo{Enabled: true, Patterns: r.cfg.Redactor.PatternNames()}}
 }
