@@ -71,6 +71,12 @@ verify-gen: manifests generate ## Fail if generated files are stale (run 'make m
 test: manifests generate fmt vet envtest-assets s3-server ## Run all tests against a real API server and a real S3 server.
 	go test $(GOTEST_FLAGS) ./...
 
+.PHONY: bench
+bench: ## Run the benchmarks side by side with their peers (compare the ratios, not absolute times).
+	go test -run '^$$' -bench Fingerprint -benchtime 2000x ./internal/engine/fingerprint/
+	go test -run '^$$' -bench Replay -benchtime 3x ./internal/engine/replay/
+	go test -run '^$$' -bench LoadSession -benchtime 20x ./internal/engine/session/
+
 ##@ Build
 
 .PHONY: build

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
+	"unicode/utf8"
 )
 
 // JSONError reports a malformed JSON document; Offset is the byte offset in the input where the
@@ -29,6 +31,9 @@ func (e *JSONError) Unwrap() error { return e.Err }
 // so key-anchored shapes are found when the name and the secret are separate JSON strings. Invalid
 // UTF-8 inside strings is replaced by U+FFFD, as encoding/json does.
 func (r *Redactor) JSON(doc []byte) ([]byte, error) {
+	if out, ok := r.cleanDocument(doc); ok {
+		return out, nil
+	}
 	var found []finding
 	out, err := rewriteJSON(doc, stringRewriter{
 		key: func(k string) string { return r.redact(k, 0, &found) },
@@ -210,4 +215,45 @@ func (j *jsonRewrite) writeString(s string) error {
 	}
 	j.out.Truncate(j.out.Len() - 1)
 	return nil
+}
+
+// cleanDocument is the fast path for the common case, a document with no secret in it: when no pattern
+// matches anywhere in its raw bytes, no string in it can match either, and the document only needs
+// compacting. It declines (ok false) whenever the raw bytes could hide a secret from the patterns —
+// \u escapes other than Go's HTML escapes of <, > and &, which no secret shape contains — or the
+// document is not valid UTF-8 and JSON, leaving those to the full rewrite.
+func (r *Redactor) cleanDocument(doc []byte) ([]byte, bool) {
+	if !utf8.Valid(doc) || hasOpaqueEscape(doc) {
+		return nil, false
+	}
+	for _, p := range r.patterns {
+		if p.re.Match(doc) {
+			return nil, false
+		}
+	}
+	var out bytes.Buffer
+	out.Grow(len(doc))
+	if err := json.Compact(&out, doc); err != nil {
+		return nil, false
+	}
+	return out.Bytes(), true
+}
+
+// hasOpaqueEscape reports whether doc holds a \u escape that could spell a character of a secret.
+func hasOpaqueEscape(doc []byte) bool {
+	for rest := doc; ; {
+		i := bytes.Index(rest, []byte(`\u`))
+		if i < 0 {
+			return false
+		}
+		rest = rest[i+2:]
+		if len(rest) < 4 {
+			return true
+		}
+		switch strings.ToLower(string(rest[:4])) {
+		case "003c", "003e", "0026":
+			continue
+		}
+		return true
+	}
 }
