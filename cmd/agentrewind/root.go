@@ -20,7 +20,7 @@ the recording proxy, and the command-line tools over recorded sessions.`,
 		SilenceUsage: true,
 	}
 	root.AddCommand(newVersionCommand(), newManagerCommand(),
-		newInspectCommand(), newContextCommand(), newDiffCommand(), newVerifyCommand(), newPackCommand(), newUnpackCommand())
+		newInspectCommand(), newContextCommand(), newDiffCommand(), newVerifyCommand(), newPackCommand(), newUnpackCommand(), newCompareCommand())
 	return root
 }
 

@@ -295,3 +295,49 @@ Exits 0 when the session is intact, 2 when it is corrupt, tampered with or not c
 	outputFlag(cmd, &output)
 	return cmd
 }
+
+func newCompareCommand() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "compare <golden-session-dir> <candidate-session-dir>",
+		Short: "Check that a run crossed the boundary exactly as a golden recording did",
+		Long: `Check that a candidate run made the same boundary calls as a golden recording: the same model
+requests, tool calls and entropy draws, in the same per-lane order, from the same call sites.
+
+Exits 0 when the trajectories agree and 3 at the first divergent step, with a diff of the two requests —
+the check a replay suite runs after re-recording an agent whose prompt or code changed.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			golden, err := openSession(args[0])
+			if err != nil {
+				return err
+			}
+			candidate, err := openSession(args[1])
+			if err != nil {
+				return err
+			}
+			d := replay.Compare(golden.Events, candidate.Events)
+			if output == "json" {
+				result := map[string]any{"golden": golden.Meta.ID, "candidate": candidate.Meta.ID, "match": d == nil}
+				if d != nil {
+					result["divergedAtStep"], result["kind"], result["callSite"] = d.Step, d.Kind, d.CallSite
+					result["expectedFingerprint"], result["actualFingerprint"], result["diff"], result["message"] = d.ExpectedFingerprint(), d.Fingerprint, d.Diff, d.Error()
+				}
+				if err := writeJSON(cmd.OutOrStdout(), result); err != nil {
+					return err
+				}
+			} else if d == nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s matches %s: the same boundary calls in the same order\n", candidate.Meta.ID, golden.Meta.ID)
+			}
+			if d != nil {
+				return classify(d)
+			}
+			return nil
+		},
+	}
+	outputFlag(cmd, &output)
+	return cmd
+}

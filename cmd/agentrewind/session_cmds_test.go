@@ -164,3 +164,31 @@ func TestPackAndUnpackRoundTrip(t *testing.T) {
 		t.Fatalf("unpack into a non-empty directory: exit %d, %v", exitCode(err), err)
 	}
 }
+
+func TestCompareExitsWithTheDriftCode(t *testing.T) {
+	golden, again := fixtureSession(t), fixtureSession(t)
+	out, err := runCLI(t, "compare", golden, again)
+	if err != nil || !strings.Contains(out, "fixture matches fixture") {
+		t.Fatalf("identical runs: %v\n%s", err, out)
+	}
+	changed := filepath.Join(t.TempDir(), "changed")
+	_, err = replay.Record(context.Background(), replay.RecordOptions{Dir: changed, ID: "changed", Model: echoModel{}},
+		func(ctx context.Context, ac replay.AgentContext) error {
+			_, err := ac.Model(ctx, session.Request{Model: "fake-2", Messages: []session.Message{msg("user", "find it")}}, replay.Site("plan"))
+			return err
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err = runCLI(t, "compare", golden, changed, "-o", "json")
+	if exitCode(err) != exitDrift {
+		t.Fatalf("compare of a changed run: exit %d (%v)", exitCode(err), err)
+	}
+	var result map[string]any
+	if jerr := json.Unmarshal([]byte(out), &result); jerr != nil || result["match"] != false || result["divergedAtStep"] != float64(1) {
+		t.Fatalf("compare -o json: %s (%v)", out, jerr)
+	}
+	if !strings.Contains(err.Error(), `request.model: "fake-1" → "fake-2"`) {
+		t.Fatalf("the drift does not show the changed field: %v", err)
+	}
+}

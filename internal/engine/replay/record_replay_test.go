@@ -383,3 +383,52 @@ func TestStreamingIsRecordedAndReEmitted(t *testing.T) {
 		t.Fatalf("re-emitted %q (slept %v), want %q with one wait per chunk", strings.Join(got, ""), slept, recorded)
 	}
 }
+
+func TestOutOfOrderCallsInALaneAreServedAndReported(t *testing.T) {
+	tools := map[string]Tool{"get": func(_ context.Context, args json.RawMessage) (any, error) { return args, nil }}
+	agent := func(order ...string) Harness {
+		return func(ctx context.Context, ac AgentContext) error {
+			for _, k := range order {
+				if _, err := ac.Tool(ctx, "get", map[string]string{"k": k}, Site("get")); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "order")
+	if _, err := Record(context.Background(), RecordOptions{Dir: dir, Tools: tools}, agent("a", "b")); err != nil {
+		t.Fatal(err)
+	}
+	s, err := session.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logged []string
+	res, err := Replay(context.Background(), ReplayOptions{Session: s, Config: Config{Logf: func(f string, a ...any) { logged = append(logged, f) }}}, agent("b", "a"))
+	if err != nil {
+		t.Fatalf("a reordered lane is a diagnostic, not a drift: %v", err)
+	}
+	if len(res.Reorders) != 1 || res.Reorders[0] != (Reorder{Lane: "0", ExpectedSeq: 1, ServedSeq: 2}) || len(logged) != 1 {
+		t.Fatalf("reorders %+v, logged %v", res.Reorders, logged)
+	}
+}
+
+func TestCostIsAccountedPerStepAndPerRun(t *testing.T) {
+	s, _ := recordTriage(t, liveEntropy())
+	var perStep session.Usage
+	steps := 0
+	for _, ev := range s.Events {
+		if ev.Kind == session.KindModelCall {
+			if ev.Usage == nil || ev.Usage.CostMicroUSD != 7 {
+				t.Fatalf("step %d usage %+v", ev.Step, ev.Usage)
+			}
+			perStep.Add(ev.Usage)
+			steps++
+		}
+	}
+	total := Trace(s.Events).Usage()
+	if steps != 2 || total != perStep || total.CostMicroUSD != 14 || total.Total() != total.InputTokens+total.OutputTokens {
+		t.Fatalf("run total %+v, sum of steps %+v", total, perStep)
+	}
+}
