@@ -131,7 +131,11 @@ func Fork(ctx context.Context, opts ForkOptions, harness Harness) (*ForkResult, 
 	if opts.OnMiss != OnMissError && opts.OnMiss != OnMissStub {
 		return nil, fmt.Errorf("fork: onMiss %q is not supported (use Error or Stub)", opts.OnMiss)
 	}
-	r := newRunner(opts.Config)
+	cfg, err := matchRecording(opts.Config, opts.Parent)
+	if err != nil {
+		return nil, err
+	}
+	r := newRunner(cfg)
 	if err := r.openVault(ctx, opts.Parent); err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentrewind/agentrewind/internal/engine/fingerprint"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
 
@@ -431,4 +432,48 @@ func TestCostIsAccountedPerStepAndPerRun(t *testing.T) {
 	if steps != 2 || total != perStep || total.CostMicroUSD != 14 || total.Total() != total.InputTokens+total.OutputTokens {
 		t.Fatalf("run total %+v, sum of steps %+v", total, perStep)
 	}
+}
+
+// TestStructuralFingerprintsIgnoreSamplingParameters: a replay that changed only the temperature drifts
+// under strict fingerprints and matches under structural ones.
+func TestStructuralFingerprintsIgnoreSamplingParameters(t *testing.T) {
+	agent := func(temperature string) Harness {
+		return func(ctx context.Context, ac AgentContext) error {
+			_, err := ac.Model(ctx, session.Request{Model: "m", Messages: []session.Message{userMessage("hi")},
+				Params: map[string]json.RawMessage{"temperature": json.RawMessage(temperature), "stream": json.RawMessage("false")}})
+			return err
+		}
+	}
+	for _, mode := range []struct {
+		mode    fingerprint.Mode
+		drifted bool
+	}{{fingerprint.Strict, true}, {fingerprint.Structural, false}} {
+		t.Run(string(mode.mode), func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "s")
+			cfg := Config{FingerprintMode: mode.mode}
+			if _, err := Record(context.Background(), RecordOptions{Config: cfg, Dir: dir, Model: triageModel()}, agent("0.2")); err != nil {
+				t.Fatal(err)
+			}
+			s, err := session.Open(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Meta.FingerprintMode != string(mode.mode) {
+				t.Fatalf("meta fingerprint mode %q", s.Meta.FingerprintMode)
+			}
+			// The replay takes the recording's mode without being told.
+			_, err = Replay(context.Background(), ReplayOptions{Session: s}, agent("0.7"))
+			var d *DriftError
+			if drifted := errors.As(err, &d); drifted != mode.drifted {
+				t.Fatalf("drift = %v (%v), want %v", drifted, err, mode.drifted)
+			}
+		})
+	}
+	t.Run("a conflicting mode is refused", func(t *testing.T) {
+		s, _ := recordTriage(t, liveEntropy())
+		_, err := Replay(context.Background(), ReplayOptions{Config: Config{FingerprintMode: fingerprint.Structural}, Session: s}, triageAgent(triageSystem))
+		if err == nil || !strings.Contains(err.Error(), "recorded with strict fingerprints") {
+			t.Fatalf("got %v", err)
+		}
+	})
 }

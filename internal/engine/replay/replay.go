@@ -41,7 +41,11 @@ func Replay(ctx context.Context, opts ReplayOptions, harness Harness) (*ReplayRe
 	if opts.Session == nil {
 		return nil, errors.New("replay: a session is required")
 	}
-	r := newRunner(opts.Config)
+	cfg, err := matchRecording(opts.Config, opts.Session)
+	if err != nil {
+		return nil, err
+	}
+	r := newRunner(cfg)
 	r.policy = orStrict(opts.DriftPolicy)
 	if r.policy == Passthrough && opts.Model == nil {
 		return nil, fmt.Errorf("replay: the Passthrough drift policy needs a live model: %w", ErrLiveModelRequired)
@@ -54,7 +58,7 @@ func Replay(ctx context.Context, opts ReplayOptions, harness Harness) (*ReplayRe
 	if opts.Sleep != nil {
 		r.sleep = opts.Sleep
 	}
-	err := r.run(ctx, opts.Session.Meta, harness)
+	err = r.run(ctx, opts.Session.Meta, harness)
 	res := &ReplayResult{Events: r.events, Drifts: r.drifts, Reorders: r.reorders, LiveCalls: r.live}
 	if err != nil {
 		return res, err

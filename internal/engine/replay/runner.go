@@ -64,6 +64,22 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// matchRecording makes cfg fingerprint the way the recording did: a request hashed in another mode
+// never matches, so a replay takes the recording's mode and refuses a conflicting one.
+func matchRecording(cfg Config, s *session.Session) (Config, error) {
+	recorded := fingerprint.Mode(s.Meta.FingerprintMode)
+	switch {
+	case recorded == "":
+		return cfg, nil
+	case cfg.FingerprintMode == "":
+		cfg.FingerprintMode = recorded
+	case cfg.FingerprintMode != recorded:
+		return cfg, fmt.Errorf("session %s was recorded with %s fingerprints; replaying it with %s fingerprints would match nothing (leave FingerprintMode unset)",
+			s.Meta.ID, recorded, cfg.FingerprintMode)
+	}
+	return cfg, nil
+}
+
 // phase says how one call is answered.
 type phase int
 
