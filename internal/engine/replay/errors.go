@@ -90,6 +90,10 @@ func (e *SerializationError) Unwrap() error { return e.Err }
 // harness unwinds without making further calls.
 var ErrForkHalted = errors.New("fork halted: a tool call the recording does not hold stopped the run (tools.onMiss: Error)")
 
+// ErrHarnessPanicked wraps a panic in the harness. The run's events up to the panic are still recorded
+// and committed, with session_end marking the run as failed.
+var ErrHarnessPanicked = errors.New("the agent panicked")
+
 // ErrLiveModelRequired is returned when a call must go live and no live model was given.
 var ErrLiveModelRequired = errors.New("this call must go live but no live model was configured")
 

@@ -84,7 +84,7 @@ func (r *runner) run(ctx context.Context, meta session.Meta, harness Harness) er
 	ev.Meta = &meta
 	r.finish(&ev)
 
-	harnessErr := harness(withLane(ctx, r.root), r)
+	harnessErr := runHarness(withLane(ctx, r.root), r, harness)
 
 	end := r.begin(ctx, session.KindSessionEnd, nil, "session")
 	ev = r.event(end, session.KindSessionEnd)
@@ -129,4 +129,15 @@ func (r *runner) openVault(ctx context.Context, s *session.Session) error {
 	}
 	r.vault, err = redact.OpenVault(ctx, r.cfg.Keys, sealed)
 	return err
+}
+
+// runHarness calls the harness, turning a panic into an error: a crashed agent is exactly the run a
+// recording must survive, so the session is still framed and committed.
+func runHarness(ctx context.Context, ac AgentContext, harness Harness) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: %v", ErrHarnessPanicked, p)
+		}
+	}()
+	return harness(ctx, ac)
 }

@@ -477,3 +477,26 @@ func TestStructuralFingerprintsIgnoreSamplingParameters(t *testing.T) {
 		}
 	})
 }
+
+func TestAPanickingAgentIsStillRecorded(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "crash")
+	res, err := Record(context.Background(), RecordOptions{Config: liveEntropy(), Dir: dir}, func(ctx context.Context, ac AgentContext) error {
+		if _, err := ac.UUID(ctx); err != nil {
+			return err
+		}
+		panic("index out of range")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(res.HarnessErr, ErrHarnessPanicked) || !strings.Contains(res.HarnessErr.Error(), "index out of range") {
+		t.Fatalf("harness error %v", res.HarnessErr)
+	}
+	s, err := session.Open(dir)
+	if err != nil {
+		t.Fatalf("the crashed run was not committed: %v", err)
+	}
+	if kinds(s.Events) != "session_start,entropy,session_end" || *s.Events[2].OK {
+		t.Fatalf("events %s, end ok %v", kinds(s.Events), *s.Events[2].OK)
+	}
+}
