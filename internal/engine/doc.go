@@ -8,4 +8,5 @@
 //   - redact: secret redaction into deterministic tokens and the encrypted vault that restores them
 //   - replay: the matcher, replay with drift policies, the fork engine and the Go harness API
 //   - bundle: packing a session into a .rewind archive and unpacking one safely
+//   - codec: provider wire formats (the Anthropic Messages API) mapped to and from the neutral types
 package engine

@@ -1,0 +1,158 @@
+package anthropic
+
+import (
+	"encoding/json"
+	"strconv"
+
+	"github.com/agentrewind/agentrewind/internal/engine/session"
+)
+
+// NormalizeResponse maps a Message body (the response of POST /v1/messages) to the neutral response:
+// Content is the content block array as it was, StopReason the stop_reason ("" while null), Usage the
+// token counts (cache writes and reads count as input). Raw keeps everything else the message said —
+// id, type, role, model, stop_sequence, the detailed usage, and any member a newer API adds — which
+// is the envelope DenormalizeResponse puts the content back into. Content is not repeated in Raw, so
+// a large answer is stored once.
+func (Codec) NormalizeResponse(body []byte) (session.Response, error) {
+	const op = "NormalizeResponse"
+	msg, err := parseBody(op, body)
+	if err != nil {
+		return session.Response{}, err
+	}
+	return splitMessage(op, msg)
+}
+
+// splitMessage splits a parsed Message into content and envelope. It consumes msg.
+func splitMessage(op string, msg *object) (session.Response, error) {
+	content, ok := msg.get("content")
+	if !ok {
+		return session.Response{}, fieldError(op, "content", ErrMissing)
+	}
+	if kind(content) != '[' {
+		return session.Response{}, fieldError(op, "content", ErrWrongType)
+	}
+	stop, err := stopReasonOf(op, msg)
+	if err != nil {
+		return session.Response{}, err
+	}
+	usage, err := usageOf(op, msg)
+	if err != nil {
+		return session.Response{}, err
+	}
+	msg.del("content")
+	return session.Response{Content: content, StopReason: stop, Usage: usage, Raw: msg.marshal()}, nil
+}
+
+func stopReasonOf(op string, msg *object) (string, error) {
+	raw, _ := msg.get("stop_reason")
+	if isNull(raw) {
+		return "", nil
+	}
+	var s string
+	if kind(raw) != '"' || json.Unmarshal(raw, &s) != nil {
+		return "", fieldError(op, "stop_reason", ErrWrongType)
+	}
+	return s, nil
+}
+
+// wireUsage is the part of the wire usage the neutral Usage is computed from. The cache counts are
+// separate from input_tokens on the wire; the total input of a call is their sum.
+type wireUsage struct {
+	InputTokens              int64 `json:"input_tokens"`
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+	OutputTokens             int64 `json:"output_tokens"`
+}
+
+// usageOf reads the usage member of a message; nil when there is none.
+func usageOf(op string, msg *object) (*session.Usage, error) {
+	raw, _ := msg.get("usage")
+	if isNull(raw) {
+		return nil, nil
+	}
+	var w wireUsage
+	if kind(raw) != '{' || json.Unmarshal(raw, &w) != nil {
+		return nil, fieldError(op, "usage", ErrWrongType)
+	}
+	return &session.Usage{
+		InputTokens:  w.InputTokens + w.CacheCreationInputTokens + w.CacheReadInputTokens,
+		OutputTokens: w.OutputTokens,
+	}, nil
+}
+
+// DenormalizeResponse rebuilds a Message body from a neutral response: the envelope kept in Raw with
+// Content put back after model. The neutral fields are the authority, so a response a fork stubbed or
+// edited comes out as edited: a StopReason that differs from the envelope's replaces it, and a Usage
+// whose totals differ replaces the envelope's counts (input_tokens takes the whole input and the cache
+// counts become 0, since the neutral form no longer says how the input split). Without Raw, the
+// envelope is the minimum the SDK needs: type "message" and role "assistant".
+func (Codec) DenormalizeResponse(resp session.Response) ([]byte, error) {
+	const op = "DenormalizeResponse"
+	env, err := envelope(op, resp.Raw)
+	if err != nil {
+		return nil, err
+	}
+	content := resp.Content
+	if content == nil {
+		content = json.RawMessage("[]")
+	}
+	if !json.Valid(content) {
+		return nil, fieldError(op, "content", ErrNotJSON)
+	}
+	env.setAfter("content", compact(content), "model", "role", "type", "id")
+	if cur, _ := stopReasonOf(op, env); cur != resp.StopReason {
+		env.setAfter("stop_reason", nullableString(resp.StopReason), "content")
+	}
+	if resp.Usage != nil {
+		reconcileUsage(op, env, *resp.Usage)
+	}
+	return env.marshal(), nil
+}
+
+func envelope(op string, raw json.RawMessage) (*object, error) {
+	if len(raw) == 0 {
+		env := newObject()
+		env.set("type", quote("message"))
+		env.set("role", quote("assistant"))
+		return env, nil
+	}
+	if !json.Valid(raw) {
+		return nil, fieldError(op, "raw", ErrNotJSON)
+	}
+	env, err := parseObject(raw)
+	if err != nil {
+		return nil, fieldError(op, "raw", ErrWrongType)
+	}
+	return env, nil
+}
+
+func nullableString(s string) json.RawMessage {
+	if s == "" {
+		return json.RawMessage("null")
+	}
+	return quote(s)
+}
+
+// reconcileUsage makes the envelope's usage say u, leaving it alone when its totals already do.
+func reconcileUsage(op string, env *object, u session.Usage) {
+	if cur, err := usageOf(op, env); err == nil && cur != nil &&
+		cur.InputTokens == u.InputTokens && cur.OutputTokens == u.OutputTokens {
+		return
+	}
+	usage := newObject()
+	if raw, _ := env.get("usage"); kind(raw) == '{' {
+		if kept, err := parseObject(raw); err == nil {
+			usage = kept
+		}
+	}
+	usage.set("input_tokens", number(u.InputTokens))
+	for _, k := range []string{"cache_creation_input_tokens", "cache_read_input_tokens"} {
+		if _, ok := usage.get(k); ok {
+			usage.set(k, number(0))
+		}
+	}
+	usage.set("output_tokens", number(u.OutputTokens))
+	env.setAfter("usage", usage.marshal(), "stop_sequence", "stop_reason", "content")
+}
+
+func number(n int64) json.RawMessage { return json.RawMessage(strconv.FormatInt(n, 10)) }
