@@ -20,7 +20,8 @@ the recording proxy, and the command-line tools over recorded sessions.`,
 		SilenceUsage: true,
 	}
 	root.AddCommand(newVersionCommand(), newManagerCommand(),
-		newInspectCommand(), newContextCommand(), newDiffCommand(), newVerifyCommand(), newPackCommand(), newUnpackCommand(), newCompareCommand())
+		newInspectCommand(), newContextCommand(), newDiffCommand(), newVerifyCommand(), newPackCommand(), newUnpackCommand(), newCompareCommand(),
+		newPlanCommand(), newEngineCommand())
 	return root
 }
 

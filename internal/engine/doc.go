@@ -8,5 +8,7 @@
 //   - redact: secret redaction into deterministic tokens and the encrypted vault that restores them
 //   - replay: the matcher, replay with drift policies, the fork engine and the Go harness API
 //   - bundle: packing a session into a .rewind archive and unpacking one safely
+//   - verdict: resume plan, reachability, rewind plan and no-good note, convergence, plan coherence
+//   - evidence: the facts verdicts rest on, gathered from a git workspace and the recorded tool stream
 //   - codec: provider wire formats (the Anthropic Messages API) mapped to and from the neutral types
 package engine

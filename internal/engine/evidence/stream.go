@@ -1,0 +1,113 @@
+package evidence
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/agentrewind/agentrewind/internal/engine/fingerprint"
+	"github.com/agentrewind/agentrewind/internal/engine/session"
+	"github.com/agentrewind/agentrewind/internal/engine/verdict/coherence"
+	"github.com/agentrewind/agentrewind/internal/engine/verdict/ledger"
+	"github.com/agentrewind/agentrewind/internal/engine/verdict/rewind"
+)
+
+// A turn is one model call. Turn i is the i-th model_call event of the session in log order (0-based,
+// all lanes); the recorder numbers the turn it stamps at SUSPEND the same way.
+
+// TurnDigest is the digest of a turn: rewind.DigestTurn over the canonical JSON (package fingerprint)
+// of the conversation the model saw at that turn — its system prompt and messages. The recorder
+// mints a checkpoint with this function and the boundary recomputes it, so an edit anywhere in the
+// history under a checkpoint changes the digest. "" when the request is missing or cannot be
+// canonicalised: a turn that cannot be hashed is no anchor.
+func TurnDigest(req *session.Request) string {
+	if req == nil {
+		return ""
+	}
+	doc, err := fingerprint.Canonicalize(struct {
+		System   string            `json:"system"`
+		Messages []session.Message `json:"messages"`
+	}{req.System, req.Messages})
+	if err != nil {
+		return ""
+	}
+	return rewind.DigestTurn(doc)
+}
+
+// Turns lists the session's turns with their digests.
+func Turns(events []session.Event) []rewind.Turn {
+	turns := []rewind.Turn{}
+	for _, ev := range events {
+		if ev.Kind == session.KindModelCall {
+			turns = append(turns, rewind.Turn{Index: len(turns), Digest: TurnDigest(ev.Request)})
+		}
+	}
+	return turns
+}
+
+// Rounds groups the recorded tool stream into rounds for plan coherence: a model call opens a round
+// and the tool calls and step marks (STEP_CLAIMED and STEP_VERIFIED records: the run maintaining its
+// plan) that follow belong to it. Anything before
+// the first model call forms a round of its own. Only recorded tool calls are read — the tool's
+// result and error were recorded at the boundary, not reported by the agent.
+func Rounds(events []session.Event) []coherence.Round {
+	rounds := []coherence.Round{}
+	current := func() *coherence.Round {
+		if len(rounds) == 0 {
+			rounds = append(rounds, coherence.Round{Label: 1})
+		}
+		return &rounds[len(rounds)-1]
+	}
+	for _, ev := range events {
+		switch ev.Kind {
+		case session.KindModelCall:
+			rounds = append(rounds, coherence.Round{Label: len(rounds) + 1})
+		case session.KindToolCall:
+			r := current()
+			r.Calls = append(r.Calls, coherence.Call{Name: ev.Name, Args: ev.Args, Result: ev.Result, Failed: ev.Error != nil})
+		case session.KindLedger:
+			if rec, d := ledger.Decode(ev.Ledger); (d == ledger.DamageNone || d == ledger.DamageUntagged) && marks(rec.Op) {
+				r := current()
+				r.Marks = append(r.Marks, strings.TrimSpace(rec.Step))
+			}
+		}
+	}
+	return rounds
+}
+
+// EnvError is the latest environment error in the recorded tool stream, as an excerpt carrying the
+// author the recorder recorded for the event: a tool call's error, else the stderr or output of the
+// latest run that exited non-zero. Only tool results and errors are read — never the arguments the
+// agent wrote. The zero EnvExcerpt when there is none.
+func EnvError(events []session.Event) rewind.EnvExcerpt {
+	for i := len(events) - 1; i >= 0; i-- {
+		ev := events[i]
+		if ev.Kind != session.KindToolCall {
+			continue
+		}
+		if ev.Error != nil {
+			return rewind.NewEnvExcerpt(ev.Error.Error(), ev.Author)
+		}
+		if text := failedRunOutput(ev.Result); text != "" {
+			return rewind.NewEnvExcerpt(text, ev.Author)
+		}
+	}
+	return rewind.EnvExcerpt{}
+}
+
+// failedRunOutput is the stderr (else output) of a result whose exit code is non-zero.
+func failedRunOutput(result json.RawMessage) string {
+	var r struct {
+		ExitCode *float64 `json:"exitCode"`
+		Stderr   string   `json:"stderr"`
+		Output   string   `json:"output"`
+	}
+	if json.Unmarshal(result, &r) != nil || r.ExitCode == nil || *r.ExitCode == 0 {
+		return ""
+	}
+	if r.Stderr != "" {
+		return r.Stderr
+	}
+	return r.Output
+}
+
+func marks(op ledger.Op) bool { return op == ledger.OpStepClaimed || op == ledger.OpStepVerified }

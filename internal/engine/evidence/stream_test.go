@@ -1,0 +1,165 @@
+package evidence
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/agentrewind/agentrewind/internal/engine/session"
+	"github.com/agentrewind/agentrewind/internal/engine/verdict"
+	"github.com/agentrewind/agentrewind/internal/engine/verdict/ledger"
+	"github.com/agentrewind/agentrewind/internal/engine/verdict/resume"
+)
+
+func model(msgs ...string) session.Event {
+	req := &session.Request{Model: "m", System: "sys"}
+	for _, m := range msgs {
+		b, _ := json.Marshal(m)
+		req.Messages = append(req.Messages, session.Message{Role: "user", Content: b})
+	}
+	return session.Event{Kind: session.KindModelCall, Request: req, Author: session.AuthorThirdParty}
+}
+
+func tool(name string, args, result any) session.Event {
+	a, _ := json.Marshal(args)
+	r, _ := json.Marshal(result)
+	return session.Event{Kind: session.KindToolCall, Name: name, Args: a, Result: r, Author: session.AuthorThirdParty}
+}
+
+func led(author session.Author, r ledger.Record) session.Event {
+	return session.Event{Kind: session.KindLedger, Author: author, Ledger: r.JSON()}
+}
+
+func TestTurnDigestIsCanonicalAndSeesEveryEarlierMessage(t *testing.T) {
+	a := &session.Request{System: "s", Messages: []session.Message{{Role: "user", Content: json.RawMessage(`{"b":1, "a":2}`)}}}
+	b := &session.Request{System: "s", Model: "other", Messages: []session.Message{{Role: "user", Content: json.RawMessage(`{"a":2,"b":1}`)}}}
+	if TurnDigest(a) != TurnDigest(b) || TurnDigest(a) == "" {
+		t.Fatal("key order, whitespace and the model name must not change a turn's digest")
+	}
+	c := &session.Request{System: "s", Messages: []session.Message{{Role: "user", Content: json.RawMessage(`{"a":3,"b":1}`)}}}
+	if TurnDigest(a) == TurnDigest(c) {
+		t.Fatal("rewriting a message must change the digest")
+	}
+	if TurnDigest(nil) != "" {
+		t.Fatal("a missing request is no anchor")
+	}
+	broken := &session.Request{Messages: []session.Message{{Role: "user", Content: json.RawMessage(`{"a":1,"a":2}`)}}}
+	if TurnDigest(broken) != "" {
+		t.Fatal("a request that cannot be canonicalised is no anchor")
+	}
+}
+
+func TestTurnsNumberEveryModelCall(t *testing.T) {
+	events := []session.Event{model("a"), tool("read_file", nil, nil), model("a", "b")}
+	turns := Turns(events)
+	if len(turns) != 2 || turns[0].Index != 0 || turns[1].Index != 1 || turns[1].Digest != TurnDigest(events[2].Request) {
+		t.Fatalf("turns = %+v", turns)
+	}
+}
+
+func TestRoundsGroupToolCallsAndMarksByTurn(t *testing.T) {
+	events := []session.Event{
+		tool("list_dir", map[string]any{"path": "."}, nil),
+		model("go"),
+		tool("write_file", map[string]any{"path": "a.go"}, map[string]any{"ok": true}),
+		led(session.AuthorAgent, ledger.Claimed("s1", "")),
+		led(session.AuthorAgent, ledger.Intent("r", "g", "")),
+		model("next"),
+		{Kind: session.KindToolCall, Name: "run_command", Error: &session.SerializedError{Name: "Err", Message: "boom"}},
+		led(session.AuthorAgent, ledger.Verified("s1", "abc1234", "file-path")),
+		{Kind: session.KindLedger, Ledger: json.RawMessage(`garbage`)},
+	}
+	rounds := Rounds(events)
+	if len(rounds) != 3 {
+		t.Fatalf("rounds = %+v", rounds)
+	}
+	if rounds[0].Label != 1 || len(rounds[0].Calls) != 1 || rounds[1].Label != 2 || len(rounds[1].Calls) != 1 {
+		t.Fatalf("rounds = %+v", rounds)
+	}
+	if !reflect.DeepEqual(rounds[1].Marks, []string{"s1"}) || !reflect.DeepEqual(rounds[2].Marks, []string{"s1"}) {
+		t.Fatalf("marks = %v %v", rounds[1].Marks, rounds[2].Marks)
+	}
+	if !rounds[2].Calls[0].Failed {
+		t.Fatal("a recorded error marks the call failed")
+	}
+}
+
+func TestEnvErrorTakesTheLatestToolErrorWithItsRecordedAuthor(t *testing.T) {
+	cases := []struct {
+		name   string
+		events []session.Event
+		text   string
+		author session.Author
+	}{
+		{"no error is no excerpt", []session.Event{tool("read_file", nil, map[string]any{"ok": true})}, "", ""},
+		{"a recorded tool error", []session.Event{
+			{Kind: session.KindToolCall, Author: session.AuthorThirdParty, Error: &session.SerializedError{Name: "KeyError", Message: "'id'"}},
+			tool("read_file", nil, nil),
+		}, "KeyError: 'id'", session.AuthorThirdParty},
+		{"the stderr of a run that exited non-zero", []session.Event{
+			tool("run_command", map[string]any{"command": "go test"}, map[string]any{"exitCode": 1, "stderr": "FAIL x", "output": "o"}),
+		}, "FAIL x", session.AuthorThirdParty},
+		{"the output when there is no stderr", []session.Event{
+			tool("run_command", nil, map[string]any{"exitCode": 2, "output": "panic"}),
+		}, "panic", session.AuthorThirdParty},
+		{"a run that passed is no error", []session.Event{tool("run_command", nil, map[string]any{"exitCode": 0, "stderr": "warn"})}, "", ""},
+		{"the latest error wins", []session.Event{
+			tool("run_command", nil, map[string]any{"exitCode": 1, "stderr": "old"}),
+			tool("run_command", nil, map[string]any{"exitCode": 1, "stderr": "new"}),
+		}, "new", session.AuthorThirdParty},
+		{"a note the agent wrote is never an env error", []session.Event{
+			{Kind: session.KindNote, Author: session.AuthorAgent, Text: "Traceback: trust me"},
+		}, "", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ex := EnvError(tc.events)
+			if ex.Text() != tc.text || ex.Author() != tc.author {
+				t.Fatalf("excerpt = %q by %q", ex.Text(), ex.Author())
+			}
+		})
+	}
+}
+
+func TestGatherWithoutAWorkspaceIsTheSafeFloor(t *testing.T) {
+	s := &session.Session{Meta: session.Meta{ID: "sess-1"}, Events: []session.Event{
+		model("go"),
+		led(session.AuthorAgent, ledger.Intent("", "g", "abcdef1", ledger.Step{ID: "s1", Text: "write a.go"})),
+		tool("write_file", map[string]any{"path": "a.go"}, nil),
+		led(session.AuthorAgent, ledger.Verified("s1", "abcdef1234", "file-path")),
+		model("more"),
+	}}
+	g := Gather(s, nil, verdict.DefaultPolicy())
+	if g.Git != nil || g.Facts.Ledger.RunID != "sess-1" {
+		t.Fatalf("gathered = %+v", g)
+	}
+	if len(g.Facts.Ancestry.VerifiedAtRead) != 0 || len(g.Facts.Turns) != 2 || len(g.Facts.Rounds) != 2 {
+		t.Fatalf("facts = %+v", g.Facts)
+	}
+	if len(g.Facts.History) != 2 || !reflect.DeepEqual(g.Facts.History[1].Residual, []string{"s1"}) {
+		t.Fatalf("history = %+v: without a workspace nothing is re-verified", g.Facts.History)
+	}
+	r := verdict.Evaluate(g.Facts, verdict.DefaultPolicy())
+	if r.Resume.Verdict != resume.Resumable || r.Resume.ResumeSHA != "" {
+		t.Fatalf("resume = %+v", r.Resume)
+	}
+}
+
+func TestGatherAgainstAWorkspace(t *testing.T) {
+	f := newFixture(t)
+	start := f.commit("init", map[string]string{"README.md": "x"})
+	s1 := f.commit("s1", map[string]string{"a.go": "package a"})
+	s := &session.Session{Meta: session.Meta{ID: "sess-2"}, Events: []session.Event{
+		model("go"),
+		led(session.AuthorAgent, ledger.Intent("run-2", "g", start, ledger.Step{ID: "s1", Text: "write a.go"})),
+		led(session.AuthorAgent, ledger.Verified("s1", s1[:8], "file-path")),
+	}}
+	g := Gather(s, f.open(""), verdict.DefaultPolicy())
+	if g.Git == nil || len(g.Git.Steps) != 1 || !g.Git.Steps[0].Verified || g.Facts.Ledger.RunID != "run-2" {
+		t.Fatalf("gathered = %+v", g.Git)
+	}
+	r := verdict.Evaluate(g.Facts, verdict.DefaultPolicy())
+	if r.Resume.Verdict != resume.Complete || r.Reachability.Reachability != resume.Collectible {
+		t.Fatalf("report = %+v", r.Resume)
+	}
+}

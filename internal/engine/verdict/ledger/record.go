@@ -1,0 +1,208 @@
+package ledger
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"strings"
+)
+
+// SchemaPrefix is the family every ledger schema tag belongs to; the version follows it as "v<N>".
+const SchemaPrefix = "agentrewind.io/ledger/"
+
+// CurrentVersion is the newest ledger schema this build reads.
+const CurrentVersion = 1
+
+// SchemaV1 is the tag of a version-1 record, the one this build writes.
+const SchemaV1 = SchemaPrefix + "v1"
+
+// Op is the kind of a ledger record.
+type Op string
+
+const (
+	// OpIntent declares the run's goal, its ordered steps and the commit it started from.
+	OpIntent Op = "INTENT"
+	// OpStepClaimed is the run saying it finished a step — a claim, never evidence.
+	OpStepClaimed Op = "STEP_CLAIMED"
+	// OpStepVerified is the run saying a step is verified at a commit, and on which rung ("via").
+	// It is still written by the run, so it is a hint the boundary re-adjudicates, never authority.
+	OpStepVerified Op = "STEP_VERIFIED"
+	// OpSuspend parks the run: the recorder stamps the conversation checkpoint and the resume SHA.
+	OpSuspend Op = "SUSPEND"
+	// OpResumeProposed records that a continuation was already proposed, so it is not proposed twice.
+	OpResumeProposed Op = "RESUME_PROPOSED"
+)
+
+// Step is one declared step of an INTENT.
+type Step struct {
+	// ID identifies the step in later records.
+	ID string `json:"id"`
+	// Text says what the step does, in the run's words.
+	Text string `json:"text,omitempty"`
+	// Paths are the files or directories the step is expected to change. Re-adjudication accepts a
+	// commit as the step's work only if it touches one of these or a path named in Text.
+	Paths []string `json:"paths,omitempty"`
+}
+
+// Record is the wire form of one ledger record: the JSON kept in session.Event.Ledger.
+type Record struct {
+	Schema string `json:"schema,omitempty"`
+	Op     Op     `json:"op"`
+	RunID  string `json:"runId,omitempty"`
+
+	// INTENT
+	Goal     string `json:"goal,omitempty"`
+	Steps    []Step `json:"steps,omitempty"`
+	StartSHA string `json:"startSHA,omitempty"`
+
+	// STEP_CLAIMED and STEP_VERIFIED
+	Step string `json:"step,omitempty"`
+	SHA  string `json:"sha,omitempty"`
+	Via  string `json:"via,omitempty"`
+
+	// SUSPEND
+	TurnIndex        *int   `json:"turnIndex,omitempty"`
+	TranscriptDigest string `json:"transcriptDigest,omitempty"`
+	ResumeSHA        string `json:"resumeSHA,omitempty"`
+
+	// RESUME_PROPOSED
+	PredecessorRunID string `json:"predecessorRunId,omitempty"`
+}
+
+// Intent builds a tagged INTENT record.
+func Intent(runID, goal, startSHA string, steps ...Step) Record {
+	return Record{Schema: SchemaV1, Op: OpIntent, RunID: runID, Goal: goal, StartSHA: startSHA, Steps: steps}
+}
+
+// Claimed builds a tagged STEP_CLAIMED record; sha may be empty.
+func Claimed(step, sha string) Record {
+	return Record{Schema: SchemaV1, Op: OpStepClaimed, Step: step, SHA: sha}
+}
+
+// Verified builds a tagged STEP_VERIFIED record.
+func Verified(step, sha, via string) Record {
+	return Record{Schema: SchemaV1, Op: OpStepVerified, Step: step, SHA: sha, Via: via}
+}
+
+// Suspend builds a tagged SUSPEND record. Only the recorder may append it (with Author OS_RECORDED);
+// the fold ignores one the agent wrote.
+func Suspend(turnIndex int, transcriptDigest, resumeSHA string) Record {
+	return Record{Schema: SchemaV1, Op: OpSuspend, TurnIndex: &turnIndex, TranscriptDigest: transcriptDigest, ResumeSHA: resumeSHA}
+}
+
+// ResumeProposed builds a tagged RESUME_PROPOSED record.
+func ResumeProposed(predecessorRunID string) Record {
+	return Record{Schema: SchemaV1, Op: OpResumeProposed, PredecessorRunID: predecessorRunID}
+}
+
+// JSON encodes r for session.Event.Ledger.
+func (r Record) JSON() json.RawMessage {
+	b, _ := json.Marshal(r) // a Record has no value json cannot encode
+	return b
+}
+
+// Damage says why a record was not folded as a current, readable record.
+type Damage string
+
+const (
+	// DamageNone is a readable, current record.
+	DamageNone Damage = ""
+	// DamageUntagged is a legacy record without a schema tag: folded permissively, but counted.
+	DamageUntagged Damage = "Untagged"
+	// DamageTooNew is a record whose schema is newer than this build reads: not folded.
+	DamageTooNew Damage = "SchemaTooNew"
+	// DamageNotJSON is a record that is not a JSON object.
+	DamageNotJSON Damage = "NotJSON"
+	// DamageForeignSchema is a record tagged with a schema outside the ledger family.
+	DamageForeignSchema Damage = "ForeignSchema"
+	// DamageBadVersion is a ledger schema tag whose version is not a positive integer.
+	DamageBadVersion Damage = "BadSchemaVersion"
+	// DamageUnknownOp is a record whose op this schema version does not define.
+	DamageUnknownOp Damage = "UnknownOp"
+	// DamageMissingStep is a STEP_CLAIMED or STEP_VERIFIED record that names no step.
+	DamageMissingStep Damage = "MissingStep"
+	// DamageBadSteps is an INTENT whose steps have an empty or repeated id: the plan is ambiguous.
+	DamageBadSteps Damage = "BadSteps"
+)
+
+// Corrupt reports whether the damage keeps the record out of the fold. Untagged records are folded.
+func (d Damage) Corrupt() bool {
+	return d != DamageNone && d != DamageUntagged && d != DamageTooNew
+}
+
+// Decode reads one ledger record and classifies it. A record is only ever returned for folding when
+// the damage is DamageNone or DamageUntagged.
+func Decode(raw []byte) (Record, Damage) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '{' {
+		return Record{}, DamageNotJSON
+	}
+	var r Record
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return Record{}, DamageNotJSON
+	}
+	untagged := r.Schema == ""
+	if !untagged {
+		if d := checkSchema(r.Schema); d != DamageNone {
+			return Record{}, d
+		}
+	}
+	if d := checkShape(r); d != DamageNone {
+		return Record{}, d
+	}
+	if untagged {
+		return r, DamageUntagged
+	}
+	return r, DamageNone
+}
+
+// checkSchema accepts a tag of the ledger family at a version this build reads. A newer version is
+// refused rather than guessed at: a field whose meaning changed would be folded into a wrong residual.
+func checkSchema(tag string) Damage {
+	rest, ok := strings.CutPrefix(tag, SchemaPrefix)
+	if !ok {
+		return DamageForeignSchema
+	}
+	num, ok := strings.CutPrefix(rest, "v")
+	if !ok {
+		return DamageBadVersion
+	}
+	v, err := strconv.Atoi(num)
+	switch {
+	case err != nil || v < 1:
+		return DamageBadVersion
+	case v > CurrentVersion:
+		return DamageTooNew
+	}
+	return DamageNone
+}
+
+// checkShape checks the fields each op needs to mean anything.
+func checkShape(r Record) Damage {
+	switch r.Op {
+	case OpIntent:
+		return checkSteps(r.Steps)
+	case OpStepClaimed, OpStepVerified:
+		if strings.TrimSpace(r.Step) == "" {
+			return DamageMissingStep
+		}
+	case OpSuspend, OpResumeProposed:
+	default:
+		return DamageUnknownOp
+	}
+	return DamageNone
+}
+
+// checkSteps refuses a plan whose steps cannot be told apart: a claim against such a plan would
+// attach to whichever duplicate happened to win.
+func checkSteps(steps []Step) Damage {
+	seen := make(map[string]bool, len(steps))
+	for _, s := range steps {
+		id := strings.TrimSpace(s.ID)
+		if id == "" || seen[id] {
+			return DamageBadSteps
+		}
+		seen[id] = true
+	}
+	return DamageNone
+}

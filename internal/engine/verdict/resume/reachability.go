@@ -1,0 +1,79 @@
+package resume
+
+import (
+	"fmt"
+
+	"github.com/agentrewind/agentrewind/internal/engine/verdict/ledger"
+)
+
+// Reachability says whether the garbage collector must keep a run.
+type Reachability string
+
+const (
+	// Reachable runs can still make progress (or need a human) and are kept regardless of age.
+	Reachable Reachability = "REACHABLE"
+	// Collectible runs hold no resumable residual; a reaper may delete them after its grace period.
+	Collectible Reachability = "COLLECTIBLE"
+)
+
+// ReachabilityReason is the machine-readable cause of a reachability verdict.
+type ReachabilityReason string
+
+const (
+	ReasonResumableRetained      ReachabilityReason = "ResumableRetained"
+	ReasonSuspendedRetained      ReachabilityReason = "SuspendedResumableRetained"
+	ReasonDivergedRetained       ReachabilityReason = "DivergedRetained"
+	ReasonCompleteCollectible    ReachabilityReason = "CompleteCollectible"
+	ReasonUnresumableCollectible ReachabilityReason = "UnresumableCollectible"
+	ReasonUnknownVerdictRetained ReachabilityReason = "UnknownVerdictRetained"
+)
+
+// ReachabilityVerdict is the GC verdict with the resume verdict it rests on.
+type ReachabilityVerdict struct {
+	Reachability  Reachability       `json:"reachability"`
+	Reason        ReachabilityReason `json:"reason"`
+	Message       string             `json:"message"`
+	RunID         string             `json:"runId,omitempty"`
+	ResumeVerdict Verdict            `json:"resumeVerdict"`
+	// Suspended is true when the recorder parked the run (a minted SUSPEND), so a retained run says
+	// whether it was parked on purpose or crashed.
+	Suspended bool `json:"suspended"`
+}
+
+// Collectible reports whether the run may be garbage-collected.
+func (r ReachabilityVerdict) Collectible() bool { return r.Reachability == Collectible }
+
+// Reach is the reachability rule: a run is garbage only if its resume verdict is COMPLETE or
+// UNRESUMABLE. Reachability is adjudicated, never counted: a crashed run's ledger holds a residual no
+// live reference points at, and a parked run released everything yet is not garbage. A refcount or
+// a TTL would collect both. Age is absent on purpose (see the package doc).
+func Reach(state ledger.State, plan Plan) ReachabilityVerdict {
+	v := ReachabilityVerdict{RunID: plan.RunID, ResumeVerdict: plan.Verdict, Suspended: state.Suspended}
+	if v.RunID == "" {
+		v.RunID = state.RunID
+	}
+	switch plan.Verdict {
+	case Resumable:
+		v.Reachability, v.Reason = Reachable, ReasonResumableRetained
+		door := "RESUMABLE"
+		if state.Suspended {
+			v.Reason, door = ReasonSuspendedRetained, "SUSPENDED-RESUMABLE (parked by the recorder)"
+		}
+		v.Message = door + ": a residual a successor can still make progress on; retained regardless of age"
+	case Diverged:
+		v.Reachability, v.Reason = Reachable, ReasonDivergedRetained
+		v.Message = "DIVERGED: needs a human decision, not a reaper; retained so the conflict is surfaced, never " +
+			"silently collected"
+	case Complete:
+		v.Reachability, v.Reason = Collectible, ReasonCompleteCollectible
+		v.Message = "COMPLETE: every declared step verified, the run finished; it holds no resumable residual"
+	case Unresumable:
+		v.Reachability, v.Reason = Collectible, ReasonUnresumableCollectible
+		v.Message = "UNRESUMABLE: no recoverable work to resume; it holds no resumable residual"
+	default:
+		// Fail closed: a verdict this build does not know must never make a run deletable.
+		v.Reachability, v.Reason = Reachable, ReasonUnknownVerdictRetained
+		v.Message = fmt.Sprintf("resume verdict %q is not one this build knows; retained until it is adjudicated", plan.Verdict)
+	}
+	return v
+}
