@@ -24,11 +24,8 @@ Before writing, pack prints what was redacted, by pattern, so you know what the 
 Secrets the patterns did not recognise are not redacted: read the summary before you share the file.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
 			dir, out := args[0], args[1]
-			s, err := openSession(dir)
+			s, err := openForOutput(output, dir)
 			if err != nil {
 				return err
 			}

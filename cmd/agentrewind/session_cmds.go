@@ -80,6 +80,14 @@ func openSession(dir string) (*session.Session, error) {
 	return s, classify(err)
 }
 
+// openForOutput checks --output and opens the session: the prologue of every session command.
+func openForOutput(output, dir string) (*session.Session, error) {
+	if err := checkOutput(output); err != nil {
+		return nil, err
+	}
+	return openSession(dir)
+}
+
 func newInspectCommand() *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
@@ -87,10 +95,7 @@ func newInspectCommand() *cobra.Command {
 		Short: "Print a recorded session's timeline: step, kind, lane, call site, fingerprint, tokens",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			s, err := openSession(args[0])
+			s, err := openForOutput(output, args[0])
 			if err != nil {
 				return err
 			}
@@ -180,10 +185,7 @@ func newContextCommand() *cobra.Command {
 		Short: "Print the prompt context (the messages sent) of the model call at a step",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			s, err := openSession(args[0])
+			s, err := openForOutput(output, args[0])
 			if err != nil {
 				return err
 			}
@@ -223,10 +225,7 @@ func newDiffCommand() *cobra.Command {
 		Short: "Show how the prompt context changed between the model calls at two steps",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			s, err := openSession(args[0])
+			s, err := openForOutput(output, args[0])
 			if err != nil {
 				return err
 			}
