@@ -76,6 +76,7 @@ bench: ## Run the benchmarks side by side with their peers (compare the ratios, 
 	go test -run '^$$' -bench Fingerprint -benchtime 2000x ./internal/engine/fingerprint/
 	go test -run '^$$' -bench Replay -benchtime 3x ./internal/engine/replay/
 	go test -run '^$$' -bench LoadSession -benchtime 20x ./internal/engine/session/
+	go test -run '^$$' -bench Store -benchtime 1x ./internal/blobstore/
 
 ##@ Build
 

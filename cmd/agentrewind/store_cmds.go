@@ -1,0 +1,316 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/agentrewind/agentrewind/internal/blobstore"
+)
+
+// envStore names the default --store.
+const envStore = "AGENTREWIND_STORE"
+
+// storeFlags are the flags every store command shares.
+type storeFlags struct {
+	store, endpoint, region, caFile string
+	insecure, createBucket          bool
+	parallel                        int
+	output                          string
+}
+
+func (f *storeFlags) register(cmd *cobra.Command, transfers bool) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.store, "store", os.Getenv(envStore), "where sessions are stored: s3://<bucket>/<prefix> (default $"+envStore+")")
+	fl.StringVar(&f.endpoint, "endpoint", os.Getenv(blobstore.EnvEndpoint), "S3 endpoint: https://host[:port], or http:// for a loopback or in-cluster server (default $"+blobstore.EnvEndpoint+")")
+	fl.StringVar(&f.region, "region", "", "the bucket's region (default us-east-1)")
+	fl.StringVar(&f.caFile, "ca-file", "", "PEM bundle of a private CA that signed the endpoint's certificate")
+	fl.BoolVar(&f.insecure, "insecure-skip-tls-verify", false, "accept any server certificate (testing only: anyone on the path can read and change what is stored)")
+	if transfers {
+		fl.IntVar(&f.parallel, "parallel", 8, "objects transferred at once")
+	}
+	outputFlag(cmd, &f.output)
+}
+
+// open builds the session store the flags describe. Credentials come from AWS_ACCESS_KEY_ID,
+// AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN; they are never taken from flags, which leak into
+// shell history and process listings.
+func (f *storeFlags) open(ctx context.Context, progress func(blobstore.Progress)) (*blobstore.SessionStore, blobstore.StoreURL, error) {
+	if err := checkOutput(f.output); err != nil {
+		return nil, blobstore.StoreURL{}, err
+	}
+	if f.store == "" {
+		return nil, blobstore.StoreURL{}, fmt.Errorf("--store is required: pass --store s3://<bucket>/<prefix> or set %s", envStore)
+	}
+	loc, err := blobstore.ParseStoreURL(f.store)
+	if err != nil {
+		return nil, loc, err
+	}
+	creds, err := blobstore.CredentialsFromEnv(os.LookupEnv)
+	if err != nil {
+		return nil, loc, err
+	}
+	cfg := blobstore.Config{Endpoint: f.endpoint, Region: f.region, Bucket: loc.Bucket, Prefix: loc.Prefix,
+		TLS: blobstore.TLSConfig{CAFile: f.caFile, InsecureSkipVerify: f.insecure}, Credentials: creds, CreateBucket: f.createBucket}
+	objects, err := blobstore.Open(ctx, cfg)
+	if err != nil {
+		return nil, loc, err
+	}
+	layout, err := blobstore.NewLayout(loc.Prefix)
+	if err != nil {
+		return nil, loc, err
+	}
+	return blobstore.NewSessionStore(objects, layout, blobstore.StoreOptions{Parallelism: f.parallel, Progress: progress}), loc, nil
+}
+
+func newPushCommand() *cobra.Command {
+	var f storeFlags
+	cmd := &cobra.Command{
+		Use:   "push <session-dir> --store s3://<bucket>/<prefix>",
+		Short: "Upload a recorded session to S3-compatible storage (never its vault)",
+		Long: `Upload a committed session: the blobs the store does not have yet, then events.jsonl, then
+meta.json, which makes the session visible. Blobs are shared by hash, so a fork uploads only its tail.
+
+vault.enc, the session's encrypted secrets, is never uploaded. An interrupted push leaves nothing
+visible; run it again to finish it. Credentials come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY
+and AWS_SESSION_TOKEN.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			progress := newStoreProgress(cmd.ErrOrStderr())
+			store, loc, err := f.open(cmd.Context(), progress.update)
+			if err != nil {
+				return err
+			}
+			res, err := store.Push(cmd.Context(), args[0])
+			progress.finish()
+			if err != nil {
+				return classify(fmt.Errorf("push %s to %s: %w", args[0], loc, err))
+			}
+			return printPush(cmd.OutOrStdout(), f.output, loc, res)
+		},
+	}
+	f.register(cmd, true)
+	cmd.Flags().BoolVar(&f.createBucket, "create-bucket", false, "create the bucket if it does not exist")
+	return cmd
+}
+
+func printPush(w io.Writer, output string, loc blobstore.StoreURL, res *blobstore.PushResult) error {
+	if output == "json" {
+		return writeJSON(w, map[string]any{"session": res.ID, "store": loc.String(), "blobs": res.Blobs,
+			"blobsUploaded": res.BlobsUploaded, "blobsSkipped": res.BlobsSkipped, "bytesUploaded": res.BytesUploaded,
+			"bytesSkipped": res.BytesSkipped, "alreadyCommitted": res.AlreadyCommitted, "vaultLeftOut": res.VaultLeftOut})
+	}
+	if res.AlreadyCommitted && res.BlobsUploaded == 0 {
+		fmt.Fprintf(w, "session %s is already in %s: nothing to upload\n", res.ID, loc)
+	} else {
+		fmt.Fprintf(w, "pushed session %s to %s: %d blobs (%d uploaded, %d already stored), %s sent\n",
+			res.ID, loc, res.Blobs, res.BlobsUploaded, res.BlobsSkipped, storeBytes(res.BytesUploaded))
+	}
+	if res.VaultLeftOut {
+		fmt.Fprintln(w, "vault.enc was not uploaded: the session's secrets stay on this machine")
+	}
+	return nil
+}
+
+func newPullCommand() *cobra.Command {
+	var f storeFlags
+	cmd := &cobra.Command{
+		Use:   "pull <session-id> <dir> --store s3://<bucket>/<prefix>",
+		Short: "Download a session from S3-compatible storage into a new directory, verified",
+		Long: `Download a committed session into a new or empty directory, verifying events.jsonl against the
+eventsHash of meta.json and every blob against its hash. Nothing is left in <dir> if any check
+fails. The store never holds vault.enc, so the pulled session has none.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			progress := newStoreProgress(cmd.ErrOrStderr())
+			store, loc, err := f.open(cmd.Context(), progress.update)
+			if err != nil {
+				return err
+			}
+			res, err := store.Pull(cmd.Context(), args[0], args[1])
+			progress.finish()
+			if err != nil {
+				return classify(fmt.Errorf("pull %s from %s: %w", args[0], loc, err))
+			}
+			if f.output == "json" {
+				return writeJSON(cmd.OutOrStdout(), map[string]any{"session": res.ID, "store": loc.String(), "dir": res.Dir,
+					"events": res.Events, "blobs": res.Blobs, "bytes": res.Bytes, "eventsHash": res.Meta.EventsHash})
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "pulled session %s from %s into %s: %d events, %d blobs, %s, verified\n",
+				res.ID, loc, res.Dir, res.Events, res.Blobs, storeBytes(res.Bytes))
+			return nil
+		},
+	}
+	f.register(cmd, true)
+	return cmd
+}
+
+func newLsCommand() *cobra.Command {
+	var f storeFlags
+	cmd := &cobra.Command{
+		Use:   "ls --store s3://<bucket>/<prefix>",
+		Short: "List the committed sessions in S3-compatible storage",
+		Long: `List the committed sessions in the store, oldest first. Uploads that were interrupted before
+meta.json are not sessions yet and are not listed; a session whose meta.json cannot be read is
+listed with the problem.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			store, loc, err := f.open(cmd.Context(), nil)
+			if err != nil {
+				return err
+			}
+			list, err := store.List(cmd.Context())
+			if err != nil {
+				return fmt.Errorf("listing %s: %w", loc, err)
+			}
+			if f.output == "json" {
+				return writeJSON(cmd.OutOrStdout(), lsRows(list))
+			}
+			return printLs(cmd.OutOrStdout(), loc, list)
+		},
+	}
+	f.register(cmd, false)
+	return cmd
+}
+
+// lsRow is a listed session as ls -o json prints it.
+type lsRow struct {
+	ID           string `json:"id"`
+	Parent       string `json:"parent,omitempty"`
+	ForkedAtStep *int64 `json:"forkedAtStep,omitempty"`
+	Events       int64  `json:"events"`
+	CreatedAt    string `json:"createdAt,omitempty"`
+	CommittedAt  string `json:"committedAt"`
+	EventsHash   string `json:"eventsHash,omitempty"`
+	Problem      string `json:"problem,omitempty"`
+}
+
+func lsRows(list []blobstore.SessionInfo) []lsRow {
+	rows := make([]lsRow, 0, len(list))
+	for _, s := range list {
+		r := lsRow{ID: s.ID, Parent: s.Meta.Parent, ForkedAtStep: s.Meta.ForkedAtStep, Events: s.Meta.Events,
+			CommittedAt: s.CommittedAt.UTC().Format(time.RFC3339), EventsHash: s.Meta.EventsHash, Problem: s.Problem}
+		if s.Meta.CreatedAt > 0 {
+			r.CreatedAt = time.UnixMilli(s.Meta.CreatedAt).UTC().Format(time.RFC3339)
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+func printLs(w io.Writer, loc blobstore.StoreURL, list []blobstore.SessionInfo) error {
+	if len(list) == 0 {
+		_, err := fmt.Fprintf(w, "no committed sessions in %s\n", loc)
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SESSION\tPARENT\tEVENTS\tCREATED\tCOMMITTED\tPROBLEM")
+	for _, r := range lsRows(list) {
+		parent := r.Parent
+		if r.ForkedAtStep != nil {
+			parent = fmt.Sprintf("%s@%d", parent, *r.ForkedAtStep)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", r.ID, storeDash(parent), r.Events, storeDash(r.CreatedAt), r.CommittedAt, storeDash(r.Problem))
+	}
+	return tw.Flush()
+}
+
+func storeDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// storeProgress shows a transfer on stderr: a redrawn bar on a terminal, else a line per phase and
+// per tenth of the way, so logs stay readable.
+type storeProgress struct {
+	w         io.Writer
+	bar       bool
+	drawn     bool
+	lastDraw  time.Time
+	lastPhase blobstore.Phase
+	lastTenth int
+}
+
+func newStoreProgress(w io.Writer) *storeProgress {
+	f, ok := w.(*os.File)
+	return &storeProgress{w: w, bar: ok && term.IsTerminal(int(f.Fd())), lastTenth: -1}
+}
+
+func (p *storeProgress) update(pr blobstore.Progress) {
+	if p.bar {
+		p.drawBar(pr)
+		return
+	}
+	tenth := storePercent(pr) / 10
+	switch {
+	case pr.Phase == blobstore.PhaseDone:
+		fmt.Fprintf(p.w, "%s %s: done, %s\n", pr.Op, pr.Session, storeCounts(pr))
+	case pr.Phase != p.lastPhase:
+		fmt.Fprintf(p.w, "%s %s: %s (%s)\n", pr.Op, pr.Session, pr.Phase, storeCounts(pr))
+	case tenth > p.lastTenth && pr.Object != "":
+		fmt.Fprintf(p.w, "%s %s: %d%% (%s)\n", pr.Op, pr.Session, storePercent(pr), storeCounts(pr))
+	default:
+		return
+	}
+	p.lastPhase, p.lastTenth = pr.Phase, tenth
+}
+
+// drawBar redraws at most ten times a second, and always at the end.
+func (p *storeProgress) drawBar(pr blobstore.Progress) {
+	now := time.Now()
+	if pr.Phase != blobstore.PhaseDone && now.Sub(p.lastDraw) < 100*time.Millisecond {
+		return
+	}
+	p.lastDraw, p.drawn = now, true
+	const width = 30
+	filled := storePercent(pr) * width / 100
+	fmt.Fprintf(p.w, "\r\033[K%s %s [%s%s] %3d%% %s", pr.Op, pr.Session,
+		strings.Repeat("#", filled), strings.Repeat(".", width-filled), storePercent(pr), storeCounts(pr))
+}
+
+// finish ends the bar's line, so what follows starts on a fresh one.
+func (p *storeProgress) finish() {
+	if p.drawn {
+		fmt.Fprintln(p.w)
+		p.drawn = false
+	}
+}
+
+func storePercent(pr blobstore.Progress) int {
+	switch {
+	case pr.TotalBytes > 0:
+		return int(min(pr.DoneBytes*100/pr.TotalBytes, 100))
+	case pr.TotalObjects > 0:
+		return min(pr.DoneObjects*100/pr.TotalObjects, 100)
+	}
+	return 0
+}
+
+func storeCounts(pr blobstore.Progress) string {
+	s := fmt.Sprintf("%d/%d objects", pr.DoneObjects, pr.TotalObjects)
+	if pr.TotalBytes > 0 {
+		return s + ", " + storeBytes(pr.DoneBytes) + "/" + storeBytes(pr.TotalBytes)
+	}
+	return s + ", " + storeBytes(pr.DoneBytes)
+}
+
+func storeBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/spf13/cobra"
+
+	"github.com/agentrewind/agentrewind/internal/blobstore"
+	"github.com/agentrewind/agentrewind/internal/engine/session"
+	"github.com/agentrewind/agentrewind/internal/testenv"
+)
+
+// storeFixture records a committed session with one blob and a vault.
+func storeFixture(t *testing.T, id string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), id)
+	w, err := session.Create(dir, session.Meta{ID: id, CreatedAt: 1700000000000, FingerprintMode: "strict"}, session.WriterOptions{BlobThreshold: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big, _ := json.Marshal(strings.Repeat("result ", 100))
+	for _, ev := range []session.Event{
+		{Step: 0, Lane: "0", Kind: session.KindSessionStart},
+		{Step: 1, Lane: "0", Kind: session.KindToolCall, Name: "fetch", Args: json.RawMessage(`{}`), Result: big},
+		{Step: 2, Lane: "0", Kind: session.KindSessionEnd},
+	} {
+		if err := w.Append(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.SetVault([]byte("sealed")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Close(nil); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// runStoreCommand runs a store command built by newCmd and returns its stdout and stderr.
+func runStoreCommand(t *testing.T, newCmd func() *cobra.Command, args ...string) (string, string, error) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	cmd := newCmd()
+	cmd.SetArgs(args)
+	cmd.SetOut(&stdout)
+	cmd.SetErr(&stderr)
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	err := cmd.ExecuteContext(context.Background())
+	return stdout.String(), stderr.String(), err
+}
+
+// storeServer starts versitygw and points the environment the commands read at it.
+func storeServer(t *testing.T) *testenv.S3Server {
+	t.Helper()
+	srv := testenv.StartS3Server(t)
+	t.Setenv(blobstore.EnvEndpoint, "http://"+srv.Endpoint)
+	t.Setenv(blobstore.EnvAccessKeyID, srv.AccessKey)
+	t.Setenv(blobstore.EnvSecretAccessKey, srv.SecretKey)
+	t.Setenv(blobstore.EnvSessionToken, "")
+	t.Setenv(envStore, "")
+	return srv
+}
+
+func TestStorePushLsPullRoundTrip(t *testing.T) {
+	srv := storeServer(t)
+	dir := storeFixture(t, "run-1")
+	const store = "s3://cli-bucket/team"
+
+	out, errOut, err := runStoreCommand(t, newPushCommand, dir, "--store", store, "--create-bucket")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "pushed session run-1 to s3://cli-bucket/team: 1 blobs (1 uploaded, 0 already stored)") ||
+		!strings.Contains(out, "vault.enc was not uploaded") {
+		t.Errorf("push output:\n%s", out)
+	}
+	if !strings.Contains(errOut, "push run-1: blobs") || !strings.Contains(errOut, "push run-1: done, 3/3 objects") || strings.Contains(errOut, "\r") {
+		t.Errorf("push progress on a non-terminal should be plain lines:\n%q", errOut)
+	}
+	client, err := srv.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for obj := range client.ListObjectsIter(context.Background(), "cli-bucket", minio.ListObjectsOptions{Recursive: true}) {
+		if obj.Err != nil {
+			t.Fatal(obj.Err)
+		}
+		if strings.Contains(obj.Key, "vault") {
+			t.Errorf("the vault was uploaded as %s", obj.Key)
+		}
+	}
+
+	out, _, err = runStoreCommand(t, newPushCommand, dir, "--store", store, "-o", "json")
+	var pushed map[string]any
+	if err != nil || json.Unmarshal([]byte(out), &pushed) != nil || pushed["alreadyCommitted"] != true || pushed["blobsSkipped"] != 1.0 {
+		t.Errorf("second push -o json: %v\n%s", err, out)
+	}
+
+	out, _, err = runStoreCommand(t, newLsCommand, "--store", store)
+	if err != nil || !strings.Contains(out, "SESSION") || !strings.Contains(out, "run-1") || !strings.Contains(out, "2023-11-14T22:13:20Z") {
+		t.Errorf("ls: %v\n%s", err, out)
+	}
+	out, _, err = runStoreCommand(t, newLsCommand, "--store", store, "-o", "json")
+	var rows []lsRow
+	if err != nil || json.Unmarshal([]byte(out), &rows) != nil || len(rows) != 1 || rows[0].ID != "run-1" || rows[0].Events != 3 {
+		t.Errorf("ls -o json: %v\n%s", err, out)
+	}
+
+	pulled := filepath.Join(t.TempDir(), "pulled")
+	out, _, err = runStoreCommand(t, newPullCommand, "run-1", pulled, "--store", store)
+	if err != nil || !strings.Contains(out, "pulled session run-1") || !strings.Contains(out, "verified") {
+		t.Fatalf("pull: %v\n%s", err, out)
+	}
+	if _, err := session.Open(pulled); err != nil {
+		t.Fatalf("the pulled session does not open: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(pulled, session.VaultFile)); !os.IsNotExist(err) {
+		t.Errorf("the pulled session has a vault: %v", err)
+	}
+}
+
+func TestStorePullOfATamperedSessionExitsAsCorrupt(t *testing.T) {
+	srv := storeServer(t)
+	dir := storeFixture(t, "run-1")
+	const store = "s3://cli-bucket"
+	if _, _, err := runStoreCommand(t, newPushCommand, dir, "--store", store, "--create-bucket"); err != nil {
+		t.Fatal(err)
+	}
+	path := srv.ObjectPath("cli-bucket", "sessions/run-1/events.jsonl")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, bytes.Replace(data, []byte("fetch"), []byte("fetcH"), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pulled := filepath.Join(t.TempDir(), "pulled")
+	_, _, err = runStoreCommand(t, newPullCommand, "run-1", pulled, "--store", store)
+	if err == nil || exitCode(err) != exitCorrupt || !strings.Contains(err.Error(), "s3://cli-bucket/sessions/run-1/events.jsonl") {
+		t.Fatalf("pull of tampered events: %v (exit %d), want exit %d naming the object", err, exitCode(err), exitCorrupt)
+	}
+	if _, err := os.Stat(pulled); !os.IsNotExist(err) {
+		t.Errorf("a failed pull left %s", pulled)
+	}
+}
+
+func TestStoreCommandErrorsSayWhatToDo(t *testing.T) {
+	dir := storeFixture(t, "run-1")
+	t.Setenv(envStore, "")
+	t.Setenv(blobstore.EnvEndpoint, "")
+	t.Setenv(blobstore.EnvAccessKeyID, "AKID")
+	t.Setenv(blobstore.EnvSecretAccessKey, "super-secret-value")
+	for _, tc := range []struct {
+		name string
+		cmd  func() *cobra.Command
+		args []string
+		want string
+	}{
+		{"push without --store", newPushCommand, []string{dir}, "--store s3://<bucket>/<prefix> or set AGENTREWIND_STORE"},
+		{"ls with a bad store URL", newLsCommand, []string{"--store", "https://bucket/x"}, "s3://bucket/prefix"},
+		{"pull without an endpoint", newPullCommand, []string{"run-1", t.TempDir(), "--store", "s3://bucket"}, "--endpoint"},
+		{"ls with an unknown output", newLsCommand, []string{"--store", "s3://bucket", "-o", "yaml"}, "use text or json"},
+	} {
+		_, _, err := runStoreCommand(t, tc.cmd, tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error saying %q", tc.name, err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "super-secret-value") {
+			t.Errorf("%s: the error shows the secret key: %v", tc.name, err)
+		}
+	}
+	t.Setenv(blobstore.EnvSecretAccessKey, "")
+	_, _, err := runStoreCommand(t, newLsCommand, "--store", "s3://bucket", "--endpoint", "http://127.0.0.1:1")
+	if err == nil || !strings.Contains(err.Error(), "AWS_SECRET_ACCESS_KEY") {
+		t.Errorf("ls without a secret key: %v, want an error naming AWS_SECRET_ACCESS_KEY", err)
+	}
+}
+
+func TestStoreProgressDrawsABarOrPlainLines(t *testing.T) {
+	steps := []blobstore.Progress{
+		{Op: "push", Session: "s", Phase: blobstore.PhaseBlobs, TotalObjects: 12, TotalBytes: 1000},
+	}
+	for i := 1; i <= 10; i++ {
+		steps = append(steps, blobstore.Progress{Op: "push", Session: "s", Phase: blobstore.PhaseBlobs, Object: "k",
+			DoneObjects: i, TotalObjects: 12, DoneBytes: int64(i * 90), TotalBytes: 1000})
+	}
+	steps = append(steps, blobstore.Progress{Op: "push", Session: "s", Phase: blobstore.PhaseDone, DoneObjects: 12, TotalObjects: 12, DoneBytes: 1000, TotalBytes: 1000})
+
+	var plain bytes.Buffer
+	p := newStoreProgress(&plain)
+	for _, s := range steps {
+		p.update(s)
+	}
+	p.finish()
+	lines := strings.Split(strings.TrimSpace(plain.String()), "\n")
+	if len(lines) < 5 || len(lines) > 12 || lines[len(lines)-1] != "push s: done, 12/12 objects, 1000 B/1000 B" || strings.Contains(plain.String(), "\r") {
+		t.Errorf("plain progress:\n%s", plain.String())
+	}
+
+	var bar bytes.Buffer
+	p = &storeProgress{w: &bar, bar: true, lastTenth: -1}
+	for _, s := range steps {
+		p.update(s)
+	}
+	p.finish()
+	if !strings.Contains(bar.String(), "\r\033[K") || !strings.Contains(bar.String(), "[##############################] 100%") || !strings.HasSuffix(bar.String(), "\n") {
+		t.Errorf("bar progress: %q", bar.String())
+	}
+}

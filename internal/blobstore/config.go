@@ -1,0 +1,306 @@
+package blobstore
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/minio/minio-go/v7/pkg/s3utils"
+)
+
+// Environment variables the store configuration is read from.
+const (
+	EnvEndpoint        = "AGENTREWIND_S3_ENDPOINT"
+	EnvAccessKeyID     = "AWS_ACCESS_KEY_ID"
+	EnvSecretAccessKey = "AWS_SECRET_ACCESS_KEY"
+	EnvSessionToken    = "AWS_SESSION_TOKEN"
+)
+
+// Config says where the store is and how to reach it. Printing it, logging it or wrapping it in an
+// error never shows the secret key or the session token.
+type Config struct {
+	// Endpoint is https://host[:port], http://host[:port] (plain HTTP: a loopback or in-cluster
+	// server only) or host[:port], which means HTTPS.
+	Endpoint string
+	// Region is the bucket's region (default us-east-1).
+	Region string
+	// Bucket holds the store.
+	Bucket string
+	// Prefix is the key prefix of the store inside the bucket; empty for the whole bucket.
+	Prefix string
+	// TLS tunes certificate checking of an https endpoint.
+	TLS TLSConfig
+	// Credentials sign every request.
+	Credentials Credentials
+	// CreateBucket creates the bucket when it does not exist, instead of failing.
+	CreateBucket bool
+	// RequestTimeout bounds one attempt of a request without a body (default 30s); an attempt that
+	// moves a body also gets one second per MinThroughput bytes.
+	RequestTimeout time.Duration
+	// MinThroughput is the slowest transfer, in bytes per second, that is not abandoned (default 1 MiB/s).
+	MinThroughput int64
+	// Retry bounds the attempts of each request.
+	Retry RetryPolicy
+}
+
+// TLSConfig tunes certificate checking.
+type TLSConfig struct {
+	// CAFile is a PEM bundle trusted in addition to the system roots (a private CA).
+	CAFile string
+	// InsecureSkipVerify accepts any server certificate. Only for testing: anyone on the path can
+	// then read and change what is stored.
+	InsecureSkipVerify bool
+}
+
+// Credentials sign requests: static keys, optionally temporary ones with a session token.
+type Credentials struct {
+	AccessKeyID     string
+	SecretAccessKey Secret
+	SessionToken    Secret
+}
+
+// String names the access key only.
+func (c Credentials) String() string {
+	return fmt.Sprintf("access key %q, secret key %v, session token %v", c.AccessKeyID, c.SecretAccessKey, c.SessionToken)
+}
+
+// Secret is a credential value. It prints as "[redacted]" under every fmt verb, in JSON and in slog,
+// so structures holding one can be printed and logged; Reveal returns the value to the one place
+// that signs requests with it.
+type Secret string
+
+func (s Secret) redacted() string {
+	if s == "" {
+		return "[unset]"
+	}
+	return "[redacted]"
+}
+
+// Reveal returns the secret value. Never print or log it.
+func (s Secret) Reveal() string { return string(s) }
+
+// Format prints "[redacted]" (or "[unset]") whatever the verb.
+func (s Secret) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, s.redacted()) }
+
+// MarshalJSON encodes the redacted form.
+func (s Secret) MarshalJSON() ([]byte, error) { return json.Marshal(s.redacted()) }
+
+// LogValue logs the redacted form.
+func (s Secret) LogValue() slog.Value { return slog.StringValue(s.redacted()) }
+
+// String describes the configuration without its secrets.
+func (c Config) String() string {
+	return fmt.Sprintf("s3 store %s at %s (region %s; %v)", StoreURL{Bucket: c.Bucket, Prefix: c.Prefix}, c.Endpoint, c.Region, c.Credentials)
+}
+
+// CredentialsFromEnv reads AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and the optional
+// AWS_SESSION_TOKEN through lookup (os.LookupEnv outside tests).
+func CredentialsFromEnv(lookup func(string) (string, bool)) (Credentials, error) {
+	id, _ := lookup(EnvAccessKeyID)
+	secret, _ := lookup(EnvSecretAccessKey)
+	token, _ := lookup(EnvSessionToken)
+	switch {
+	case id == "" && secret == "":
+		return Credentials{}, fmt.Errorf("no S3 credentials: set %s and %s (and %s for temporary credentials)", EnvAccessKeyID, EnvSecretAccessKey, EnvSessionToken)
+	case id == "":
+		return Credentials{}, fmt.Errorf("%s is set but %s is not: set both", EnvSecretAccessKey, EnvAccessKeyID)
+	case secret == "":
+		return Credentials{}, fmt.Errorf("%s is set but %s is not: set both", EnvAccessKeyID, EnvSecretAccessKey)
+	}
+	return Credentials{AccessKeyID: id, SecretAccessKey: Secret(secret), SessionToken: Secret(token)}, nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.Region == "" {
+		c.Region = "us-east-1"
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = 30 * time.Second
+	}
+	if c.MinThroughput <= 0 {
+		c.MinThroughput = 1 << 20
+	}
+	c.Retry = c.Retry.withDefaults()
+	return c
+}
+
+// Validate checks the configuration without contacting the server.
+func (c Config) Validate() error {
+	if _, _, err := parseEndpoint(c.Endpoint); err != nil {
+		return err
+	}
+	if err := s3utils.CheckValidBucketNameStrict(c.Bucket); err != nil {
+		return fmt.Errorf("bucket %q: %v", c.Bucket, err)
+	}
+	if _, err := NewLayout(c.Prefix); err != nil {
+		return err
+	}
+	if c.Credentials.AccessKeyID == "" || c.Credentials.SecretAccessKey == "" {
+		return fmt.Errorf("no S3 credentials: set %s and %s, or name a credentials Secret", EnvAccessKeyID, EnvSecretAccessKey)
+	}
+	if _, secure, _ := parseEndpoint(c.Endpoint); !secure && (c.TLS.CAFile != "" || c.TLS.InsecureSkipVerify) {
+		return fmt.Errorf("endpoint %s is plain HTTP but TLS options are set: use an https:// endpoint or drop the TLS options", c.Endpoint)
+	}
+	return nil
+}
+
+// parseEndpoint splits an endpoint into the host:port minio-go takes and whether it uses TLS.
+func parseEndpoint(endpoint string) (host string, secure bool, err error) {
+	if endpoint == "" {
+		return "", false, fmt.Errorf("no S3 endpoint: pass --endpoint https://host[:port] or set %s", EnvEndpoint)
+	}
+	if !strings.Contains(endpoint, "://") {
+		endpoint = "https://" + endpoint
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return "", false, fmt.Errorf("S3 endpoint %q: %v", endpoint, err)
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "", false, fmt.Errorf("S3 endpoint %q: scheme %q is not http or https", endpoint, u.Scheme)
+	case u.User != nil:
+		return "", false, errors.New("S3 endpoint: credentials do not belong in the URL: use AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a Secret")
+	case u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "":
+		return "", false, fmt.Errorf("S3 endpoint %q: give only scheme, host and port, like https://s3.example.com:9000", endpoint)
+	}
+	return u.Host, u.Scheme == "https", nil
+}
+
+// transport is minio-go's default transport with the configured trust and timeouts.
+func (c Config) transport(secure bool) (*http.Transport, error) {
+	tr, err := minio.DefaultTransport(secure)
+	if err != nil {
+		return nil, err
+	}
+	tr.ResponseHeaderTimeout = c.RequestTimeout
+	tr.MaxIdleConnsPerHost = 64
+	if !secure {
+		return tr, nil
+	}
+	if tr.TLSClientConfig == nil {
+		tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	tr.TLSClientConfig.InsecureSkipVerify = c.TLS.InsecureSkipVerify
+	if c.TLS.CAFile != "" {
+		pem, err := os.ReadFile(c.TLS.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading the CA bundle: %w", err)
+		}
+		pool, err := x509.SystemCertPool()
+		if err != nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("CA bundle %s holds no PEM certificate: give a PEM file", c.TLS.CAFile)
+		}
+		tr.TLSClientConfig.RootCAs = pool
+	}
+	return tr, nil
+}
+
+// Open connects to the store's bucket, creating it when cfg.CreateBucket is set, and checks that it
+// exists and the credentials may use it.
+func Open(ctx context.Context, cfg Config) (*S3ObjectStore, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	host, secure, _ := parseEndpoint(cfg.Endpoint)
+	tr, err := cfg.transport(secure)
+	if err != nil {
+		return nil, err
+	}
+	creds := cfg.Credentials
+	client, err := minio.New(host, &minio.Options{
+		Creds:     credentials.NewStaticV4(creds.AccessKeyID, creds.SecretAccessKey.Reveal(), creds.SessionToken.Reveal()),
+		Secure:    secure,
+		Transport: tr,
+		Region:    cfg.Region,
+		// One attempt per call: this package owns retries, with its own deadlines and bounds.
+		MaxRetries: 1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("S3 client for %s: %w", cfg.Endpoint, err)
+	}
+	s := &S3ObjectStore{client: client, core: minio.Core{Client: client}, bucket: cfg.Bucket,
+		timeout: cfg.RequestTimeout, minThroughput: cfg.MinThroughput, retry: cfg.Retry}
+	if err := s.ensureBucket(ctx, cfg.Region, cfg.CreateBucket); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *S3ObjectStore) ensureBucket(ctx context.Context, region string, create bool) error {
+	var exists bool
+	err := s.do(ctx, "check bucket", "", 0, s.retry.MaxAttempts, func(ctx context.Context) error {
+		var err error
+		exists, err = s.client.BucketExists(ctx, s.bucket)
+		return err
+	})
+	switch {
+	case err != nil:
+		return err
+	case exists:
+		return nil
+	case !create:
+		return fmt.Errorf("bucket %q: %w: create it, or push with --create-bucket", s.bucket, ErrBucketNotFound)
+	}
+	return s.do(ctx, "create bucket", "", 0, s.retry.MaxAttempts, func(ctx context.Context) error {
+		err := s.client.MakeBucket(ctx, s.bucket, minio.MakeBucketOptions{Region: region})
+		if minio.ToErrorResponse(err).Code == "BucketAlreadyOwnedByYou" {
+			return nil // created by a concurrent attempt, or by a retried request whose answer was lost
+		}
+		return err
+	})
+}
+
+// StoreURL is a store location written s3://bucket/prefix.
+type StoreURL struct {
+	Bucket string
+	Prefix string
+}
+
+func (u StoreURL) String() string {
+	if u.Prefix == "" {
+		return "s3://" + u.Bucket
+	}
+	return "s3://" + u.Bucket + "/" + u.Prefix
+}
+
+// ParseStoreURL parses s3://bucket[/prefix]. The endpoint is not part of it: S3-compatible servers
+// are many, so it comes from --endpoint or AGENTREWIND_S3_ENDPOINT.
+func ParseStoreURL(s string) (StoreURL, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return StoreURL{}, fmt.Errorf("store URL %q: %v: write it as s3://bucket/prefix", s, err)
+	}
+	switch {
+	case u.Scheme != "s3" || u.Opaque != "":
+		return StoreURL{}, fmt.Errorf("store URL %q: write it as s3://bucket/prefix", s)
+	case u.User != nil:
+		return StoreURL{}, errors.New("store URL: credentials do not belong in the URL: use AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a Secret")
+	case u.RawQuery != "" || u.Fragment != "":
+		return StoreURL{}, fmt.Errorf("store URL %q: a query or fragment is not supported: write it as s3://bucket/prefix", s)
+	}
+	if err := s3utils.CheckValidBucketNameStrict(u.Host); err != nil {
+		return StoreURL{}, fmt.Errorf("store URL %q: bucket %q: %v", s, u.Host, err)
+	}
+	layout, err := NewLayout(u.Path)
+	if err != nil {
+		return StoreURL{}, fmt.Errorf("store URL %q: %w", s, err)
+	}
+	return StoreURL{Bucket: u.Host, Prefix: layout.Prefix()}, nil
+}

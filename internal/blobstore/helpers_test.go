@@ -1,0 +1,173 @@
+package blobstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/agentrewind/agentrewind/internal/engine/session"
+	"github.com/agentrewind/agentrewind/internal/testenv"
+)
+
+// payload is the content of one tool result: seed and size make the same bytes every time, so two
+// sessions with the same payload share its blob.
+type payload struct {
+	seed uint64
+	size int
+}
+
+// payloadJSON is a JSON string of size bytes (quotes included) derived from p.seed.
+func payloadJSON(p payload) json.RawMessage {
+	var key [32]byte
+	binary.LittleEndian.PutUint64(key[:], p.seed)
+	rng := rand.NewChaCha8(key)
+	raw := make([]byte, (p.size-2+1)/2)
+	_, _ = rng.Read(raw)
+	s := hex.EncodeToString(raw)[:max(p.size-2, 0)]
+	return json.RawMessage(`"` + s + `"`)
+}
+
+// writeSession records a committed session in dir: one tool call per payload (payloads above the
+// blob threshold become blobs), then a vault, then meta.json.
+func writeSession(t testing.TB, dir, id, parent string, payloads []payload) session.Meta {
+	t.Helper()
+	w, err := session.Create(dir, session.Meta{ID: id, Parent: parent, CreatedAt: time.Now().UnixMilli(), FingerprintMode: "strict"},
+		session.WriterOptions{BlobThreshold: 1 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(w.Append(session.Event{Step: 0, Lane: "0", Kind: session.KindSessionStart}))
+	for i, p := range payloads {
+		must(w.Append(session.Event{Step: int64(i + 1), Seq: int64(i), Lane: "0", CallSite: "tool", Kind: session.KindToolCall,
+			Name: "fetch", Args: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i)), Result: payloadJSON(p)}))
+	}
+	must(w.Append(session.Event{Step: int64(len(payloads) + 1), Lane: "0", Kind: session.KindSessionEnd}))
+	must(w.SetVault([]byte("sealed-vault-bytes-that-must-stay-local")))
+	meta, err := w.Close(nil)
+	must(err)
+	return meta
+}
+
+// payloads returns n payloads of the given size with seeds from first.
+func payloads(first uint64, n, size int) []payload {
+	out := make([]payload, n)
+	for i := range out {
+		out[i] = payload{seed: first + uint64(i), size: size}
+	}
+	return out
+}
+
+// sessionFiles maps each file of a session directory (slash paths) to its bytes.
+func sessionFiles(t testing.TB, dir string) map[string][]byte {
+	t.Helper()
+	files := map[string][]byte{}
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		data, err := os.ReadFile(path)
+		files[filepath.ToSlash(rel)] = data
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// assertSameSession checks that pulled holds exactly the files of orig except vault.enc.
+func assertSameSession(t testing.TB, orig, pulled string) {
+	t.Helper()
+	want, got := sessionFiles(t, orig), sessionFiles(t, pulled)
+	delete(want, session.VaultFile)
+	if _, ok := got[session.VaultFile]; ok {
+		t.Errorf("%s holds %s: the vault must never come from the store", pulled, session.VaultFile)
+	}
+	for name, data := range want {
+		if !bytes.Equal(got[name], data) {
+			t.Errorf("%s: pulled %d bytes, recorded %d (or different content)", name, len(got[name]), len(data))
+		}
+	}
+	for name := range got {
+		if _, ok := want[name]; !ok && name != session.VaultFile {
+			t.Errorf("pulled an extra file %s", name)
+		}
+	}
+	if _, err := session.Open(pulled); err != nil {
+		t.Errorf("session.Open(pulled): %v", err)
+	}
+}
+
+// s3Env is a versitygw server with one bucket for a test.
+type s3Env struct {
+	srv    *testenv.S3Server
+	bucket string
+}
+
+func startS3(t testing.TB) *s3Env {
+	t.Helper()
+	srv := testenv.StartS3Server(t)
+	return &s3Env{srv: srv, bucket: "agentrewind-test"} // every test has its own server
+}
+
+// config is a store configuration for the server, through endpoint when not empty (a proxy).
+func (e *s3Env) config(endpoint string) Config {
+	if endpoint == "" {
+		endpoint = e.srv.Endpoint
+	}
+	return Config{Endpoint: "http://" + endpoint, Bucket: e.bucket, Prefix: "team/prod", CreateBucket: true,
+		Credentials:    Credentials{AccessKeyID: e.srv.AccessKey, SecretAccessKey: Secret(e.srv.SecretKey)},
+		RequestTimeout: 5 * time.Second, Retry: RetryPolicy{BaseDelay: 5 * time.Millisecond, MaxDelay: 50 * time.Millisecond}}
+}
+
+func (e *s3Env) open(t testing.TB, cfg Config) *S3ObjectStore {
+	t.Helper()
+	objs, err := Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+// sessionStore opens a session store on the server directly.
+func (e *s3Env) sessionStore(t testing.TB, opts StoreOptions) (*SessionStore, *S3ObjectStore) {
+	t.Helper()
+	cfg := e.config("")
+	objs := e.open(t, cfg)
+	layout, err := NewLayout(cfg.Prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return NewSessionStore(objs, layout, opts), objs
+}
+
+// keys lists every key in the bucket under prefix.
+func keys(t testing.TB, objs ObjectStore, prefix string) []string {
+	t.Helper()
+	infos, err := objs.List(context.Background(), prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]string, 0, len(infos))
+	for _, o := range infos {
+		out = append(out, o.Key)
+	}
+	slices.Sort(out)
+	return out
+}

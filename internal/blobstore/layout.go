@@ -1,0 +1,119 @@
+package blobstore
+
+import (
+	"fmt"
+	"path"
+	"regexp"
+	"strings"
+
+	"github.com/agentrewind/agentrewind/internal/engine/session"
+)
+
+// Layout spells every object key under a store prefix. It is the only place keys are built, so the
+// layout documented in DESIGN.md ("Storage") has exactly one implementation:
+//
+//	<prefix>/blobs/sha256/<hh>/<hash>        content-addressed, shared by sessions, forks and checkpoints
+//	<prefix>/sessions/<id>/meta.json         written last: its presence commits the session
+//	<prefix>/sessions/<id>/events.jsonl
+//	<prefix>/checkpoints/<id>/manifest.json
+//	<prefix>/results/<uid>.json
+//
+// There is deliberately no key for vault.enc: the sealed vault never goes to object storage.
+type Layout struct {
+	prefix string // "" or a clean prefix without leading or trailing slash
+}
+
+const (
+	blobsDir       = "blobs/sha256"
+	sessionsDir    = "sessions"
+	checkpointsDir = "checkpoints"
+	resultsDir     = "results"
+	manifestFile   = "manifest.json"
+)
+
+// NewLayout checks and normalises a key prefix ("team-a/prod", with or without surrounding slashes).
+// Empty path segments, "." and ".." are refused: S3 would store them literally and two spellings of
+// one prefix would silently become two stores.
+func NewLayout(prefix string) (Layout, error) {
+	p := strings.Trim(prefix, "/")
+	if p == "" {
+		return Layout{}, nil
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return Layout{}, fmt.Errorf("store prefix %q has an empty, \".\" or \"..\" path segment: use a plain path like team/prod", prefix)
+		}
+	}
+	return Layout{prefix: p}, nil
+}
+
+// Prefix is the normalised prefix, without slashes around it.
+func (l Layout) Prefix() string { return l.prefix }
+
+func (l Layout) join(parts ...string) string {
+	if l.prefix != "" {
+		parts = append([]string{l.prefix}, parts...)
+	}
+	return strings.Join(parts, "/")
+}
+
+// Blob is the key of the blob with sha256 hex digest hash; callers check it with session.ValidBlobHash.
+// The two-character fan-out keeps listings and per-prefix request rates of big stores manageable.
+func (l Layout) Blob(hash string) string {
+	fan := hash
+	if len(fan) > 2 {
+		fan = fan[:2]
+	}
+	return l.join(blobsDir, fan, hash)
+}
+
+// BlobsPrefix is the key prefix under which every blob lives.
+func (l Layout) BlobsPrefix() string { return l.join(blobsDir) + "/" }
+
+// SessionsPrefix is the key prefix under which every session's objects live.
+func (l Layout) SessionsPrefix() string { return l.join(sessionsDir) + "/" }
+
+// SessionMeta is the key of a session's meta.json, the commit marker.
+func (l Layout) SessionMeta(id string) string { return l.join(sessionsDir, id, session.MetaFile) }
+
+// SessionEvents is the key of a session's events.jsonl.
+func (l Layout) SessionEvents(id string) string { return l.join(sessionsDir, id, session.EventsFile) }
+
+// SessionIDFromMetaKey returns the session id of a key that is some session's meta.json.
+func (l Layout) SessionIDFromMetaKey(key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, l.SessionsPrefix())
+	if !ok {
+		return "", false
+	}
+	id, file, ok := strings.Cut(rest, "/")
+	if !ok || file != session.MetaFile || ValidateID(id) != nil {
+		return "", false
+	}
+	return id, true
+}
+
+// CheckpointManifest is the key of a checkpoint's manifest; callers check id with ValidateID.
+func (l Layout) CheckpointManifest(id string) string { return l.join(checkpointsDir, id, manifestFile) }
+
+// Result is the key of an engine Job's output document; callers check uid with ValidateID.
+func (l Layout) Result(uid string) string { return l.join(resultsDir, uid+".json") }
+
+// idRE admits Kubernetes names, UUIDs and the like: one key segment that cannot be "." or "..".
+var idRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$`)
+
+// ValidateID checks that a session, checkpoint or result id can be one segment of a key.
+func ValidateID(id string) error {
+	if !idRE.MatchString(id) {
+		return fmt.Errorf("id %q cannot name objects in the store: use letters, digits, '.', '_' and '-' (up to 253), starting with a letter or digit", id)
+	}
+	return nil
+}
+
+// BlobHashFromKey returns the hash a blob key names, or false for a key that is not a blob key.
+func (l Layout) BlobHashFromKey(key string) (string, bool) {
+	h := path.Base(key)
+	if !session.ValidBlobHash(h) || l.Blob(h) != key {
+		return "", false
+	}
+	return h, true
+}

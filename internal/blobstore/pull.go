@@ -1,0 +1,204 @@
+package blobstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/agentrewind/agentrewind/internal/engine/session"
+)
+
+// PullResult says what a pull wrote.
+type PullResult struct {
+	ID     string
+	Dir    string
+	Meta   session.Meta
+	Events int
+	Blobs  int
+	Bytes  int64
+}
+
+// ErrDestinationNotEmpty is wrapped when Pull is pointed at a directory with content: pulling over
+// an existing session would mix two recordings.
+var ErrDestinationNotEmpty = errors.New("destination is not empty")
+
+// Pull downloads the committed session id into dir, which must be missing or empty, verifying
+// events.jsonl against the eventsHash and every blob against its hash; a mismatch fails with
+// *session.DigestMismatchError naming the object. The session is assembled beside dir and renamed
+// into place, so on failure nothing is left at dir; on success session.Open accepts it.
+func (s *SessionStore) Pull(ctx context.Context, id, dir string) (*PullResult, error) {
+	metaBytes, meta, err := s.readMeta(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	dir = filepath.Clean(dir)
+	if err := checkDestination(dir); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return nil, err
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), "."+filepath.Base(dir)+".pull-*")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp) // a no-op once renamed into place
+	res, err := s.pullInto(ctx, tmp, meta, metaBytes)
+	if err != nil {
+		return nil, err
+	}
+	// os.Rename will not replace a directory, even an empty one; os.Remove only removes an empty one,
+	// so whatever appeared in dir meanwhile is kept and the rename fails.
+	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%s: %w: pull into a new or empty directory", dir, ErrDestinationNotEmpty)
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		return nil, fmt.Errorf("moving the pulled session into %s: %w", dir, err)
+	}
+	res.Dir = dir
+	return res, nil
+}
+
+func checkDestination(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if len(entries) > 0 {
+		return fmt.Errorf("%s: %w: pull into a new or empty directory", dir, ErrDestinationNotEmpty)
+	}
+	return nil
+}
+
+// pullInto writes the session into tmp: events.jsonl, then the blobs it references, then meta.json.
+func (s *SessionStore) pullInto(ctx context.Context, tmp string, meta session.Meta, metaBytes []byte) (*PullResult, error) {
+	if err := os.Mkdir(filepath.Join(tmp, session.BlobsDir), 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp makes it 0700
+		return nil, err
+	}
+	t := newTracker(s.progress, "pull", meta.ID, 2, 0)
+	t.phase(PhaseEvents, 0)
+	eventsKey := s.layout.SessionEvents(meta.ID)
+	eventsPath := filepath.Join(tmp, session.EventsFile)
+	n, err := s.download(ctx, eventsKey, eventsPath, meta.EventsHash)
+	if err != nil {
+		return nil, err
+	}
+	t.done(eventsKey, n, false)
+	events, err := readLocalEvents(eventsPath, s.name(eventsKey))
+	if err != nil {
+		return nil, err
+	}
+	res := &PullResult{ID: meta.ID, Meta: meta, Events: len(events), Bytes: n}
+	hashes := session.Blobs(events)
+	res.Blobs = len(hashes)
+	t.phase(PhaseBlobs, len(hashes)+2)
+	if err := s.pullBlobs(ctx, tmp, hashes, res, t); err != nil {
+		return nil, err
+	}
+	t.phase(PhaseMeta, 0)
+	if err := writeFileSynced(filepath.Join(tmp, session.MetaFile), metaBytes); err != nil {
+		return nil, err
+	}
+	res.Bytes += int64(len(metaBytes))
+	t.done(s.layout.SessionMeta(meta.ID), int64(len(metaBytes)), false)
+	t.phase(PhaseDone, 0)
+	return res, nil
+}
+
+// readLocalEvents parses the already verified events.jsonl to find the blobs it references.
+func readLocalEvents(path, name string) ([]session.Event, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	events, err := session.ReadEvents(f, "", nil, name)
+	if err != nil {
+		return nil, err
+	}
+	for _, h := range session.Blobs(events) {
+		if !session.ValidBlobHash(h) {
+			return nil, fmt.Errorf("%s references blob %q, which is not a sha256 hex digest: the session is corrupt", name, h)
+		}
+	}
+	return events, nil
+}
+
+func (s *SessionStore) pullBlobs(ctx context.Context, tmp string, hashes []string, res *PullResult, t *tracker) error {
+	sizes := make([]int64, len(hashes))
+	err := forEach(ctx, s.parallel, indexes(len(hashes)), func(ctx context.Context, i int) error {
+		key := s.layout.Blob(hashes[i])
+		n, err := s.download(ctx, key, filepath.Join(tmp, session.BlobsDir, hashes[i]), hashes[i])
+		if errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("blob %s, referenced by session %s, is missing from the store: push the session again from a machine that has it: %w", key, res.ID, err)
+		}
+		if err != nil {
+			return err
+		}
+		sizes[i] = n
+		t.done(key, n, false)
+		return nil
+	})
+	for _, n := range sizes {
+		res.Bytes += n
+	}
+	return err
+}
+
+// download streams the object at key into a new file at path, verifying that it hashes to want.
+// The file is synced so that meta.json, written after, never commits data still in flight.
+func (s *SessionStore) download(ctx context.Context, key, path, want string) (int64, error) {
+	rc, err := s.objects.Get(ctx, key)
+	if err != nil {
+		return 0, err
+	}
+	defer rc.Close()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	cw := &countingWriter{w: f}
+	err = copyVerified(cw, rc, want, s.name(key))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return cw.n, err
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+func writeFileSynced(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

@@ -1,0 +1,291 @@
+package blobstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/agentrewind/agentrewind/internal/engine/session"
+)
+
+// PushResult says what a push stored.
+type PushResult struct {
+	ID string
+	// Blobs is the number of blobs the session references; BlobsUploaded were sent and BlobsSkipped
+	// were already stored (shared with another session, or sent by an earlier, interrupted push).
+	Blobs, BlobsUploaded, BlobsSkipped int
+	BytesUploaded, BytesSkipped        int64
+	// AlreadyCommitted says the store held this exact session before the push.
+	AlreadyCommitted bool
+	// VaultLeftOut says the session has a vault.enc, which was not uploaded: secrets stay local.
+	VaultLeftOut bool
+}
+
+// localSession is a committed session directory, checked and ready to upload. events stays open so
+// that the bytes verified are the bytes sent.
+type localSession struct {
+	dir        string
+	meta       session.Meta
+	metaBytes  []byte
+	events     *os.File
+	eventsSize int64
+	blobs      []localBlob
+}
+
+type localBlob struct {
+	hash     string
+	size     int64
+	uploaded bool // set by pushBlobs: sent in this push, rather than found in the store
+}
+
+// Push uploads the committed session in dir: the blobs it references that the store lacks, then
+// events.jsonl, then meta.json, which makes it visible. vault.enc is never uploaded. A push that
+// was interrupted is completed by pushing again; pushing a session that is already stored changes
+// nothing, and pushing different content under a stored id fails with *ConflictError.
+func (s *SessionStore) Push(ctx context.Context, dir string) (*PushResult, error) {
+	local, err := openLocal(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer local.events.Close()
+	id := local.meta.ID
+	res := &PushResult{ID: id, Blobs: len(local.blobs), VaultLeftOut: fileExists(filepath.Join(dir, session.VaultFile))}
+
+	if res.AlreadyCommitted, err = s.storedAlready(ctx, local); err != nil {
+		return nil, err
+	}
+	t := newTracker(s.progress, "push", id, len(local.blobs)+2, local.size())
+	if err := s.pushBlobs(ctx, local, res, t); err != nil {
+		return nil, err
+	}
+	uploadedEvents, err := s.pushEvents(ctx, local, res, t)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.confirmStored(ctx, local, uploadedEvents); err != nil {
+		return nil, err
+	}
+	t.phase(PhaseMeta, 0)
+	metaKey := s.layout.SessionMeta(id)
+	if !res.AlreadyCommitted {
+		if err := s.commit(ctx, metaKey, local.metaBytes); err != nil {
+			return nil, fmt.Errorf("committing session %s (its blobs and events are stored; push again to finish): %w", id, err)
+		}
+	}
+	t.done(metaKey, int64(len(local.metaBytes)), res.AlreadyCommitted)
+	t.phase(PhaseDone, 0)
+	return res, nil
+}
+
+// size is the number of bytes a push of the session moves, vault excluded.
+func (l *localSession) size() int64 {
+	n := l.eventsSize + int64(len(l.metaBytes))
+	for _, b := range l.blobs {
+		n += b.size
+	}
+	return n
+}
+
+// storedAlready reads the commit marker before anything is uploaded: a committed session must not
+// have its events overwritten. It reports whether the store holds this exact session, and fails with
+// *ConflictError when it holds other content under the same id. (Two pushes of different content
+// racing for one id are not detected; ids are UUIDs or Kubernetes names, unique by construction.)
+func (s *SessionStore) storedAlready(ctx context.Context, local *localSession) (bool, error) {
+	stored, storedMeta, err := s.readMeta(ctx, local.meta.ID)
+	switch {
+	case err == nil && bytes.Equal(stored, local.metaBytes):
+		return true, nil
+	case err == nil:
+		return false, &ConflictError{ID: local.meta.ID, LocalEventsHash: local.meta.EventsHash, StoredEventsHash: storedMeta.EventsHash}
+	case errors.Is(err, ErrNotFound), errors.Is(err, session.ErrNotCommitted):
+		return false, nil // never pushed, or an interrupted push this one completes
+	}
+	return false, fmt.Errorf("checking whether session %s is already stored: %w", local.meta.ID, err)
+}
+
+// openLocal reads meta.json, verifies events.jsonl against its eventsHash, and finds the blobs the
+// events reference. Blob contents are verified as they are uploaded.
+func openLocal(dir string) (*localSession, error) {
+	metaPath := filepath.Join(dir, session.MetaFile)
+	metaBytes, err := os.ReadFile(metaPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s: %w: only a closed recording can be pushed; let the recording finish, or record it again", dir, session.ErrNotCommitted)
+	}
+	if err != nil {
+		return nil, err
+	}
+	meta, err := session.DecodeMeta(metaBytes, metaPath)
+	if err != nil {
+		return nil, err
+	}
+	if err := ValidateID(meta.ID); err != nil {
+		return nil, fmt.Errorf("%s: session %w", metaPath, err)
+	}
+	eventsPath := filepath.Join(dir, session.EventsFile)
+	f, err := os.Open(eventsPath)
+	if err != nil {
+		return nil, fmt.Errorf("session %s: %w", dir, err)
+	}
+	local := &localSession{dir: dir, meta: meta, metaBytes: metaBytes, events: f}
+	if err := local.scan(eventsPath); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return local, nil
+}
+
+func (l *localSession) scan(eventsPath string) error {
+	fi, err := l.events.Stat()
+	if err != nil {
+		return err
+	}
+	l.eventsSize = fi.Size()
+	events, err := session.ReadEvents(l.events, l.meta.EventsHash, nil, eventsPath)
+	if err != nil {
+		return err
+	}
+	for _, h := range session.Blobs(events) {
+		if !session.ValidBlobHash(h) {
+			return fmt.Errorf("%s references blob %q, which is not a sha256 hex digest: the session is corrupt", eventsPath, h)
+		}
+		bi, err := os.Stat(filepath.Join(l.dir, session.BlobsDir, h))
+		if err != nil {
+			return fmt.Errorf("%s references blob %s, which is missing from %s: the recording is incomplete", eventsPath, h, filepath.Join(l.dir, session.BlobsDir))
+		}
+		l.blobs = append(l.blobs, localBlob{hash: h, size: bi.Size()})
+	}
+	return nil
+}
+
+func (s *SessionStore) pushBlobs(ctx context.Context, local *localSession, res *PushResult, t *tracker) error {
+	t.phase(PhaseBlobs, 0)
+	results := make([]bool, len(local.blobs))
+	err := forEach(ctx, s.parallel, indexes(len(local.blobs)), func(ctx context.Context, i int) error {
+		b := local.blobs[i]
+		uploaded, err := s.pushBlob(ctx, local.dir, b)
+		if err != nil {
+			return err
+		}
+		results[i] = uploaded
+		t.done(s.layout.Blob(b.hash), b.size, !uploaded)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for i, uploaded := range results {
+		local.blobs[i].uploaded = uploaded
+		if uploaded {
+			res.BlobsUploaded++
+			res.BytesUploaded += local.blobs[i].size
+		} else {
+			res.BlobsSkipped++
+			res.BytesSkipped += local.blobs[i].size
+		}
+	}
+	return nil
+}
+
+// pushBlob uploads one blob unless the store has it already. Blobs are content-addressed, so an
+// object of the right size under the hash is the blob; one of another size is damaged and replaced.
+func (s *SessionStore) pushBlob(ctx context.Context, dir string, b localBlob) (uploaded bool, err error) {
+	key := s.layout.Blob(b.hash)
+	info, err := s.objects.Stat(ctx, key)
+	if err == nil && info.Size == b.size {
+		return false, nil
+	}
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return false, err
+	}
+	path := filepath.Join(dir, session.BlobsDir, b.hash)
+	f, err := os.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	// Verify before sending: bytes stored under a hash they do not match would poison every session
+	// that shares the blob.
+	if err := copyVerified(io.Discard, f, b.hash, path); err != nil {
+		return false, err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return false, err
+	}
+	if err := s.objects.Put(ctx, key, f, b.size); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// pushEvents uploads events.jsonl, unless the session is already committed with it; it reports
+// whether it uploaded.
+func (s *SessionStore) pushEvents(ctx context.Context, local *localSession, res *PushResult, t *tracker) (bool, error) {
+	t.phase(PhaseEvents, 0)
+	key := s.layout.SessionEvents(local.meta.ID)
+	if res.AlreadyCommitted {
+		if info, err := s.objects.Stat(ctx, key); err == nil && info.Size == local.eventsSize {
+			t.done(key, local.eventsSize, true)
+			return false, nil
+		}
+	}
+	if _, err := local.events.Seek(0, io.SeekStart); err != nil {
+		return false, err
+	}
+	if err := s.objects.Put(ctx, key, local.events, local.eventsSize); err != nil {
+		return false, err
+	}
+	t.done(key, local.eventsSize, false)
+	return true, nil
+}
+
+// confirmStored checks that every object uploaded by this push is in the store at its size before
+// meta.json commits the session. An upload acknowledged but not stored (a proxy answering for the
+// server, a store without read-after-write consistency) must fail the push, not commit a session
+// with a hole in it. Blobs found already stored were checked the same way when they were skipped.
+func (s *SessionStore) confirmStored(ctx context.Context, local *localSession, uploadedEvents bool) error {
+	want := map[string]int64{}
+	for _, b := range local.blobs {
+		if b.uploaded {
+			want[s.layout.Blob(b.hash)] = b.size
+		}
+	}
+	if uploadedEvents {
+		want[s.layout.SessionEvents(local.meta.ID)] = local.eventsSize
+	}
+	keys := make([]string, 0, len(want))
+	for k := range want {
+		keys = append(keys, k)
+	}
+	return forEach(ctx, s.parallel, keys, func(ctx context.Context, key string) error {
+		return s.confirm(ctx, key, want[key])
+	})
+}
+
+func (s *SessionStore) confirm(ctx context.Context, key string, size int64) error {
+	info, err := s.objects.Stat(ctx, key)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	if err != nil || info.Size != size {
+		return fmt.Errorf("%s was acknowledged but the store does not hold it at its %d bytes: push again", s.name(key), size)
+	}
+	return nil
+}
+
+// commit writes meta.json and confirms it is stored: until it is, the session is not pushed.
+func (s *SessionStore) commit(ctx context.Context, key string, meta []byte) error {
+	if err := s.objects.Put(ctx, key, bytes.NewReader(meta), int64(len(meta))); err != nil {
+		return err
+	}
+	return s.confirm(ctx, key, int64(len(meta)))
+}
+
+func fileExists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}

@@ -1,0 +1,38 @@
+package blobstore
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Keys of a credentials Secret.
+const (
+	SecretKeyAccessKeyID     = "accessKeyID"
+	SecretKeySecretAccessKey = "secretAccessKey"
+	SecretKeySessionToken    = "sessionToken"
+)
+
+// CredentialsFromSecret reads store credentials from the Kubernetes Secret at key: accessKeyID and
+// secretAccessKey are required, sessionToken is optional. Errors name the Secret and the key, never
+// a value.
+func CredentialsFromSecret(ctx context.Context, c client.Reader, key client.ObjectKey) (Credentials, error) {
+	var s corev1.Secret
+	if err := c.Get(ctx, key, &s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return Credentials{}, fmt.Errorf("credentials Secret %s not found: create it with keys %s and %s", key, SecretKeyAccessKeyID, SecretKeySecretAccessKey)
+		}
+		return Credentials{}, fmt.Errorf("reading credentials Secret %s: %w", key, err)
+	}
+	value := func(name string) string { return string(s.Data[name]) }
+	for _, name := range []string{SecretKeyAccessKeyID, SecretKeySecretAccessKey} {
+		if value(name) == "" {
+			return Credentials{}, fmt.Errorf("credentials Secret %s has no %q: add it (the access key ID and secret access key are both required)", key, name)
+		}
+	}
+	return Credentials{AccessKeyID: value(SecretKeyAccessKeyID), SecretAccessKey: Secret(value(SecretKeySecretAccessKey)),
+		SessionToken: Secret(value(SecretKeySessionToken))}, nil
+}

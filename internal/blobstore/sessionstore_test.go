@@ -1,0 +1,457 @@
+package blobstore
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/agentrewind/agentrewind/internal/engine/session"
+)
+
+// memSession records a session with two small blobs, one shared payload and a vault, and returns
+// its directory and a session store over a fresh in-memory object store.
+func memSession(t *testing.T) (string, session.Meta, *SessionStore, *MemObjectStore) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "s1")
+	meta := writeSession(t, dir, "s1", "", payloads(1, 3, 4<<10))
+	mem := NewMemObjectStore()
+	layout, err := NewLayout("pfx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, meta, NewSessionStore(mem, layout, StoreOptions{Parallelism: 2}), mem
+}
+
+func TestPushRefusesAnUncommittedSession(t *testing.T) {
+	dir := t.TempDir()
+	w, err := session.Create(dir, session.Meta{ID: "open"}, session.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Append(session.Event{Kind: session.KindSessionStart}); err != nil {
+		t.Fatal(err)
+	}
+	mem := NewMemObjectStore()
+	_, err = NewSessionStore(mem, Layout{}, StoreOptions{}).Push(context.Background(), dir)
+	if !errors.Is(err, session.ErrNotCommitted) {
+		t.Fatalf("push of a session without meta.json: %v, want ErrNotCommitted", err)
+	}
+	if got := keys(t, mem, ""); len(got) != 0 {
+		t.Fatalf("a refused push stored %v", got)
+	}
+}
+
+func TestPushStoresBlobsThenEventsThenMetaLast(t *testing.T) {
+	dir, meta, store, mem := memSession(t)
+	var mu sync.Mutex
+	var order []string
+	mem.BeforePut = func(key string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		order = append(order, key)
+		return nil
+	}
+	res, err := store.Push(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := store.Layout()
+	if len(order) != 5 || order[3] != l.SessionEvents(meta.ID) || order[4] != l.SessionMeta(meta.ID) {
+		t.Fatalf("upload order %v: want 3 blobs, then events.jsonl, then meta.json", order)
+	}
+	for _, key := range order[:3] {
+		if !strings.HasPrefix(key, "pfx/blobs/sha256/") {
+			t.Errorf("first uploads must be blobs, got %s", key)
+		}
+	}
+	if res.Blobs != 3 || res.BlobsUploaded != 3 || res.BlobsSkipped != 0 || !res.VaultLeftOut || res.AlreadyCommitted {
+		t.Errorf("result %+v", res)
+	}
+}
+
+func TestPushNeverUploadsTheVault(t *testing.T) {
+	dir, _, store, mem := memSession(t)
+	if _, err := store.Push(context.Background(), dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range keys(t, mem, "") {
+		if strings.Contains(key, "vault") {
+			t.Fatalf("the store holds %s: vault.enc must never be uploaded", key)
+		}
+		data, _ := mem.Bytes(key)
+		if strings.Contains(string(data), "sealed-vault-bytes") {
+			t.Fatalf("%s carries the vault's bytes", key)
+		}
+	}
+}
+
+func TestPushAgainSkipsEverythingStored(t *testing.T) {
+	dir, _, store, mem := memSession(t)
+	ctx := context.Background()
+	if _, err := store.Push(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	res, err := store.Push(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.AlreadyCommitted || res.BlobsSkipped != 3 || res.BlobsUploaded != 0 || res.BytesUploaded != 0 {
+		t.Fatalf("second push: %+v, want everything skipped", res)
+	}
+	for _, key := range keys(t, mem, "") {
+		if n := mem.PutCount(key); n != 1 {
+			t.Errorf("%s was put %d times, want once", key, n)
+		}
+	}
+}
+
+func TestPushReplacesABlobOfTheWrongSize(t *testing.T) {
+	dir, _, store, mem := memSession(t)
+	ctx := context.Background()
+	if _, err := store.Push(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	blobKeys := keys(t, mem, "pfx/blobs/")
+	mem.Set(blobKeys[0], []byte("short"))
+	res, err := store.Push(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.BlobsUploaded != 1 {
+		t.Fatalf("re-push uploaded %d blobs, want the damaged one", res.BlobsUploaded)
+	}
+	if _, err := store.Pull(ctx, "s1", filepath.Join(t.TempDir(), "out")); err != nil {
+		t.Fatalf("pull after repair: %v", err)
+	}
+}
+
+func TestPushRefusesDifferentContentUnderAStoredID(t *testing.T) {
+	dir, _, store, mem := memSession(t)
+	ctx := context.Background()
+	if _, err := store.Push(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(t.TempDir(), "other")
+	writeSession(t, other, "s1", "", payloads(100, 2, 4<<10))
+	before := keys(t, mem, "")
+	_, err := store.Push(ctx, other)
+	var conflict *ConflictError
+	if !errors.As(err, &conflict) || conflict.ID != "s1" {
+		t.Fatalf("push of other content under s1: %v, want *ConflictError", err)
+	}
+	if !strings.Contains(err.Error(), "new id") {
+		t.Errorf("the error should say what to do: %v", err)
+	}
+	if after := keys(t, mem, ""); !slices.Equal(before, after) {
+		t.Errorf("a refused push changed the store: %v -> %v", before, after)
+	}
+}
+
+func TestPushRefusesALocallyCorruptBlob(t *testing.T) {
+	dir, meta, store, mem := memSession(t)
+	names, _ := os.ReadDir(filepath.Join(dir, session.BlobsDir))
+	path := filepath.Join(dir, session.BlobsDir, names[0].Name())
+	if err := os.WriteFile(path, []byte("not the recorded bytes"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := store.Push(context.Background(), dir)
+	var dm *session.DigestMismatchError
+	if !errors.As(err, &dm) || dm.Object != path {
+		t.Fatalf("push of a corrupt blob: %v, want a DigestMismatchError naming %s", err, path)
+	}
+	if _, ok := mem.Bytes(store.Layout().SessionMeta(meta.ID)); ok {
+		t.Fatal("a session with a corrupt blob was committed")
+	}
+	if _, ok := mem.Bytes(store.Layout().Blob(names[0].Name())); ok {
+		t.Fatal("corrupt bytes were stored under the blob's hash")
+	}
+}
+
+func TestInterruptedPushIsInvisibleAndARetryCompletesIt(t *testing.T) {
+	dir, meta, store, mem := memSession(t)
+	ctx := context.Background()
+	metaKey := store.Layout().SessionMeta(meta.ID)
+	mem.BeforePut = func(key string) error {
+		if key == metaKey {
+			return errors.New("connection lost")
+		}
+		return nil
+	}
+	if _, err := store.Push(ctx, dir); err == nil || !strings.Contains(err.Error(), "push again") {
+		t.Fatalf("interrupted push: %v, want an error saying to push again", err)
+	}
+	if list, err := store.List(ctx); err != nil || len(list) != 0 {
+		t.Fatalf("list after an interrupted push: %v, %v; want no session", list, err)
+	}
+	if _, err := store.Pull(ctx, meta.ID, filepath.Join(t.TempDir(), "x")); !errors.Is(err, session.ErrNotCommitted) {
+		t.Fatalf("pull of an interrupted upload: %v, want ErrNotCommitted", err)
+	}
+	mem.BeforePut = nil
+	res, err := store.Push(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.BlobsSkipped != 3 || res.AlreadyCommitted {
+		t.Errorf("retry: %+v, want the stored blobs skipped", res)
+	}
+	list, err := store.List(ctx)
+	if err != nil || len(list) != 1 || list[0].ID != meta.ID || list[0].Meta.EventsHash != meta.EventsHash {
+		t.Fatalf("list after the retry: %+v, %v", list, err)
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	if _, err := store.Pull(ctx, meta.ID, out); err != nil {
+		t.Fatal(err)
+	}
+	assertSameSession(t, dir, out)
+}
+
+func TestPullDetectsTamperedObjects(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		tamper func(t testing.TB, l Layout, mem *MemObjectStore) string // returns the key tampered with
+	}{
+		{"a blob with other bytes", func(t testing.TB, l Layout, mem *MemObjectStore) string {
+			key := keys(t, mem, l.BlobsPrefix())[1]
+			data, _ := mem.Bytes(key)
+			data[len(data)/2] ^= 1
+			mem.Set(key, data)
+			return key
+		}},
+		{"events.jsonl with an edited line", func(t testing.TB, l Layout, mem *MemObjectStore) string {
+			key := l.SessionEvents("s1")
+			data, _ := mem.Bytes(key)
+			mem.Set(key, []byte(strings.Replace(string(data), `"fetch"`, `"fetcH"`, 1)))
+			return key
+		}},
+		{"events.jsonl cut short", func(t testing.TB, l Layout, mem *MemObjectStore) string {
+			key := l.SessionEvents("s1")
+			data, _ := mem.Bytes(key)
+			mem.Set(key, data[:len(data)/2])
+			return key
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, _, store, mem := memSession(t)
+			ctx := context.Background()
+			if _, err := store.Push(ctx, dir); err != nil {
+				t.Fatal(err)
+			}
+			key := tc.tamper(t, store.Layout(), mem)
+			out := filepath.Join(t.TempDir(), "out")
+			_, err := store.Pull(ctx, "s1", out)
+			var dm *session.DigestMismatchError
+			if !errors.As(err, &dm) || dm.Object != key {
+				t.Fatalf("pull: %v, want a DigestMismatchError naming %s", err, key)
+			}
+			if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("a failed pull left %s behind", out)
+			}
+			if leftovers, _ := filepath.Glob(filepath.Join(filepath.Dir(out), ".out.pull-*")); len(leftovers) > 0 {
+				t.Errorf("a failed pull left %v behind", leftovers)
+			}
+		})
+	}
+}
+
+func TestPullRefusesANonEmptyDestination(t *testing.T) {
+	dir, _, store, _ := memSession(t)
+	ctx := context.Background()
+	if _, err := store.Push(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Pull(ctx, "s1", dir); !errors.Is(err, ErrDestinationNotEmpty) {
+		t.Fatalf("pull over an existing session: %v, want ErrDestinationNotEmpty", err)
+	}
+	empty := t.TempDir()
+	if _, err := store.Pull(ctx, "s1", empty); err != nil {
+		t.Fatalf("pull into an existing empty directory: %v", err)
+	}
+	assertSameSession(t, dir, empty)
+}
+
+func TestPullOfAnUnknownSessionSaysSo(t *testing.T) {
+	_, _, store, _ := memSession(t)
+	_, err := store.Pull(context.Background(), "nope", filepath.Join(t.TempDir(), "x"))
+	if !errors.Is(err, ErrSessionNotFound) || !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "ls") {
+		t.Fatalf("pull of an unknown session: %v", err)
+	}
+	if _, err := store.Pull(context.Background(), "../etc", t.TempDir()); err == nil || !strings.Contains(err.Error(), "cannot name objects") {
+		t.Fatalf("pull of an id that is not a key segment: %v", err)
+	}
+}
+
+func TestPullReportsAMissingBlob(t *testing.T) {
+	dir, _, store, mem := memSession(t)
+	ctx := context.Background()
+	if _, err := store.Push(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	key := keys(t, mem, store.Layout().BlobsPrefix())[0]
+	_ = mem.Delete(ctx, key)
+	_, err := store.Pull(ctx, "s1", filepath.Join(t.TempDir(), "out"))
+	if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), key) || !strings.Contains(err.Error(), "push the session again") {
+		t.Fatalf("pull with a blob missing: %v", err)
+	}
+}
+
+func TestProgressReportsEveryObjectWithoutOverlap(t *testing.T) {
+	dir, _, _, mem := memSession(t)
+	var busy sync.Mutex
+	var last Progress
+	calls := 0
+	opts := StoreOptions{Parallelism: 4, Progress: func(p Progress) {
+		if !busy.TryLock() {
+			t.Error("progress callbacks overlapped")
+			return
+		}
+		defer busy.Unlock()
+		calls++
+		last = p
+	}}
+	store := NewSessionStore(mem, Layout{}, opts)
+	if _, err := store.Push(context.Background(), dir); err != nil {
+		t.Fatal(err)
+	}
+	var size int64
+	for name, data := range sessionFiles(t, dir) {
+		if name != session.VaultFile {
+			size += int64(len(data))
+		}
+	}
+	if last.Phase != PhaseDone || last.DoneObjects != 5 || last.TotalObjects != 5 || last.DoneBytes != size || last.TotalBytes != size {
+		t.Fatalf("last push progress %+v, want 5/5 objects and %d/%d bytes", last, size, size)
+	}
+	if _, err := store.Pull(context.Background(), "s1", filepath.Join(t.TempDir(), "out")); err != nil {
+		t.Fatal(err)
+	}
+	if last.Op != "pull" || last.Phase != PhaseDone || last.DoneObjects != 5 || last.TotalObjects != 5 || last.DoneBytes != size {
+		t.Fatalf("last pull progress %+v, want 5/5 objects and %d bytes", last, size)
+	}
+	if calls < 10 {
+		t.Errorf("only %d progress calls for a push and a pull of 5 objects", calls)
+	}
+}
+
+func TestOpenEventsStreamsVerifiedEvents(t *testing.T) {
+	dir, _, store, mem := memSession(t)
+	ctx := context.Background()
+	if _, err := store.Push(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	want, err := session.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := streamAll(t, store, "s1")
+	if len(got) != len(want.Events) {
+		t.Fatalf("streamed %d events, recorded %d", len(got), len(want.Events))
+	}
+	for i := range got {
+		if string(got[i].Result) != string(want.Events[i].Result) || got[i].Step != want.Events[i].Step {
+			t.Fatalf("event %d differs from the recording", i)
+		}
+	}
+
+	key := store.Layout().SessionEvents("s1")
+	data, _ := mem.Bytes(key)
+	mem.Set(key, []byte(strings.Replace(string(data), `"i":1`, `"i":7`, 1)))
+	stream, err := store.OpenEvents(ctx, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	for {
+		_, err = stream.Next()
+		if err != nil {
+			break
+		}
+	}
+	var dm *session.DigestMismatchError
+	if !errors.As(err, &dm) || dm.Object != key {
+		t.Fatalf("end of a tampered stream: %v, want a DigestMismatchError naming %s", err, key)
+	}
+}
+
+// streamAll reads every event of a stored session through OpenEvents.
+func streamAll(t *testing.T, store *SessionStore, id string) []session.Event {
+	t.Helper()
+	stream, err := store.OpenEvents(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	var out []session.Event
+	for {
+		ev, err := stream.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, ev)
+	}
+}
+
+func TestListShowsCommittedSessionsAndFlagsDamagedOnes(t *testing.T) {
+	mem := NewMemObjectStore()
+	store := NewSessionStore(mem, Layout{}, StoreOptions{})
+	ctx := context.Background()
+	for _, id := range []string{"b", "a", "c"} {
+		dir := filepath.Join(t.TempDir(), id)
+		writeSession(t, dir, id, "", payloads(7, 1, 4<<10))
+		if _, err := store.Push(ctx, dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mem.Set(store.Layout().SessionEvents("orphan"), []byte("{}\n"))
+	mem.Set(store.Layout().SessionMeta("c"), []byte("{not json"))
+	list, err := store.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, s := range list {
+		ids = append(ids, s.ID)
+		if (s.Problem != "") != (s.ID == "c") {
+			t.Errorf("session %s: problem %q", s.ID, s.Problem)
+		}
+	}
+	if !slices.Contains(ids, "a") || !slices.Contains(ids, "b") || !slices.Contains(ids, "c") || slices.Contains(ids, "orphan") || len(ids) != 3 {
+		t.Fatalf("listed %v, want a, b and the damaged c, not the uncommitted orphan", ids)
+	}
+}
+
+func TestCancelledPushStopsAndCommitsNothing(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "s")
+	writeSession(t, dir, "s", "", payloads(1, 20, 4<<10))
+	mem := NewMemObjectStore()
+	ctx, cancel := context.WithCancel(context.Background())
+	puts := 0
+	var mu sync.Mutex
+	mem.BeforePut = func(string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if puts++; puts == 3 {
+			cancel()
+		}
+		return nil
+	}
+	store := NewSessionStore(mem, Layout{}, StoreOptions{Parallelism: 2})
+	_, err := store.Push(ctx, dir)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled push: %v, want context.Canceled", err)
+	}
+	if _, ok := mem.Bytes(store.Layout().SessionMeta("s")); ok {
+		t.Fatal("a cancelled push committed the session")
+	}
+	if n := len(keys(t, mem, "")); n > 5 {
+		t.Errorf("%d objects stored after cancelling at the third: the push did not stop", n)
+	}
+}
