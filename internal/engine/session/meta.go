@@ -14,6 +14,9 @@ type Meta struct {
 	Redaction       RedactionInfo `json:"redaction"`
 	EventsHash      string        `json:"eventsHash,omitempty"`
 	Events          int64         `json:"events,omitempty"`
+	// VaultHash is the SHA-256 of the sealed vault.enc, when the session has one, so a copy of the
+	// vault fetched from object storage can be checked before it is trusted.
+	VaultHash string `json:"vaultHash,omitempty"`
 }
 
 // RedactionInfo records how the session was redacted, without any secret.

@@ -227,3 +227,21 @@ func TestV1SessionMigrates(t *testing.T) {
 		t.Errorf("response usage after migration: %+v", mc.Response.Usage)
 	}
 }
+
+func TestVaultHashIsRecordedInMeta(t *testing.T) {
+	dir := t.TempDir()
+	w, err := Create(dir, Meta{ID: "v"}, WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.SetVault([]byte("sealed")); err != nil {
+		t.Fatal(err)
+	}
+	meta, err := w.Close(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := VerifyBlob(meta.VaultHash, []byte("sealed")); err != nil {
+		t.Fatalf("meta.vaultHash %q does not hash the vault: %v", meta.VaultHash, err)
+	}
+}

@@ -26,6 +26,7 @@ type Writer struct {
 	buf       *bufio.Writer
 	hash      hash.Hash
 	events    int64
+	vaultHash string
 	blobs     map[string]bool
 	closed    bool
 }
@@ -137,9 +138,17 @@ func (w *Writer) externalize(ev *Event) error {
 	return nil
 }
 
-// SetVault stores the sealed vault. It never leaves the session directory: bundles and uploads skip it.
+// SetVault stores the sealed vault and records its hash for meta.json. Bundles never carry it; the
+// object store keeps it beside the session, still sealed, its key held elsewhere.
 func (w *Writer) SetVault(sealed []byte) error {
-	return writeFileAtomic(filepath.Join(w.dir, VaultFile), sealed)
+	if err := writeFileAtomic(filepath.Join(w.dir, VaultFile), sealed); err != nil {
+		return err
+	}
+	sum := sha256.Sum256(sealed)
+	w.mu.Lock()
+	w.vaultHash = hex.EncodeToString(sum[:])
+	w.mu.Unlock()
+	return nil
 }
 
 // Close flushes events.jsonl, then writes meta.json with the events hash and count. Until Close
@@ -167,6 +176,7 @@ func (w *Writer) Close(update func(*Meta)) (Meta, error) {
 	}
 	w.meta.EventsHash = hex.EncodeToString(w.hash.Sum(nil))
 	w.meta.Events = w.events
+	w.meta.VaultHash = w.vaultHash
 	w.meta.SchemaVersion = CurrentSchemaVersion
 	data, err := json.MarshalIndent(w.meta, "", "  ")
 	if err != nil {
