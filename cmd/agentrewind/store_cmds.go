@@ -74,13 +74,18 @@ func newPushCommand() *cobra.Command {
 	var f storeFlags
 	cmd := &cobra.Command{
 		Use:   "push <session-dir> --store s3://<bucket>/<prefix>",
-		Short: "Upload a recorded session to S3-compatible storage (never its vault)",
+		Short: "Upload a recorded session to S3-compatible storage (its vault sealed, never its key)",
 		Long: `Upload a committed session: the blobs the store does not have yet, then events.jsonl, then
-meta.json, which makes the session visible. Blobs are shared by hash, so a fork uploads only its tail.
+vault.enc, then meta.json, which makes the session visible. Blobs are shared by hash, so a fork
+uploads only its tail.
 
-vault.enc, the session's encrypted secrets, is never uploaded. An interrupted push leaves nothing
-visible; run it again to finish it. Credentials come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY
-and AWS_SESSION_TOKEN.`,
+vault.enc holds the secrets redaction took out of the session. It is uploaded sealed (AES-256-GCM)
+so that forks and replays in the cluster can restore them; its key is never uploaded: it stays in
+the Kubernetes Secret or the local 0600 key file. The vault must match the vaultHash of meta.json,
+or nothing is pushed; a vault.enc that meta.json does not declare stays on this machine.
+
+An interrupted push leaves nothing visible; run it again to finish it. Credentials come from
+AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			progress := newStoreProgress(cmd.ErrOrStderr())
@@ -103,20 +108,39 @@ and AWS_SESSION_TOKEN.`,
 
 func printPush(w io.Writer, output string, loc blobstore.StoreURL, res *blobstore.PushResult) error {
 	if output == "json" {
-		return writeJSON(w, map[string]any{"session": res.ID, "store": loc.String(), "blobs": res.Blobs,
+		out := map[string]any{"session": res.ID, "store": loc.String(), "blobs": res.Blobs,
 			"blobsUploaded": res.BlobsUploaded, "blobsSkipped": res.BlobsSkipped, "bytesUploaded": res.BytesUploaded,
-			"bytesSkipped": res.BytesSkipped, "alreadyCommitted": res.AlreadyCommitted, "vaultLeftOut": res.VaultLeftOut})
+			"bytesSkipped": res.BytesSkipped, "alreadyCommitted": res.AlreadyCommitted,
+			"hasVault": res.HasVault, "vaultUploaded": res.VaultUploaded, "vaultSkipped": res.VaultSkipped}
+		if res.VaultSkipped {
+			out["vaultSkipReason"] = res.VaultSkipReason
+		}
+		return writeJSON(w, out)
 	}
-	if res.AlreadyCommitted && res.BlobsUploaded == 0 {
+	if res.AlreadyCommitted && res.BlobsUploaded == 0 && !res.VaultUploaded {
 		fmt.Fprintf(w, "session %s is already in %s: nothing to upload\n", res.ID, loc)
 	} else {
 		fmt.Fprintf(w, "pushed session %s to %s: %d blobs (%d uploaded, %d already stored), %s sent\n",
 			res.ID, loc, res.Blobs, res.BlobsUploaded, res.BlobsSkipped, storeBytes(res.BytesUploaded))
 	}
-	if res.VaultLeftOut {
-		fmt.Fprintln(w, "vault.enc was not uploaded: the session's secrets stay on this machine")
+	if line := pushVaultLine(res); line != "" {
+		fmt.Fprintln(w, line)
 	}
 	return nil
+}
+
+// pushVaultLine says what became of vault.enc, and that its key was not sent: whoever reads the
+// output should not have to wonder whether secrets left the machine in the clear.
+func pushVaultLine(res *blobstore.PushResult) string {
+	switch {
+	case res.VaultUploaded:
+		return "vault.enc uploaded sealed (AES-256-GCM); its key was not: it stays in the Kubernetes Secret or local key file"
+	case res.HasVault:
+		return "vault.enc was already stored, sealed; its key never is"
+	case res.VaultSkipped:
+		return "vault.enc was not uploaded: " + res.VaultSkipReason
+	}
+	return ""
 }
 
 func newPullCommand() *cobra.Command {
@@ -125,8 +149,11 @@ func newPullCommand() *cobra.Command {
 		Use:   "pull <session-id> <dir> --store s3://<bucket>/<prefix>",
 		Short: "Download a session from S3-compatible storage into a new directory, verified",
 		Long: `Download a committed session into a new or empty directory, verifying events.jsonl against the
-eventsHash of meta.json and every blob against its hash. Nothing is left in <dir> if any check
-fails. The store never holds vault.enc, so the pulled session has none.`,
+eventsHash of meta.json, every blob against its hash, and vault.enc, when the session has one,
+against its vaultHash. Nothing is left in <dir> if any check fails.
+
+vault.enc arrives sealed, as it was stored: its key is never in the store. Replaying or forking
+the session unseals it with the key from the Kubernetes Secret or the local key file.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			progress := newStoreProgress(cmd.ErrOrStderr())
@@ -141,10 +168,14 @@ fails. The store never holds vault.enc, so the pulled session has none.`,
 			}
 			if f.output == "json" {
 				return writeJSON(cmd.OutOrStdout(), map[string]any{"session": res.ID, "store": loc.String(), "dir": res.Dir,
-					"events": res.Events, "blobs": res.Blobs, "bytes": res.Bytes, "eventsHash": res.Meta.EventsHash})
+					"events": res.Events, "blobs": res.Blobs, "bytes": res.Bytes, "eventsHash": res.Meta.EventsHash,
+					"vault": res.Vault})
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "pulled session %s from %s into %s: %d events, %d blobs, %s, verified\n",
 				res.ID, loc, res.Dir, res.Events, res.Blobs, storeBytes(res.Bytes))
+			if res.Vault {
+				fmt.Fprintln(cmd.OutOrStdout(), "vault.enc pulled sealed and verified; unsealing it needs its key, which the store never holds")
+			}
 			return nil
 		},
 	}

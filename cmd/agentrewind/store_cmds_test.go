@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,8 +19,17 @@ import (
 	"github.com/agentrewind/agentrewind/internal/testenv"
 )
 
-// storeFixture records a committed session with one blob and a vault.
+// fixtureVault stands in for the sealed vault: ciphertext, opaque to the store.
+var fixtureVault = []byte("\x8f\x01sealed-aes-256-gcm\x00\xfe")
+
+// storeFixture records a committed session with one blob and fixtureVault as its sealed vault.
 func storeFixture(t *testing.T, id string) string {
+	t.Helper()
+	return recordStoreFixture(t, id, fixtureVault)
+}
+
+// recordStoreFixture records a committed session with one blob, and the sealed vault unless nil.
+func recordStoreFixture(t *testing.T, id string, vault []byte) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), id)
 	w, err := session.Create(dir, session.Meta{ID: id, CreatedAt: 1700000000000, FingerprintMode: "strict"}, session.WriterOptions{BlobThreshold: 64})
@@ -35,8 +46,10 @@ func storeFixture(t *testing.T, id string) string {
 			t.Fatal(err)
 		}
 	}
-	if err := w.SetVault([]byte("sealed")); err != nil {
-		t.Fatal(err)
+	if vault != nil {
+		if err := w.SetVault(vault); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if _, err := w.Close(nil); err != nil {
 		t.Fatal(err)
@@ -79,29 +92,35 @@ func TestStorePushLsPullRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out, "pushed session run-1 to s3://cli-bucket/team: 1 blobs (1 uploaded, 0 already stored)") ||
-		!strings.Contains(out, "vault.enc was not uploaded") {
+		!strings.Contains(out, "vault.enc uploaded sealed") || !strings.Contains(out, "its key was not") {
 		t.Errorf("push output:\n%s", out)
 	}
-	if !strings.Contains(errOut, "push run-1: blobs") || !strings.Contains(errOut, "push run-1: done, 3/3 objects") || strings.Contains(errOut, "\r") {
+	if !strings.Contains(errOut, "push run-1: blobs") || !strings.Contains(errOut, "push run-1: vault") ||
+		!strings.Contains(errOut, "push run-1: done, 4/4 objects") || strings.Contains(errOut, "\r") {
 		t.Errorf("push progress on a non-terminal should be plain lines:\n%q", errOut)
 	}
 	client, err := srv.Client()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for obj := range client.ListObjectsIter(context.Background(), "cli-bucket", minio.ListObjectsOptions{Recursive: true}) {
-		if obj.Err != nil {
-			t.Fatal(obj.Err)
-		}
-		if strings.Contains(obj.Key, "vault") {
-			t.Errorf("the vault was uploaded as %s", obj.Key)
-		}
+	obj, err := client.GetObject(context.Background(), "cli-bucket", "team/sessions/run-1/vault.enc", minio.GetObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := io.ReadAll(obj)
+	obj.Close()
+	if err != nil || !bytes.Equal(stored, fixtureVault) {
+		t.Fatalf("team/sessions/run-1/vault.enc holds %q (%v), want the sealed vault", stored, err)
 	}
 
 	out, _, err = runStoreCommand(t, newPushCommand, dir, "--store", store, "-o", "json")
 	var pushed map[string]any
-	if err != nil || json.Unmarshal([]byte(out), &pushed) != nil || pushed["alreadyCommitted"] != true || pushed["blobsSkipped"] != 1.0 {
+	if err != nil || json.Unmarshal([]byte(out), &pushed) != nil || pushed["alreadyCommitted"] != true || pushed["blobsSkipped"] != 1.0 ||
+		pushed["hasVault"] != true || pushed["vaultUploaded"] != false || pushed["vaultSkipped"] != false {
 		t.Errorf("second push -o json: %v\n%s", err, out)
+	}
+	if _, ok := pushed["vaultLeftOut"]; ok {
+		t.Errorf("second push -o json still reports vaultLeftOut:\n%s", out)
 	}
 
 	out, _, err = runStoreCommand(t, newLsCommand, "--store", store)
@@ -116,14 +135,46 @@ func TestStorePushLsPullRoundTrip(t *testing.T) {
 
 	pulled := filepath.Join(t.TempDir(), "pulled")
 	out, _, err = runStoreCommand(t, newPullCommand, "run-1", pulled, "--store", store)
-	if err != nil || !strings.Contains(out, "pulled session run-1") || !strings.Contains(out, "verified") {
+	if err != nil || !strings.Contains(out, "pulled session run-1") || !strings.Contains(out, "verified") ||
+		!strings.Contains(out, "vault.enc pulled sealed") {
 		t.Fatalf("pull: %v\n%s", err, out)
 	}
 	if _, err := session.Open(pulled); err != nil {
 		t.Fatalf("the pulled session does not open: %v", err)
 	}
+	if got, err := os.ReadFile(filepath.Join(pulled, session.VaultFile)); err != nil || !bytes.Equal(got, fixtureVault) {
+		t.Errorf("the pulled vault is %q (%v), want the recorded sealed bytes", got, err)
+	}
+}
+
+func TestStoreSessionWithoutAVaultSaysNothingOfOne(t *testing.T) {
+	storeServer(t)
+	dir := recordStoreFixture(t, "plain", nil)
+	const store = "s3://cli-bucket"
+	out, _, err := runStoreCommand(t, newPushCommand, dir, "--store", store, "--create-bucket", "-o", "json")
+	var pushed map[string]any
+	if err != nil || json.Unmarshal([]byte(out), &pushed) != nil || pushed["hasVault"] != false || pushed["vaultUploaded"] != false {
+		t.Fatalf("push -o json of a session without a vault: %v\n%s", err, out)
+	}
+	pulled := filepath.Join(t.TempDir(), "pulled")
+	out, _, err = runStoreCommand(t, newPullCommand, "plain", pulled, "--store", store)
+	if err != nil || strings.Contains(out, "vault") {
+		t.Fatalf("pull of a session without a vault: %v\n%s", err, out)
+	}
 	if _, err := os.Stat(filepath.Join(pulled, session.VaultFile)); !os.IsNotExist(err) {
-		t.Errorf("the pulled session has a vault: %v", err)
+		t.Errorf("the pulled session has a vault it never had: %v", err)
+	}
+}
+
+func TestStorePushRefusesASessionMissingItsDeclaredVault(t *testing.T) {
+	storeServer(t)
+	dir := storeFixture(t, "run-1")
+	if err := os.Remove(filepath.Join(dir, session.VaultFile)); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := runStoreCommand(t, newPushCommand, dir, "--store", "s3://cli-bucket", "--create-bucket")
+	if !errors.Is(err, blobstore.ErrVaultMissing) || !strings.Contains(err.Error(), "copy back the vault.enc") {
+		t.Fatalf("push without the declared vault: %v, want ErrVaultMissing saying what to do", err)
 	}
 }
 
@@ -134,21 +185,28 @@ func TestStorePullOfATamperedSessionExitsAsCorrupt(t *testing.T) {
 	if _, _, err := runStoreCommand(t, newPushCommand, dir, "--store", store, "--create-bucket"); err != nil {
 		t.Fatal(err)
 	}
-	path := srv.ObjectPath("cli-bucket", "sessions/run-1/events.jsonl")
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, bytes.Replace(data, []byte("fetch"), []byte("fetcH"), 1), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	pulled := filepath.Join(t.TempDir(), "pulled")
-	_, _, err = runStoreCommand(t, newPullCommand, "run-1", pulled, "--store", store)
-	if err == nil || exitCode(err) != exitCorrupt || !strings.Contains(err.Error(), "s3://cli-bucket/sessions/run-1/events.jsonl") {
-		t.Fatalf("pull of tampered events: %v (exit %d), want exit %d naming the object", err, exitCode(err), exitCorrupt)
-	}
-	if _, err := os.Stat(pulled); !os.IsNotExist(err) {
-		t.Errorf("a failed pull left %s", pulled)
+	for _, key := range []string{"sessions/run-1/events.jsonl", "sessions/run-1/vault.enc"} {
+		path := srv.ObjectPath("cli-bucket", key)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data[len(data)/2] ^= 0x01
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		pulled := filepath.Join(t.TempDir(), "pulled")
+		_, _, err = runStoreCommand(t, newPullCommand, "run-1", pulled, "--store", store)
+		if err == nil || exitCode(err) != exitCorrupt || !strings.Contains(err.Error(), "s3://cli-bucket/"+key) {
+			t.Fatalf("pull with %s tampered: %v (exit %d), want exit %d naming the object", key, err, exitCode(err), exitCorrupt)
+		}
+		if _, err := os.Stat(pulled); !os.IsNotExist(err) {
+			t.Errorf("a failed pull left %s", pulled)
+		}
+		data[len(data)/2] ^= 0x01 // restore it, so the next object's check is its own
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -6,13 +6,20 @@
 // pulls, lists and streams sessions. Blobs are content-addressed and shared by every session, fork and
 // checkpoint that references them; meta.json is written last and its presence commits a session.
 //
+// A session's vault.enc is stored beside it, sealed: it is AES-256-GCM ciphertext that forks and
+// replays in the cluster fetch to restore the secrets redaction took out. Its key is never stored:
+// it lives in a Kubernetes Secret or a local 0600 key file, and this package never reads it. The
+// vault is stored only when meta.json declares it (vaultHash), so every copy can be verified; an
+// undeclared vault.enc stays on the machine. Bundles (internal/engine/bundle) never carry the vault.
+//
 // What this package must not do:
-//   - upload vault.enc (the sealed secret map) or any credential: secrets stay on the machine or in
-//     the Kubernetes Secret that holds them, and are never logged, printed or put in an error;
-//   - serve bytes it has not verified: every blob is checked against its hash and events.jsonl
-//     against the eventsHash of meta.json, and a mismatch is an error naming the object;
-//   - make a session visible before all of its objects are stored, or overwrite a committed session
-//     with different content;
+//   - store a vault's key or any credential: they stay on the machine or in the Kubernetes Secret
+//     that holds them, and are never logged, printed or put in an error;
+//   - serve bytes it has not verified: every blob is checked against its hash, events.jsonl against
+//     the eventsHash of meta.json and vault.enc against its vaultHash, and a mismatch is an error
+//     naming the object;
+//   - make a session visible before all of its objects are stored (a declared vault included), or
+//     overwrite a committed session with different content;
 //   - interpret events beyond finding the blobs they reference: the format belongs to
 //     internal/engine/session.
 package blobstore

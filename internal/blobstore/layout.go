@@ -15,10 +15,12 @@ import (
 //	<prefix>/blobs/sha256/<hh>/<hash>        content-addressed, shared by sessions, forks and checkpoints
 //	<prefix>/sessions/<id>/meta.json         written last: its presence commits the session
 //	<prefix>/sessions/<id>/events.jsonl
+//	<prefix>/sessions/<id>/vault.enc         the sealed vault, when meta.json declares one (vaultHash)
 //	<prefix>/checkpoints/<id>/manifest.json
 //	<prefix>/results/<uid>.json
 //
-// There is deliberately no key for vault.enc: the sealed vault never goes to object storage.
+// vault.enc is AES-256-GCM ciphertext: forks and replays in the cluster fetch it to restore redacted
+// secrets. Its key lives in a Kubernetes Secret or a local key file and has no key here, by design.
 type Layout struct {
 	prefix string // "" or a clean prefix without leading or trailing slash
 }
@@ -78,6 +80,9 @@ func (l Layout) SessionMeta(id string) string { return l.join(sessionsDir, id, s
 
 // SessionEvents is the key of a session's events.jsonl.
 func (l Layout) SessionEvents(id string) string { return l.join(sessionsDir, id, session.EventsFile) }
+
+// SessionVault is the key of a session's sealed vault.enc. Only ciphertext is stored under it.
+func (l Layout) SessionVault(id string) string { return l.join(sessionsDir, id, session.VaultFile) }
 
 // SessionIDFromMetaKey returns the session id of a key that is some session's meta.json.
 func (l Layout) SessionIDFromMetaKey(key string) (string, bool) {

@@ -16,6 +16,7 @@ func TestLayoutSpellsTheDesignedKeys(t *testing.T) {
 			"blob":       "team/prod/blobs/sha256/ab/" + hashA,
 			"meta":       "team/prod/sessions/s-1/meta.json",
 			"events":     "team/prod/sessions/s-1/events.jsonl",
+			"vault":      "team/prod/sessions/s-1/vault.enc",
 			"manifest":   "team/prod/checkpoints/c-1/manifest.json",
 			"result":     "team/prod/results/uid-1.json",
 			"blobs/":     "team/prod/blobs/sha256/",
@@ -23,13 +24,13 @@ func TestLayoutSpellsTheDesignedKeys(t *testing.T) {
 			"normalised": "team/prod",
 		}},
 		{"/edge/", map[string]string{"meta": "edge/sessions/s-1/meta.json", "normalised": "edge"}},
-		{"", map[string]string{"blob": "blobs/sha256/ab/" + hashA, "sessions/": "sessions/", "normalised": ""}},
+		{"", map[string]string{"blob": "blobs/sha256/ab/" + hashA, "vault": "sessions/s-1/vault.enc", "sessions/": "sessions/", "normalised": ""}},
 	} {
 		l, err := NewLayout(tc.prefix)
 		if err != nil {
 			t.Fatalf("NewLayout(%q): %v", tc.prefix, err)
 		}
-		got := map[string]string{"blob": l.Blob(hashA), "meta": l.SessionMeta("s-1"), "events": l.SessionEvents("s-1"),
+		got := map[string]string{"blob": l.Blob(hashA), "meta": l.SessionMeta("s-1"), "events": l.SessionEvents("s-1"), "vault": l.SessionVault("s-1"),
 			"manifest": l.CheckpointManifest("c-1"), "result": l.Result("uid-1"), "blobs/": l.BlobsPrefix(),
 			"sessions/": l.SessionsPrefix(), "normalised": l.Prefix()}
 		for k, want := range tc.want {
@@ -53,6 +54,7 @@ func TestLayoutParsesKeysBack(t *testing.T) {
 	for key, want := range map[string]string{
 		"p/sessions/s-1/meta.json":      "s-1",
 		"p/sessions/s-1/events.jsonl":   "",
+		"p/sessions/s-1/vault.enc":      "",
 		"p/sessions/s-1/x/meta.json":    "",
 		"q/sessions/s-1/meta.json":      "",
 		"p/sessions/..bad/meta.json":    "",

@@ -18,7 +18,10 @@ type PullResult struct {
 	Meta   session.Meta
 	Events int
 	Blobs  int
-	Bytes  int64
+	// Vault says the session's sealed vault.enc was pulled, verified against the vaultHash of
+	// meta.json. It is still sealed: its key is not in the store.
+	Vault bool
+	Bytes int64
 }
 
 // ErrDestinationNotEmpty is wrapped when Pull is pointed at a directory with content: pulling over
@@ -26,8 +29,9 @@ type PullResult struct {
 var ErrDestinationNotEmpty = errors.New("destination is not empty")
 
 // Pull downloads the committed session id into dir, which must be missing or empty, verifying
-// events.jsonl against the eventsHash and every blob against its hash; a mismatch fails with
-// *session.DigestMismatchError naming the object. The session is assembled beside dir and renamed
+// events.jsonl against the eventsHash, every blob against its hash and the sealed vault.enc, when
+// meta.json declares one, against its vaultHash; a mismatch fails with *session.DigestMismatchError
+// naming the object, and a declared vault missing from the store with ErrVaultMissing. The session is assembled beside dir and renamed
 // into place, so on failure nothing is left at dir; on success session.Open accepts it.
 func (s *SessionStore) Pull(ctx context.Context, id, dir string) (*PullResult, error) {
 	metaBytes, meta, err := s.readMeta(ctx, id)
@@ -76,15 +80,19 @@ func checkDestination(dir string) error {
 	return nil
 }
 
-// pullInto writes the session into tmp: events.jsonl, then the blobs it references, then meta.json.
+// pullInto writes the session into tmp: events.jsonl, then the blobs it references, then the sealed
+// vault when meta.json declares one, then meta.json.
 func (s *SessionStore) pullInto(ctx context.Context, tmp string, meta session.Meta, metaBytes []byte) (*PullResult, error) {
+	if err := checkVaultHash(meta, s.name(s.layout.SessionMeta(meta.ID))); err != nil {
+		return nil, err
+	}
 	if err := os.Mkdir(filepath.Join(tmp, session.BlobsDir), 0o755); err != nil {
 		return nil, err
 	}
 	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp makes it 0700
 		return nil, err
 	}
-	t := newTracker(s.progress, "pull", meta.ID, 2, 0)
+	t := newTracker(s.progress, "pull", meta.ID, sessionObjects(meta, 0), 0)
 	t.phase(PhaseEvents, 0)
 	eventsKey := s.layout.SessionEvents(meta.ID)
 	eventsPath := filepath.Join(tmp, session.EventsFile)
@@ -100,8 +108,11 @@ func (s *SessionStore) pullInto(ctx context.Context, tmp string, meta session.Me
 	res := &PullResult{ID: meta.ID, Meta: meta, Events: len(events), Bytes: n}
 	hashes := session.Blobs(events)
 	res.Blobs = len(hashes)
-	t.phase(PhaseBlobs, len(hashes)+2)
+	t.phase(PhaseBlobs, sessionObjects(meta, len(hashes)))
 	if err := s.pullBlobs(ctx, tmp, hashes, res, t); err != nil {
+		return nil, err
+	}
+	if err := s.pullVault(ctx, tmp, meta, res, t); err != nil {
 		return nil, err
 	}
 	t.phase(PhaseMeta, 0)
@@ -112,6 +123,39 @@ func (s *SessionStore) pullInto(ctx context.Context, tmp string, meta session.Me
 	t.done(s.layout.SessionMeta(meta.ID), int64(len(metaBytes)), false)
 	t.phase(PhaseDone, 0)
 	return res, nil
+}
+
+// sessionObjects is the number of objects a pull of the session moves: its blobs, events.jsonl,
+// the sealed vault when meta.json declares one, and meta.json.
+func sessionObjects(meta session.Meta, blobs int) int {
+	n := blobs + 2
+	if meta.VaultHash != "" {
+		n++
+	}
+	return n
+}
+
+// pullVault downloads the sealed vault meta.json declares and verifies it against vaultHash, as a
+// blob is verified against its hash, so a fork or replay never unseals bytes it cannot trust. It
+// stays sealed: the key that opens it lives in a Kubernetes Secret or a local key file, never here.
+func (s *SessionStore) pullVault(ctx context.Context, tmp string, meta session.Meta, res *PullResult, t *tracker) error {
+	if meta.VaultHash == "" {
+		return nil
+	}
+	t.phase(PhaseVault, 0)
+	key := s.layout.SessionVault(meta.ID)
+	n, err := s.download(ctx, key, filepath.Join(tmp, session.VaultFile), meta.VaultHash)
+	if errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("session %s: %w: its meta.json declares one (vaultHash %s) but %s is not in the store, so the upload was incomplete; push the session again from the machine that recorded it: %w",
+			meta.ID, ErrVaultMissing, meta.VaultHash, s.name(key), err)
+	}
+	if err != nil {
+		return err
+	}
+	res.Vault = true
+	res.Bytes += n
+	t.done(key, n, false)
+	return nil
 }
 
 // readLocalEvents parses the already verified events.jsonl to find the blobs it references.

@@ -19,12 +19,28 @@ type PushResult struct {
 	// Blobs is the number of blobs the session references; BlobsUploaded were sent and BlobsSkipped
 	// were already stored (shared with another session, or sent by an earlier, interrupted push).
 	Blobs, BlobsUploaded, BlobsSkipped int
-	BytesUploaded, BytesSkipped        int64
+	// BytesUploaded and BytesSkipped count blob bytes, as the blob counts do.
+	BytesUploaded, BytesSkipped int64
 	// AlreadyCommitted says the store held this exact session before the push.
 	AlreadyCommitted bool
-	// VaultLeftOut says the session has a vault.enc, which was not uploaded: secrets stay local.
-	VaultLeftOut bool
+	// HasVault says meta.json declares a sealed vault.enc (vaultHash), which the push verified and
+	// left stored beside the session. VaultUploaded says this push sent it; a re-push finds it stored.
+	// Only the AES-256-GCM ciphertext is stored: its key is never read or sent by a push.
+	HasVault, VaultUploaded bool
+	// VaultSkipped says the directory holds a vault.enc that meta.json does not declare, so it was
+	// not uploaded; VaultSkipReason says why and what to do.
+	VaultSkipped    bool
+	VaultSkipReason string
 }
+
+// ErrVaultMissing is wrapped when meta.json declares a sealed vault (vaultHash) that is not there:
+// locally on push (with fs.ErrNotExist), or in the store on pull (with ErrNotFound). Forks and
+// replays need it to restore the session's redacted secrets, so neither side goes on without it.
+var ErrVaultMissing = errors.New("the session's sealed vault.enc is missing")
+
+// undeclaredVault is why a vault.enc that meta.json does not declare stays local: without a
+// vaultHash a pulled copy could not be verified before a replay trusted it.
+const undeclaredVault = "meta.json declares no vaultHash for it (an older recorder, or a file added after recording), so a pulled copy could not be verified; it stays on this machine: record the session again with this agentrewind to store its vault"
 
 // localSession is a committed session directory, checked and ready to upload. events stays open so
 // that the bytes verified are the bytes sent.
@@ -35,6 +51,18 @@ type localSession struct {
 	events     *os.File
 	eventsSize int64
 	blobs      []localBlob
+	// vault is the sealed vault.enc meta.json declares, verified and open like events; nil when the
+	// session declares none.
+	vault     *os.File
+	vaultSize int64
+}
+
+// close releases the files a push keeps open.
+func (l *localSession) close() {
+	l.events.Close()
+	if l.vault != nil {
+		l.vault.Close()
+	}
 }
 
 type localBlob struct {
@@ -44,22 +72,27 @@ type localBlob struct {
 }
 
 // Push uploads the committed session in dir: the blobs it references that the store lacks, then
-// events.jsonl, then meta.json, which makes it visible. vault.enc is never uploaded. A push that
-// was interrupted is completed by pushing again; pushing a session that is already stored changes
+// events.jsonl, then the sealed vault.enc when meta.json declares one, then meta.json, which makes
+// it visible. A declared vault must be present and match its vaultHash, or nothing is uploaded; a
+// vault.enc that meta.json does not declare is left out (PushResult.VaultSkipped). A push that was
+// interrupted is completed by pushing again; pushing a session that is already stored changes
 // nothing, and pushing different content under a stored id fails with *ConflictError.
 func (s *SessionStore) Push(ctx context.Context, dir string) (*PushResult, error) {
 	local, err := openLocal(dir)
 	if err != nil {
 		return nil, err
 	}
-	defer local.events.Close()
+	defer local.close()
 	id := local.meta.ID
-	res := &PushResult{ID: id, Blobs: len(local.blobs), VaultLeftOut: fileExists(filepath.Join(dir, session.VaultFile))}
+	res := &PushResult{ID: id, Blobs: len(local.blobs), HasVault: local.vault != nil}
+	if !res.HasVault && fileExists(filepath.Join(dir, session.VaultFile)) {
+		res.VaultSkipped, res.VaultSkipReason = true, undeclaredVault
+	}
 
 	if res.AlreadyCommitted, err = s.storedAlready(ctx, local); err != nil {
 		return nil, err
 	}
-	t := newTracker(s.progress, "push", id, len(local.blobs)+2, local.size())
+	t := newTracker(s.progress, "push", id, local.objects(), local.size())
 	if err := s.pushBlobs(ctx, local, res, t); err != nil {
 		return nil, err
 	}
@@ -67,14 +100,17 @@ func (s *SessionStore) Push(ctx context.Context, dir string) (*PushResult, error
 	if err != nil {
 		return nil, err
 	}
-	if err := s.confirmStored(ctx, local, uploadedEvents); err != nil {
+	if res.VaultUploaded, err = s.pushVault(ctx, local, res, t); err != nil {
+		return nil, err
+	}
+	if err := s.confirmStored(ctx, local, uploadedEvents, res.VaultUploaded); err != nil {
 		return nil, err
 	}
 	t.phase(PhaseMeta, 0)
 	metaKey := s.layout.SessionMeta(id)
 	if !res.AlreadyCommitted {
 		if err := s.commit(ctx, metaKey, local.metaBytes); err != nil {
-			return nil, fmt.Errorf("committing session %s (its blobs and events are stored; push again to finish): %w", id, err)
+			return nil, fmt.Errorf("committing session %s (its other objects are stored; push again to finish): %w", id, err)
 		}
 	}
 	t.done(metaKey, int64(len(local.metaBytes)), res.AlreadyCommitted)
@@ -82,9 +118,19 @@ func (s *SessionStore) Push(ctx context.Context, dir string) (*PushResult, error
 	return res, nil
 }
 
-// size is the number of bytes a push of the session moves, vault excluded.
+// objects is the number of objects a push of the session stores: its blobs, events.jsonl, the
+// sealed vault when it has one, and meta.json.
+func (l *localSession) objects() int {
+	n := len(l.blobs) + 2
+	if l.vault != nil {
+		n++
+	}
+	return n
+}
+
+// size is the number of bytes a push of the session moves, sealed vault included.
 func (l *localSession) size() int64 {
-	n := l.eventsSize + int64(len(l.metaBytes))
+	n := l.eventsSize + l.vaultSize + int64(len(l.metaBytes))
 	for _, b := range l.blobs {
 		n += b.size
 	}
@@ -108,8 +154,9 @@ func (s *SessionStore) storedAlready(ctx context.Context, local *localSession) (
 	return false, fmt.Errorf("checking whether session %s is already stored: %w", local.meta.ID, err)
 }
 
-// openLocal reads meta.json, verifies events.jsonl against its eventsHash, and finds the blobs the
-// events reference. Blob contents are verified as they are uploaded.
+// openLocal reads meta.json, verifies events.jsonl against its eventsHash and the sealed vault
+// against its vaultHash, and finds the blobs the events reference. Blob contents are verified as
+// they are uploaded. Everything that can refuse the push is checked here, before any upload.
 func openLocal(dir string) (*localSession, error) {
 	metaPath := filepath.Join(dir, session.MetaFile)
 	metaBytes, err := os.ReadFile(metaPath)
@@ -133,7 +180,11 @@ func openLocal(dir string) (*localSession, error) {
 	}
 	local := &localSession{dir: dir, meta: meta, metaBytes: metaBytes, events: f}
 	if err := local.scan(eventsPath); err != nil {
-		f.Close()
+		local.close()
+		return nil, err
+	}
+	if err := local.openVault(); err != nil {
+		local.close()
 		return nil, err
 	}
 	return local, nil
@@ -158,6 +209,55 @@ func (l *localSession) scan(eventsPath string) error {
 			return fmt.Errorf("%s references blob %s, which is missing from %s: the recording is incomplete", eventsPath, h, filepath.Join(l.dir, session.BlobsDir))
 		}
 		l.blobs = append(l.blobs, localBlob{hash: h, size: bi.Size()})
+	}
+	return nil
+}
+
+// openVault opens the sealed vault meta.json declares and checks it against vaultHash, keeping it
+// open so that the bytes verified are the bytes sent. A session that declares none has none to send.
+func (l *localSession) openVault() error {
+	if l.meta.VaultHash == "" {
+		return nil
+	}
+	if err := checkVaultHash(l.meta, filepath.Join(l.dir, session.MetaFile)); err != nil {
+		return err
+	}
+	path := filepath.Join(l.dir, session.VaultFile)
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("session %s: %w: meta.json declares one (vaultHash %s), and forks and replays need it to restore the redacted secrets; copy back the vault.enc recorded with the session, or push from the machine that recorded it: %w",
+			l.meta.ID, ErrVaultMissing, l.meta.VaultHash, err)
+	}
+	if err != nil {
+		return fmt.Errorf("session %s: %w", l.meta.ID, err)
+	}
+	l.vault = f // closed by l.close, also on error
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file: put back the vault.enc recorded with session %s", path, l.meta.ID)
+	}
+	l.vaultSize = fi.Size()
+	return verifyVault(f, l.meta, path)
+}
+
+// verifyVault hashes the local vault; a mismatch keeps the *session.DigestMismatchError naming the
+// file and says what to do, since uploading it would give every fork a vault it cannot trust.
+func verifyVault(f *os.File, meta session.Meta, path string) error {
+	err := copyVerified(io.Discard, f, meta.VaultHash, path)
+	var dm *session.DigestMismatchError
+	if errors.As(err, &dm) {
+		return fmt.Errorf("%w; it is not the vault meta.json declares, so session %s is not pushed: copy back the vault.enc recorded with it", err, meta.ID)
+	}
+	return err
+}
+
+// checkVaultHash refuses a vaultHash that cannot be a sha256 digest before any vault is trusted.
+func checkVaultHash(meta session.Meta, name string) error {
+	if meta.VaultHash != "" && !session.ValidBlobHash(meta.VaultHash) {
+		return fmt.Errorf("%s: vaultHash %q is not a sha256 hex digest: the session is corrupt; record it again", name, meta.VaultHash)
 	}
 	return nil
 }
@@ -226,20 +326,38 @@ func (s *SessionStore) pushBlob(ctx context.Context, dir string, b localBlob) (u
 // whether it uploaded.
 func (s *SessionStore) pushEvents(ctx context.Context, local *localSession, res *PushResult, t *tracker) (bool, error) {
 	t.phase(PhaseEvents, 0)
-	key := s.layout.SessionEvents(local.meta.ID)
-	if res.AlreadyCommitted {
-		if info, err := s.objects.Stat(ctx, key); err == nil && info.Size == local.eventsSize {
-			t.done(key, local.eventsSize, true)
+	return s.pushFile(ctx, s.layout.SessionEvents(local.meta.ID), local.events, local.eventsSize, res.AlreadyCommitted, t)
+}
+
+// pushVault uploads the sealed vault, verified by openLocal, unless the session declares none or is
+// already committed with it; it reports whether it uploaded. It goes after events.jsonl and before
+// meta.json, so a committed session that declares a vault has it. It is ciphertext: the key that
+// opens it lives in a Kubernetes Secret or a local key file, and a push never reads it.
+func (s *SessionStore) pushVault(ctx context.Context, local *localSession, res *PushResult, t *tracker) (bool, error) {
+	if local.vault == nil {
+		return false, nil
+	}
+	t.phase(PhaseVault, 0)
+	return s.pushFile(ctx, s.layout.SessionVault(local.meta.ID), local.vault, local.vaultSize, res.AlreadyCommitted, t)
+}
+
+// pushFile uploads one of the session's own objects from f, already verified. When the session is
+// already committed and the store holds the object at its size it is not sent again, so a re-push
+// changes nothing; one missing or of another size is replaced, which repairs it.
+func (s *SessionStore) pushFile(ctx context.Context, key string, f *os.File, size int64, committed bool, t *tracker) (bool, error) {
+	if committed {
+		if info, err := s.objects.Stat(ctx, key); err == nil && info.Size == size {
+			t.done(key, size, true)
 			return false, nil
 		}
 	}
-	if _, err := local.events.Seek(0, io.SeekStart); err != nil {
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return false, err
 	}
-	if err := s.objects.Put(ctx, key, local.events, local.eventsSize); err != nil {
+	if err := s.objects.Put(ctx, key, f, size); err != nil {
 		return false, err
 	}
-	t.done(key, local.eventsSize, false)
+	t.done(key, size, false)
 	return true, nil
 }
 
@@ -247,7 +365,7 @@ func (s *SessionStore) pushEvents(ctx context.Context, local *localSession, res 
 // meta.json commits the session. An upload acknowledged but not stored (a proxy answering for the
 // server, a store without read-after-write consistency) must fail the push, not commit a session
 // with a hole in it. Blobs found already stored were checked the same way when they were skipped.
-func (s *SessionStore) confirmStored(ctx context.Context, local *localSession, uploadedEvents bool) error {
+func (s *SessionStore) confirmStored(ctx context.Context, local *localSession, uploadedEvents, uploadedVault bool) error {
 	want := map[string]int64{}
 	for _, b := range local.blobs {
 		if b.uploaded {
@@ -256,6 +374,9 @@ func (s *SessionStore) confirmStored(ctx context.Context, local *localSession, u
 	}
 	if uploadedEvents {
 		want[s.layout.SessionEvents(local.meta.ID)] = local.eventsSize
+	}
+	if uploadedVault {
+		want[s.layout.SessionVault(local.meta.ID)] = local.vaultSize
 	}
 	keys := make([]string, 0, len(want))
 	for k := range want {

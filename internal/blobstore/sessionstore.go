@@ -15,7 +15,8 @@ import (
 )
 
 // SessionStore keeps sessions in an ObjectStore under one key prefix: blobs content-addressed and
-// shared, then each session's events.jsonl and meta.json, the commit marker, written last.
+// shared, then each session's events.jsonl, its sealed vault.enc when it declares one, and
+// meta.json, the commit marker, written last.
 type SessionStore struct {
 	objects  ObjectStore
 	layout   Layout

@@ -20,7 +20,7 @@ import (
 )
 
 // keyRE is every key a session store may write under the test prefix.
-var keyRE = regexp.MustCompile(`^team/prod/(blobs/sha256/([0-9a-f]{2})/([0-9a-f]{64})|sessions/[A-Za-z0-9._-]+/(meta\.json|events\.jsonl))$`)
+var keyRE = regexp.MustCompile(`^team/prod/(blobs/sha256/([0-9a-f]{2})/([0-9a-f]{64})|sessions/[A-Za-z0-9._-]+/(meta\.json|events\.jsonl|vault\.enc))$`)
 
 func TestS3RoundTripWithLargeAndSmallBlobs(t *testing.T) {
 	env := startS3(t)
@@ -33,31 +33,35 @@ func TestS3RoundTripWithLargeAndSmallBlobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Blobs != 43 || res.BlobsUploaded != 43 || !res.VaultLeftOut {
+	if res.Blobs != 43 || res.BlobsUploaded != 43 || !res.HasVault || !res.VaultUploaded || res.VaultSkipped {
 		t.Fatalf("push: %+v", res)
 	}
 	all := keys(t, objs, "")
-	if len(all) != 45 {
-		t.Fatalf("bucket holds %d objects, want 43 blobs + events.jsonl + meta.json", len(all))
+	if len(all) != 46 {
+		t.Fatalf("bucket holds %d objects, want 43 blobs + events.jsonl + vault.enc + meta.json", len(all))
 	}
 	for _, key := range all {
 		m := keyRE.FindStringSubmatch(key)
 		if m == nil || (m[2] != "" && m[2] != m[3][:2]) {
 			t.Errorf("key %s is outside the layout", key)
 		}
-		if strings.Contains(key, "vault") {
-			t.Errorf("the vault was uploaded as %s", key)
-		}
+	}
+	vaultKey := "team/prod/sessions/run-1/vault.enc"
+	if store.Layout().SessionVault(meta.ID) != vaultKey {
+		t.Fatalf("SessionVault(run-1) = %s, want %s", store.Layout().SessionVault(meta.ID), vaultKey)
+	}
+	if stored := getObject(t, objs, vaultKey); !bytes.Equal(stored, testVault) {
+		t.Fatalf("%s holds %d bytes, not the %d sealed bytes recorded", vaultKey, len(stored), len(testVault))
 	}
 	out := filepath.Join(t.TempDir(), "pulled")
 	pulled, err := store.Pull(ctx, meta.ID, out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pulled.Blobs != 43 || pulled.Meta.EventsHash != meta.EventsHash {
+	if pulled.Blobs != 43 || pulled.Meta.EventsHash != meta.EventsHash || !pulled.Vault || pulled.Meta.VaultHash != meta.VaultHash {
 		t.Errorf("pull: %+v", pulled)
 	}
-	assertSameSession(t, dir, out)
+	assertSameSession(t, dir, out) // the sealed vault round-trips byte for byte
 	if got := streamAll(t, store, meta.ID); len(got) != 45 || len(got[1].Result) != 6<<20 {
 		t.Errorf("streamed %d events, want 45 with the 6 MiB result resolved", len(got))
 	}
@@ -87,8 +91,8 @@ func TestS3ForksSharingAPrefixStoreTheSharedBlobsOnce(t *testing.T) {
 	if n := len(keys(t, objs, store.Layout().BlobsPrefix())); n != 13 {
 		t.Fatalf("the store holds %d blobs, want 13 (8 shared once + 2 + 3)", n)
 	}
-	if n := len(keys(t, objs, store.Layout().SessionsPrefix())); n != 4 {
-		t.Fatalf("the store holds %d session objects, want 4", n)
+	if n := len(keys(t, objs, store.Layout().SessionsPrefix())); n != 6 {
+		t.Fatalf("the store holds %d session objects, want 6 (events.jsonl, vault.enc and meta.json each)", n)
 	}
 	for _, fork := range []string{"fork-a", "fork-b"} {
 		out := filepath.Join(t.TempDir(), fork)
@@ -120,6 +124,9 @@ func TestS3InterruptedUploadIsInvisibleAndARetryCompletesIt(t *testing.T) {
 	}{
 		{"before meta.json", func(l Layout) func(string) bool {
 			return func(key string) bool { return key == l.SessionMeta("run-1") }
+		}},
+		{"at vault.enc", func(l Layout) func(string) bool {
+			return func(key string) bool { return key == l.SessionVault("run-1") }
 		}},
 		{"half-way through the blobs", func(l Layout) func(string) bool {
 			var n atomic.Int64
@@ -195,6 +202,30 @@ func TestS3TamperedObjectsAreDetectedOnRead(t *testing.T) {
 	}
 	if err := pullErr(t, store); err != nil {
 		t.Fatalf("pull after restoring the blob: %v", err)
+	}
+
+	// vault.enc rewritten on the server's disk, same size, one bit changed: a replay must not
+	// unseal it. Streaming events does not read the vault, so it is unaffected.
+	vaultKey := l.SessionVault("run-1")
+	vaultPath := env.srv.ObjectPath(env.bucket, vaultKey)
+	sealed, err := os.ReadFile(vaultPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed[len(sealed)/2] ^= 0x01
+	if err := os.WriteFile(vaultPath, sealed, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	assertDigestMismatch(t, "pull with a tampered vault", pullErr(t, store), objs.URL(vaultKey))
+	if err := streamErr(t, store); err != nil {
+		t.Fatalf("stream with a tampered vault, which it does not read: %v", err)
+	}
+	sealed[len(sealed)/2] ^= 0x01
+	if err := os.WriteFile(vaultPath, sealed, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := pullErr(t, store); err != nil {
+		t.Fatalf("pull after restoring the vault: %v", err)
 	}
 
 	// events.jsonl replaced through the S3 API with an edited copy.
@@ -302,6 +333,46 @@ func TestS3CancelledPushReturnsPromptlyAndCommitsNothing(t *testing.T) {
 	if _, err := objs.Stat(context.Background(), store.Layout().SessionMeta("run-1")); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("meta.json after a cancelled push: %v, want ErrNotFound", err)
 	}
+}
+
+// getObject reads the whole object at key.
+func getObject(t *testing.T, objs ObjectStore, key string) []byte {
+	t.Helper()
+	rc, err := objs.Get(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func TestS3SessionWithoutAVaultRoundTripsWithoutOne(t *testing.T) {
+	env := startS3(t)
+	store, objs := env.sessionStore(t, StoreOptions{})
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "plain")
+	recordSession(t, dir, "plain", "", payloads(1, 3, 8<<10), nil)
+	res, err := store.Push(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.HasVault || res.VaultUploaded || res.VaultSkipped {
+		t.Fatalf("push of a session without a vault: %+v", res)
+	}
+	for _, key := range keys(t, objs, "") {
+		if strings.HasSuffix(key, session.VaultFile) {
+			t.Errorf("the store holds %s for a session without a vault", key)
+		}
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	if pulled, err := store.Pull(ctx, "plain", out); err != nil || pulled.Vault {
+		t.Fatalf("pull: %+v, %v", pulled, err)
+	}
+	assertSameSession(t, dir, out)
 }
 
 // verifyStoredBlobs checks every blob object in the bucket against its name.

@@ -1,9 +1,11 @@
 package blobstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -47,7 +49,7 @@ func TestPushRefusesAnUncommittedSession(t *testing.T) {
 	}
 }
 
-func TestPushStoresBlobsThenEventsThenMetaLast(t *testing.T) {
+func TestPushStoresBlobsThenEventsThenVaultThenMetaLast(t *testing.T) {
 	dir, meta, store, mem := memSession(t)
 	var mu sync.Mutex
 	var order []string
@@ -62,33 +64,202 @@ func TestPushStoresBlobsThenEventsThenMetaLast(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := store.Layout()
-	if len(order) != 5 || order[3] != l.SessionEvents(meta.ID) || order[4] != l.SessionMeta(meta.ID) {
-		t.Fatalf("upload order %v: want 3 blobs, then events.jsonl, then meta.json", order)
+	if len(order) != 6 || order[3] != l.SessionEvents(meta.ID) || order[4] != l.SessionVault(meta.ID) || order[5] != l.SessionMeta(meta.ID) {
+		t.Fatalf("upload order %v: want 3 blobs, then events.jsonl, then vault.enc, then meta.json", order)
 	}
 	for _, key := range order[:3] {
 		if !strings.HasPrefix(key, "pfx/blobs/sha256/") {
 			t.Errorf("first uploads must be blobs, got %s", key)
 		}
 	}
-	if res.Blobs != 3 || res.BlobsUploaded != 3 || res.BlobsSkipped != 0 || !res.VaultLeftOut || res.AlreadyCommitted {
+	if res.Blobs != 3 || res.BlobsUploaded != 3 || res.BlobsSkipped != 0 || res.AlreadyCommitted ||
+		!res.HasVault || !res.VaultUploaded || res.VaultSkipped || res.VaultSkipReason != "" {
 		t.Errorf("result %+v", res)
 	}
 }
 
-func TestPushNeverUploadsTheVault(t *testing.T) {
-	dir, _, store, mem := memSession(t)
+func TestPushStoresTheSealedVaultUnderItsLayoutKey(t *testing.T) {
+	dir, meta, store, mem := memSession(t)
 	if _, err := store.Push(context.Background(), dir); err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range keys(t, mem, "") {
-		if strings.Contains(key, "vault") {
-			t.Fatalf("the store holds %s: vault.enc must never be uploaded", key)
-		}
-		data, _ := mem.Bytes(key)
-		if strings.Contains(string(data), "sealed-vault-bytes") {
-			t.Fatalf("%s carries the vault's bytes", key)
+	const key = "pfx/sessions/s1/vault.enc"
+	if got := store.Layout().SessionVault("s1"); got != key {
+		t.Fatalf("SessionVault(s1) = %s, want %s", got, key)
+	}
+	stored, ok := mem.Bytes(key)
+	if !ok || !bytes.Equal(stored, testVault) {
+		t.Fatalf("%s holds %d bytes (present %v), want the %d sealed bytes recorded", key, len(stored), ok, len(testVault))
+	}
+	if err := session.VerifyBlob(meta.VaultHash, stored); err != nil {
+		t.Fatalf("the stored vault does not match meta.json's vaultHash: %v", err)
+	}
+	for _, k := range keys(t, mem, "") {
+		if data, _ := mem.Bytes(k); k != key && bytes.Contains(data, testVault[:32]) {
+			t.Errorf("%s carries the vault's bytes: only %s may", k, key)
 		}
 	}
+}
+
+func TestPushRefusesADeclaredVaultThatIsMissingOrAltered(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		spoil func(t *testing.T, path string)
+		check func(t *testing.T, err error, path string)
+	}{
+		{"missing", func(t *testing.T, path string) {
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+		}, func(t *testing.T, err error, path string) {
+			if !errors.Is(err, ErrVaultMissing) || !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), path) ||
+				!strings.Contains(err.Error(), "copy back the vault.enc") {
+				t.Fatalf("push without the declared vault: %v, want ErrVaultMissing naming %s and saying what to do", err, path)
+			}
+		}},
+		{"altered", func(t *testing.T, path string) {
+			altered := bytes.Clone(testVault)
+			altered[7] ^= 1
+			if err := os.WriteFile(path, altered, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, func(t *testing.T, err error, path string) {
+			var dm *session.DigestMismatchError
+			if !errors.As(err, &dm) || dm.Object != path || !strings.Contains(err.Error(), "copy back the vault.enc") {
+				t.Fatalf("push with an altered vault: %v, want a DigestMismatchError naming %s and saying what to do", err, path)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, _, store, mem := memSession(t)
+			path := filepath.Join(dir, session.VaultFile)
+			tc.spoil(t, path)
+			_, err := store.Push(context.Background(), dir)
+			tc.check(t, err, path)
+			if got := keys(t, mem, ""); len(got) != 0 {
+				t.Fatalf("a refused push stored %v", got)
+			}
+		})
+	}
+}
+
+func TestASessionWithoutAVaultPushesAndPullsWithoutOne(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "plain")
+	meta := recordSession(t, dir, "plain", "", payloads(1, 2, 4<<10), nil)
+	if meta.VaultHash != "" {
+		t.Fatalf("meta declares vaultHash %q for a session recorded without a vault", meta.VaultHash)
+	}
+	mem := NewMemObjectStore()
+	store := NewSessionStore(mem, Layout{}, StoreOptions{})
+	ctx := context.Background()
+	res, err := store.Push(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.HasVault || res.VaultUploaded || res.VaultSkipped {
+		t.Errorf("push of a session without a vault: %+v", res)
+	}
+	assertNoVaultStored(t, mem)
+	out := filepath.Join(t.TempDir(), "out")
+	pulled, err := store.Pull(ctx, "plain", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pulled.Vault {
+		t.Errorf("pull of a session without a vault reports one: %+v", pulled)
+	}
+	assertSameSession(t, dir, out) // no vault.enc on either side
+}
+
+func TestPushLeavesAnUndeclaredVaultOnThisMachine(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "older")
+	recordSession(t, dir, "older", "", payloads(1, 2, 4<<10), nil)
+	if err := os.WriteFile(filepath.Join(dir, session.VaultFile), testVault, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mem := NewMemObjectStore()
+	store := NewSessionStore(mem, Layout{}, StoreOptions{})
+	ctx := context.Background()
+	res, err := store.Push(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.VaultSkipped || !strings.Contains(res.VaultSkipReason, "vaultHash") || res.HasVault || res.VaultUploaded {
+		t.Errorf("push of a session with an undeclared vault: %+v, want it skipped with a reason", res)
+	}
+	assertNoVaultStored(t, mem)
+	out := filepath.Join(t.TempDir(), "out")
+	if _, err := store.Pull(ctx, "older", out); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(out, session.VaultFile)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the pulled session has a vault it never declared: %v", err)
+	}
+}
+
+// assertNoVaultStored checks that no object is a vault or carries testVault's bytes.
+func assertNoVaultStored(t *testing.T, mem *MemObjectStore) {
+	t.Helper()
+	for _, key := range keys(t, mem, "") {
+		if data, _ := mem.Bytes(key); strings.HasSuffix(key, session.VaultFile) || bytes.Contains(data, testVault[:32]) {
+			t.Errorf("%s holds a vault the session does not declare", key)
+		}
+	}
+}
+
+// droppingStore acknowledges a Put of the keys matched by drop without storing it, as a proxy
+// answering for the server would.
+type droppingStore struct {
+	ObjectStore
+	drop func(key string) bool
+}
+
+func (d droppingStore) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	if d.drop(key) {
+		_, err := io.Copy(io.Discard, r)
+		return err
+	}
+	return d.ObjectStore.Put(ctx, key, r, size)
+}
+
+func TestPushConfirmsTheVaultIsStoredBeforeCommitting(t *testing.T) {
+	dir, meta, store, mem := memSession(t)
+	vaultKey := store.Layout().SessionVault(meta.ID)
+	lying := NewSessionStore(droppingStore{mem, func(key string) bool { return key == vaultKey }}, store.Layout(), StoreOptions{})
+	_, err := lying.Push(context.Background(), dir)
+	if err == nil || !strings.Contains(err.Error(), vaultKey) || !strings.Contains(err.Error(), "push again") {
+		t.Fatalf("push whose vault upload was acknowledged but not stored: %v, want an error naming %s", err, vaultKey)
+	}
+	if _, ok := mem.Bytes(store.Layout().SessionMeta(meta.ID)); ok {
+		t.Fatal("the session was committed without its vault")
+	}
+}
+
+func TestPushAgainRestoresAVaultMissingFromTheStore(t *testing.T) {
+	dir, meta, store, mem := memSession(t)
+	ctx := context.Background()
+	if _, err := store.Push(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	key := store.Layout().SessionVault(meta.ID)
+	_ = mem.Delete(ctx, key)
+	_, err := store.Pull(ctx, meta.ID, filepath.Join(t.TempDir(), "broken"))
+	if !errors.Is(err, ErrVaultMissing) || !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), key) ||
+		!strings.Contains(err.Error(), "upload was incomplete") || !strings.Contains(err.Error(), "push the session again") {
+		t.Fatalf("pull with the declared vault missing: %v, want ErrVaultMissing naming %s and saying to push again", err, key)
+	}
+	res, err := store.Push(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.AlreadyCommitted || !res.VaultUploaded || res.BlobsUploaded != 0 {
+		t.Fatalf("re-push: %+v, want only the vault uploaded", res)
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	if _, err := store.Pull(ctx, meta.ID, out); err != nil {
+		t.Fatal(err)
+	}
+	assertSameSession(t, dir, out)
 }
 
 func TestPushAgainSkipsEverythingStored(t *testing.T) {
@@ -101,8 +272,8 @@ func TestPushAgainSkipsEverythingStored(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.AlreadyCommitted || res.BlobsSkipped != 3 || res.BlobsUploaded != 0 || res.BytesUploaded != 0 {
-		t.Fatalf("second push: %+v, want everything skipped", res)
+	if !res.AlreadyCommitted || res.BlobsSkipped != 3 || res.BlobsUploaded != 0 || res.BytesUploaded != 0 || !res.HasVault || res.VaultUploaded {
+		t.Fatalf("second push: %+v, want everything skipped, the stored vault included", res)
 	}
 	for _, key := range keys(t, mem, "") {
 		if n := mem.PutCount(key); n != 1 {
@@ -235,6 +406,18 @@ func TestPullDetectsTamperedObjects(t *testing.T) {
 			mem.Set(key, data[:len(data)/2])
 			return key
 		}},
+		{"vault.enc with a flipped bit", func(t testing.TB, l Layout, mem *MemObjectStore) string {
+			key := l.SessionVault("s1")
+			data, _ := mem.Bytes(key)
+			data[len(data)/2] ^= 1
+			mem.Set(key, data)
+			return key
+		}},
+		{"vault.enc replaced by another session's", func(t testing.TB, l Layout, mem *MemObjectStore) string {
+			key := l.SessionVault("s1")
+			mem.Set(key, sealedBytes(99, len(testVault)))
+			return key
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir, _, store, mem := memSession(t)
@@ -318,23 +501,21 @@ func TestProgressReportsEveryObjectWithoutOverlap(t *testing.T) {
 	if _, err := store.Push(context.Background(), dir); err != nil {
 		t.Fatal(err)
 	}
-	var size int64
-	for name, data := range sessionFiles(t, dir) {
-		if name != session.VaultFile {
-			size += int64(len(data))
-		}
+	var size int64 // every file of the session, the sealed vault included
+	for _, data := range sessionFiles(t, dir) {
+		size += int64(len(data))
 	}
-	if last.Phase != PhaseDone || last.DoneObjects != 5 || last.TotalObjects != 5 || last.DoneBytes != size || last.TotalBytes != size {
-		t.Fatalf("last push progress %+v, want 5/5 objects and %d/%d bytes", last, size, size)
+	if last.Phase != PhaseDone || last.DoneObjects != 6 || last.TotalObjects != 6 || last.DoneBytes != size || last.TotalBytes != size {
+		t.Fatalf("last push progress %+v, want 6/6 objects and %d/%d bytes", last, size, size)
 	}
 	if _, err := store.Pull(context.Background(), "s1", filepath.Join(t.TempDir(), "out")); err != nil {
 		t.Fatal(err)
 	}
-	if last.Op != "pull" || last.Phase != PhaseDone || last.DoneObjects != 5 || last.TotalObjects != 5 || last.DoneBytes != size {
-		t.Fatalf("last pull progress %+v, want 5/5 objects and %d bytes", last, size)
+	if last.Op != "pull" || last.Phase != PhaseDone || last.DoneObjects != 6 || last.TotalObjects != 6 || last.DoneBytes != size {
+		t.Fatalf("last pull progress %+v, want 6/6 objects and %d bytes", last, size)
 	}
-	if calls < 10 {
-		t.Errorf("only %d progress calls for a push and a pull of 5 objects", calls)
+	if calls < 12 {
+		t.Errorf("only %d progress calls for a push and a pull of 6 objects", calls)
 	}
 }
 

@@ -71,6 +71,7 @@ type Phase string
 const (
 	PhaseBlobs  Phase = "blobs"
 	PhaseEvents Phase = "events"
+	PhaseVault  Phase = "vault" // the sealed vault.enc, when the session has one
 	PhaseMeta   Phase = "meta"
 	PhaseDone   Phase = "done"
 )
