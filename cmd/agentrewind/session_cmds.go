@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentrewind/agentrewind/internal/blobstore"
 	"github.com/agentrewind/agentrewind/internal/engine/replay"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
@@ -42,7 +43,8 @@ func classify(err error) error {
 	switch {
 	case errors.As(err, &de):
 		return &codedError{exitDrift, err}
-	case errors.As(err, &dm), errors.As(err, &ce), errors.As(err, &me), errors.Is(err, session.ErrNotCommitted):
+	case errors.As(err, &dm), errors.As(err, &ce), errors.As(err, &me), errors.Is(err, session.ErrNotCommitted),
+		errors.Is(err, blobstore.ErrVaultMissing):
 		return &codedError{exitCorrupt, err}
 	}
 	return err
