@@ -67,7 +67,7 @@ type ForkRunSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self >= 0",message="atStep must be zero or greater: it is the first step that goes live"
 	AtStep int64 `json:"atStep"`
 
-	// mode is Fork (go live after atStep) or Replay (zero live calls).
+	// mode is Fork (steps from atStep on go live) or Replay (zero live calls).
 	// +optional
 	// +kubebuilder:default=Fork
 	Mode ForkMode `json:"mode,omitempty"`
