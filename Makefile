@@ -120,5 +120,5 @@ $(VERSITYGW):
 
 DEMO_FLAGS ?=
 .PHONY: demo
-demo: manifests build envtest-assets ## Run the local demo: control plane + manager + kubectl against the samples.
+demo: manifests build envtest-assets s3-server ## Run the local demo: control plane + manager + kubectl against the samples.
 	go run ./hack/demo -manager $(LOCALBIN)/agentrewind $(DEMO_FLAGS)

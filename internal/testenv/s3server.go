@@ -27,8 +27,10 @@ type S3Server struct {
 	// Dir is the directory holding the buckets; tests may corrupt objects in place through it.
 	Dir string
 
-	cmd  *exec.Cmd
-	logs *lockedBuffer
+	cmd     *exec.Cmd
+	exited  chan struct{} // closed when the process has exited; waitErr is then set
+	waitErr error
+	logs    *lockedBuffer
 }
 
 // StartS3Server starts versitygw (from $VERSITYGW or bin/versitygw-*) with fresh root credentials and
@@ -36,43 +38,61 @@ type S3Server struct {
 // its output is printed if the test failed.
 func StartS3Server(tb testing.TB) *S3Server {
 	tb.Helper()
-	bin, err := binaryFromEnvOrBin("VERSITYGW", "versitygw-*", "s3-server")
+	s, err := LaunchS3Server(tb.TempDir(), tb.Logf)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s := &S3Server{AccessKey: "arw" + randomHex(8), SecretKey: randomHex(20), Dir: tb.TempDir(), logs: &lockedBuffer{}}
+	tb.Cleanup(func() {
+		s.Stop()
+		if tb.Failed() {
+			tb.Logf("versitygw output:\n%s", s.logs.String())
+		}
+	})
+	return s
+}
 
+// LaunchS3Server starts versitygw over dir on a free loopback port, for callers that are not tests
+// (the demo). logf receives the output of failed attempts. Call Stop when done.
+func LaunchS3Server(dir string, logf func(format string, args ...any)) (*S3Server, error) {
+	bin, err := binaryFromEnvOrBin("VERSITYGW", "versitygw-*", "s3-server")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	s := &S3Server{AccessKey: "arw" + randomHex(8), SecretKey: randomHex(20), Dir: dir}
 	// Listen-then-close races with other processes for the port; retry a few times if versitygw loses.
 	for attempt := 0; attempt < 5; attempt++ {
 		port, err := freeLoopbackPort()
 		if err != nil {
-			tb.Fatal(err)
+			return nil, err
 		}
 		s.Endpoint = fmt.Sprintf("127.0.0.1:%d", port)
+		s.logs = &lockedBuffer{}
 		s.cmd = exec.Command(bin, "--port", s.Endpoint, "posix", s.Dir)
 		s.cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+s.AccessKey, "ROOT_SECRET_KEY="+s.SecretKey)
 		s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
 		if err := s.cmd.Start(); err != nil {
-			tb.Fatalf("starting %s: %v", bin, err)
+			return nil, fmt.Errorf("starting %s: %w", bin, err)
 		}
-		exited := make(chan error, 1)
-		go func() { exited <- s.cmd.Wait() }()
-		if err := s.waitReady(exited, 15*time.Second); err != nil {
+		s.exited = make(chan struct{})
+		go func() { s.waitErr = s.cmd.Wait(); close(s.exited) }()
+		if err := s.waitReady(15 * time.Second); err != nil {
 			_ = s.cmd.Process.Kill()
-			tb.Logf("versitygw attempt %d on %s: %v\n%s", attempt+1, s.Endpoint, err, s.logs.String())
+			<-s.exited
+			logf("versitygw attempt %d on %s: %v\n%s", attempt+1, s.Endpoint, err, s.logs.String())
 			continue
 		}
-		tb.Cleanup(func() {
-			_ = s.cmd.Process.Kill()
-			<-exited
-			if tb.Failed() {
-				tb.Logf("versitygw output:\n%s", s.logs.String())
-			}
-		})
-		return s
+		return s, nil
 	}
-	tb.Fatalf("versitygw did not start after 5 attempts; its last output:\n%s", s.logs.String())
-	return nil
+	return nil, fmt.Errorf("versitygw did not start after 5 attempts; its last output:\n%s", s.logs.String())
+}
+
+// Stop kills the server and waits for it to exit.
+func (s *S3Server) Stop() {
+	_ = s.cmd.Process.Kill()
+	<-s.exited
 }
 
 // Client returns a minio-go client for the server, authenticated as its root user.
@@ -96,7 +116,7 @@ func (s *S3Server) CreateBucket(tb testing.TB, name string) {
 	}
 }
 
-func (s *S3Server) waitReady(exited <-chan error, timeout time.Duration) error {
+func (s *S3Server) waitReady(timeout time.Duration) error {
 	c, err := s.Client()
 	if err != nil {
 		return err
@@ -104,8 +124,8 @@ func (s *S3Server) waitReady(exited <-chan error, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		select {
-		case err := <-exited:
-			return fmt.Errorf("versitygw exited: %v", err)
+		case <-s.exited:
+			return fmt.Errorf("versitygw exited: %v", s.waitErr)
 		default:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)

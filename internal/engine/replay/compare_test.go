@@ -33,3 +33,11 @@ func TestCompareFindsTheFirstDivergentStep(t *testing.T) {
 		t.Fatalf("truncated candidate: %v", d)
 	}
 }
+
+func TestDiffShowsWhereLongStringsDiffer(t *testing.T) {
+	long := "You are a triage bot for the editor team. Label each new issue."
+	lines := diffJSON([]byte(`{"system":"`+long+`"}`), []byte(`{"system":"`+long+` Check CODEOWNERS first."}`))
+	if len(lines) != 1 || !strings.Contains(lines[0], `…"h new issue."`) || !strings.Contains(lines[0], `…"h new issue. Check CODEOWNERS first."`) {
+		t.Fatalf("diff %q", lines)
+	}
+}

@@ -84,8 +84,30 @@ func walkDiff(path string, a, b any, out *[]string) {
 		if p == "" {
 			p = "(whole value)"
 		}
-		*out = append(*out, fmt.Sprintf("%s: %s → %s", p, brief(a), brief(b)))
+		x, y := briefPair(a, b)
+		*out = append(*out, fmt.Sprintf("%s: %s → %s", p, x, y))
 	}
+}
+
+// briefPair renders two differing values. Two long strings that share a beginning are shown from a
+// little before the first difference, so the change is visible rather than cut off.
+func briefPair(a, b any) (string, string) {
+	x, okA := a.(string)
+	y, okB := b.(string)
+	if !okA || !okB {
+		return brief(a), brief(b)
+	}
+	rx, ry := []rune(x), []rune(y)
+	common := 0
+	for common < len(rx) && common < len(ry) && rx[common] == ry[common] {
+		common++
+	}
+	const context = 12
+	if common <= context || (len(rx) <= 57 && len(ry) <= 57) {
+		return brief(a), brief(b)
+	}
+	from := common - context
+	return "…" + brief(string(rx[from:])), "…" + brief(string(ry[from:]))
 }
 
 func joinPath(path, key string) string {
