@@ -64,7 +64,7 @@ func TestKindsRoundTrip(t *testing.T) {
 			DroppedTurns: 2, NoGoodNote: []string{"RESUME DIVERGED at step s2"}},
 		Reachability: v1.Reachable, ReachabilityReason: "resumable",
 		Reconciliation: &v1.Reconciliation{Promised: 3, MarkedDone: 2, Evidenced: 1, ClaimedWithoutEvidence: []string{"s2"}, UnpromisedFiles: []string{"x.go"}},
-		EvaluatedAt: &now, Conditions: ready}
+		EvaluatedAt:    &now, Conditions: ready}
 
 	cases := []struct {
 		name       string
