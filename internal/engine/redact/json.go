@@ -226,8 +226,9 @@ func (r *Redactor) cleanDocument(doc []byte) ([]byte, bool) {
 	if !utf8.Valid(doc) || hasOpaqueEscape(doc) {
 		return nil, false
 	}
+	lower := bytes.ToLower(doc)
 	for _, p := range r.patterns {
-		if p.re.Match(doc) {
+		if p.mayMatch(lower) && p.re.Match(doc) {
 			return nil, false
 		}
 	}

@@ -133,3 +133,33 @@ func TestParsePatternsRejects(t *testing.T) {
 		})
 	}
 }
+
+// TestHintsAreContainedInEveryMatch guards the fast path: a builtin pattern is skipped for a document
+// that holds none of its hints, so every string a pattern matches must contain one of them.
+func TestHintsAreContainedInEveryMatch(t *testing.T) {
+	samples := map[string]string{
+		"anthropic-api-key":     "sk-ant-api03-" + strings.Repeat("Ab1_", 10),
+		"openai-api-key":        "sk-proj-" + strings.Repeat("Ab1_", 10),
+		"aws-access-key-id":     "AKIAIOSFODNN7EXAMPLE",
+		"aws-secret-access-key": "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\n",
+		"github-token":          "ghp_" + strings.Repeat("a1B2", 10),
+		"bearer-token":          "Authorization: BEARER " + strings.Repeat("x1.Y", 8),
+	}
+	for _, p := range BuiltinPatterns() {
+		sample, ok := samples[p.Name]
+		if !ok {
+			t.Fatalf("no sample for builtin pattern %s", p.Name)
+		}
+		if !p.Regexp.MatchString(sample) {
+			t.Fatalf("%s does not match its sample %q", p.Name, sample)
+		}
+		lower := strings.ToLower(sample)
+		found := false
+		for _, h := range p.Hints {
+			found = found || strings.Contains(lower, h)
+		}
+		if len(p.Hints) == 0 || !found {
+			t.Errorf("%s: sample %q holds none of the hints %q", p.Name, sample, p.Hints)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package redact
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -39,7 +40,21 @@ type Redactor struct {
 type compiledPattern struct {
 	name  string
 	re    *regexp.Regexp
-	group int // index of the "secret" group, or 0 for the whole match
+	group int      // index of the "secret" group, or 0 for the whole match
+	hints [][]byte // lower-case literals every match contains; nil means none known
+}
+
+// mayMatch reports whether the pattern can match a document whose lower-case form is lower.
+func (p compiledPattern) mayMatch(lower []byte) bool {
+	if len(p.hints) == 0 {
+		return true
+	}
+	for _, h := range p.hints {
+		if bytes.Contains(lower, h) {
+			return true
+		}
+	}
+	return false
 }
 
 // finding is one secret replaced during a call, recorded under the lock once the call is done so the
@@ -57,7 +72,11 @@ func New(patterns []Pattern) *Redactor {
 			panic(fmt.Sprintf("redact: pattern %d (%q) has no Regexp", i, p.Name))
 		}
 		group := max(p.Regexp.SubexpIndex(secretGroup), 0)
-		r.patterns = append(r.patterns, compiledPattern{name: p.Name, re: p.Regexp, group: group})
+		var hints [][]byte
+		for _, h := range p.Hints {
+			hints = append(hints, []byte(strings.ToLower(h)))
+		}
+		r.patterns = append(r.patterns, compiledPattern{name: p.Name, re: p.Regexp, group: group, hints: hints})
 	}
 	return r
 }
