@@ -7,13 +7,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	git "github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/spf13/cobra"
 
 	"github.com/agentrewind/agentrewind/internal/engine/evidence"
+	"github.com/agentrewind/agentrewind/internal/engine/evidence/gittest"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 	"github.com/agentrewind/agentrewind/internal/engine/verdict/ledger"
 )
@@ -26,35 +24,9 @@ type planRepo struct {
 
 func newPlanRepo(t *testing.T, foreign bool) planRepo {
 	t.Helper()
-	dir := t.TempDir()
-	repo, err := git.PlainInit(dir, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wt, err := repo.Worktree()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tick := int64(0)
-	commit := func(msg, path string) string {
-		t.Helper()
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, path)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, path), []byte(msg), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := wt.Add(path); err != nil {
-			t.Fatal(err)
-		}
-		tick++
-		h, err := wt.Commit(msg, &git.CommitOptions{Author: &object.Signature{Name: "t", Email: "t@example.com", When: time.Unix(1_700_000_000+tick, 0)}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return h.String()
-	}
-	r := planRepo{dir: dir}
+	repo := gittest.New(t)
+	commit := func(msg, path string) string { return repo.Commit(msg, map[string]string{path: msg}) }
+	r := planRepo{dir: repo.Dir}
 	r.start = commit("init", "README.md")
 	r.s1 = commit("store", "lib/store.go")
 	if foreign {

@@ -2,7 +2,6 @@ package evidence
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -13,77 +12,31 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
+	"github.com/agentrewind/agentrewind/internal/engine/evidence/gittest"
 	"github.com/agentrewind/agentrewind/internal/engine/verdict/ledger"
 	"github.com/agentrewind/agentrewind/internal/engine/verdict/resume"
 )
 
-// fixture is a git repository built inside a test with go-git.
+// fixture is a git repository built inside the test (gittest) with the short names these tests use.
 type fixture struct {
+	*gittest.Repo
 	t    *testing.T
 	dir  string
 	repo *git.Repository
-	wt   *git.Worktree
-	tick int64
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	dir := t.TempDir()
-	repo, err := git.PlainInit(dir, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wt, err := repo.Worktree()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &fixture{t: t, dir: dir, repo: repo, wt: wt}
+	r := gittest.New(t)
+	return &fixture{Repo: r, t: t, dir: r.Dir, repo: r.Git}
 }
 
-func (f *fixture) sig() *object.Signature {
-	f.tick++
-	return &object.Signature{Name: "fixture", Email: "fixture@example.com", When: time.Unix(1_700_000_000+f.tick, 0)}
-}
-
-// commit writes the files (path → content) and commits them; it returns the commit's full SHA.
-func (f *fixture) commit(msg string, files map[string]string) string {
-	f.t.Helper()
-	for p, content := range files {
-		full := filepath.Join(f.dir, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			f.t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
-			f.t.Fatal(err)
-		}
-		if _, err := f.wt.Add(p); err != nil {
-			f.t.Fatal(err)
-		}
-	}
-	h, err := f.wt.Commit(msg, &git.CommitOptions{Author: f.sig()})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return h.String()
-}
+func (f *fixture) commit(msg string, files map[string]string) string { return f.Commit(msg, files) }
 
 // empty makes an --allow-empty commit whose message names a step: it proves nothing moved.
-func (f *fixture) empty(msg string) string {
-	f.t.Helper()
-	h, err := f.wt.Commit(msg, &git.CommitOptions{Author: f.sig(), AllowEmptyCommits: true})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return h.String()
-}
+func (f *fixture) empty(msg string) string { return f.Empty(msg) }
 
-// checkout switches to branch, creating it at the current HEAD when create is set.
-func (f *fixture) checkout(branch string, create bool) {
-	f.t.Helper()
-	if err := f.wt.Checkout(&git.CheckoutOptions{Branch: plumbing.NewBranchReferenceName(branch), Create: create}); err != nil {
-		f.t.Fatal(err)
-	}
-}
+func (f *fixture) checkout(branch string, create bool) { f.Checkout(branch, create) }
 
 func (f *fixture) open(ref string) *Workspace {
 	f.t.Helper()
@@ -336,7 +289,7 @@ func TestOpeningOrCloningSomethingWrongSaysWhatToDo(t *testing.T) {
 func TestOpenGitFindsTheRepositoryFromASubdirectoryAndPeelsTags(t *testing.T) {
 	f := newFixture(t)
 	h := f.commit("init", map[string]string{"lib/a.go": "a"})
-	if _, err := f.repo.CreateTag("v1", plumbing.NewHash(h), &git.CreateTagOptions{Tagger: f.sig(), Message: "v1"}); err != nil {
+	if _, err := f.repo.CreateTag("v1", plumbing.NewHash(h), &git.CreateTagOptions{Tagger: &object.Signature{Name: "fixture", Email: "fixture@example.com", When: time.Unix(1_700_000_100, 0)}, Message: "v1"}); err != nil {
 		t.Fatal(err)
 	}
 	f.commit("next", map[string]string{"lib/b.go": "b"})
