@@ -245,3 +245,12 @@ func TestVaultHashIsRecordedInMeta(t *testing.T) {
 		t.Fatalf("meta.vaultHash %q does not hash the vault: %v", meta.VaultHash, err)
 	}
 }
+
+func TestCreateNeedsADirectoryAndAnID(t *testing.T) {
+	if _, err := Create("", Meta{ID: "x"}, WriterOptions{}); err == nil || !strings.Contains(err.Error(), "directory") {
+		t.Fatalf("empty dir: %v", err)
+	}
+	if _, err := Create(t.TempDir(), Meta{}, WriterOptions{}); err == nil || !strings.Contains(err.Error(), "meta.ID") {
+		t.Fatalf("empty id: %v", err)
+	}
+}

@@ -43,6 +43,9 @@ func Create(dir string, meta Meta, opts WriterOptions) (*Writer, error) {
 	if meta.ID == "" {
 		return nil, errors.New("session: meta.ID is required")
 	}
+	if dir == "" {
+		return nil, errors.New("session: a directory to record into is required")
+	}
 	if err := os.MkdirAll(filepath.Join(dir, BlobsDir), 0o755); err != nil {
 		return nil, fmt.Errorf("session: creating %s: %w", dir, err)
 	}
