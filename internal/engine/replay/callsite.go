@@ -55,6 +55,7 @@ func trimFunction(fn string) string {
 	if i := strings.LastIndex(fn, "/"); i >= 0 {
 		fn = fn[i+1:]
 	}
+	fn = stripTypeArgs(fn)
 	parts := strings.Split(fn, ".")[1:] // drop the package name
 	for len(parts) > 1 && isGenerated(parts[len(parts)-1]) {
 		parts = parts[:len(parts)-1]
@@ -79,4 +80,22 @@ func isGenerated(seg string) bool {
 		}
 	}
 	return false
+}
+
+// stripTypeArgs removes the instantiation brackets of generic functions ("ask[...]" becomes "ask"), whose
+// dots would otherwise split the name.
+func stripTypeArgs(fn string) string {
+	var b strings.Builder
+	depth := 0
+	for _, r := range fn {
+		switch {
+		case r == '[':
+			depth++
+		case r == ']' && depth > 0:
+			depth--
+		case depth == 0:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }

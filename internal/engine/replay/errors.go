@@ -94,6 +94,9 @@ var ErrForkHalted = errors.New("fork halted: a tool call the recording does not 
 // and committed, with session_end marking the run as failed.
 var ErrHarnessPanicked = errors.New("the agent panicked")
 
+// ErrVaultNotSealed says a recording was committed without its vault: the key provider failed.
+var ErrVaultNotSealed = errors.New("the vault of redacted secrets could not be sealed")
+
 // ErrLiveModelRequired is returned when a call must go live and no live model was given.
 var ErrLiveModelRequired = errors.New("this call must go live but no live model was configured")
 

@@ -150,7 +150,7 @@ func Fork(ctx context.Context, opts ForkOptions, harness Harness) (*ForkResult, 
 	meta := r.newMeta(id)
 	meta.Parent, meta.ForkedAtStep = opts.Parent.Meta.ID, &at
 	rec, harnessErr, err := r.recordInto(ctx, opts.Dir, meta, harness)
-	if err != nil {
+	if rec == nil {
 		return nil, err
 	}
 	f := r.fork
@@ -164,7 +164,7 @@ func Fork(ctx context.Context, opts ForkOptions, harness Harness) (*ForkResult, 
 		reached := res.Trace.Reached(*opts.Goal)
 		res.ReachedGoal = &reached
 	}
-	return res, nil
+	return res, err // err is only ever ErrVaultNotSealed here: the child is committed
 }
 
 func orStrict(p DriftPolicy) DriftPolicy {

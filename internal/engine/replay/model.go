@@ -46,7 +46,7 @@ func (r *runner) modelCall(ctx context.Context, req session.Request, emit func(j
 	})
 	switch r.policy {
 	case Warn:
-		if rec := r.takeNearest(d); rec != nil {
+		if rec := r.takeNearest(d, ""); rec != nil {
 			r.tolerate(d)
 			return r.serveModel(ctx, c, rec, emit)
 		}
@@ -59,12 +59,18 @@ func (r *runner) modelCall(ctx context.Context, req session.Request, emit func(j
 }
 
 // failed records the event of a call that drifted, so a replay's trajectory shows where it stopped.
+// The event keeps only what drifted, not the request diff: the diff quotes request text, which is
+// redacted with the replay's patterns and not necessarily the recording's.
 func (r *runner) failed(c call, kind session.Kind, d *DriftError) {
 	ev := r.event(c, kind)
-	ev.Error = &session.SerializedError{Name: "DriftError", Message: d.Error()}
+	ev.Error = &session.SerializedError{Name: "DriftError",
+		Message: fmt.Sprintf("drift at step %d: %s from %s (fingerprint %s) matches no recorded call", d.Step, d.Kind, d.CallSite, short(d.Fingerprint))}
 	if r.fork != nil {
 		r.fork.diverged(c.step, d)
 	}
+	r.mu.Lock()
+	r.unresolved = append(r.unresolved, d)
+	r.mu.Unlock()
 	r.finish(&ev)
 }
 
@@ -133,7 +139,8 @@ func (r *runner) liveModel(ctx context.Context, c call, req session.Request, emi
 		r.skip(c.step)
 		return nil, fmt.Errorf("step %d: %w", c.step, ErrLiveModelRequired)
 	}
-	if r.fork != nil {
+	tail := r.fork != nil && r.phaseOf(c.step) == phaseLive // not a Passthrough call in the served prefix
+	if tail {
 		var err error
 		if req, err = r.fork.overrides.Apply(req, c.step); err != nil {
 			r.skip(c.step)
@@ -151,6 +158,7 @@ func (r *runner) liveModel(ctx context.Context, c call, req session.Request, emi
 	start := r.cfg.Now()
 	var resp *session.Response
 	var callErr error
+	defer r.recordPanic(ev)
 	if emit != nil {
 		resp, ev.Stream, callErr = r.liveStream(ctx, req, emit, start)
 	} else {
@@ -176,7 +184,9 @@ func (r *runner) liveModel(ctx context.Context, c call, req session.Request, emi
 	if r.fork != nil {
 		ev.Provenance = session.ProvenanceLive
 		r.fork.count(session.ProvenanceLive)
-		r.fork.spend(resp)
+		if tail {
+			r.fork.spend(resp) // tokensSpent is the tail's; a tolerated drift in the prefix is not
+		}
 	}
 	r.finish(&ev)
 	return resp, callErr
@@ -217,6 +227,18 @@ func (r *runner) redactChunks(chunks []session.Chunk) ([]session.Chunk, error) {
 		chunks[i].Data = red
 	}
 	return chunks, nil
+}
+
+// recordPanic records the event of a live call whose model or tool panicked, as an error, and lets the
+// panic go on: the step must not vanish from the recording, or every later event would wait behind it.
+func (r *runner) recordPanic(ev session.Event) {
+	p := recover()
+	if p == nil {
+		return
+	}
+	ev.Error = &session.SerializedError{Name: "Panic", Message: r.cfg.Redactor.String(fmt.Sprint(p))}
+	r.finish(&ev)
+	panic(p)
 }
 
 // serializeError records an error from a live call, redacted, so replay can return an equivalent one.

@@ -33,6 +33,8 @@ type RecordResult struct {
 
 // Record runs the harness against the live model and tools and records every boundary crossing into
 // a new session directory: redacted, with large fields in blobs, the vault sealed, and meta.json last.
+// When only the vault could not be sealed, the recording is still committed and returned together with
+// an error wrapping ErrVaultNotSealed.
 func Record(ctx context.Context, opts RecordOptions, harness Harness) (*RecordResult, error) {
 	r := newRunner(opts.Config)
 	r.model, r.tools, r.atStep = opts.Model, opts.Tools, 0
@@ -41,11 +43,10 @@ func Record(ctx context.Context, opts RecordOptions, harness Harness) (*RecordRe
 		id = r.cfg.NewUUID()
 	}
 	rec, harnessErr, err := r.recordInto(ctx, opts.Dir, r.newMeta(id), harness)
-	if err != nil {
-		return nil, err
+	if rec != nil {
+		rec.HarnessErr = harnessErr
 	}
-	rec.HarnessErr = harnessErr
-	return rec, nil
+	return rec, err
 }
 
 func (r *runner) newMeta(id string) session.Meta {
@@ -65,16 +66,21 @@ func (r *runner) recordInto(ctx context.Context, dir string, meta session.Meta, 
 	r.writer = w
 	harnessErr := r.run(ctx, meta, harness)
 	if r.writeErr != nil {
+		w.Abort()
 		return nil, nil, fmt.Errorf("recording %s: %w", dir, r.writeErr)
 	}
-	if err := r.sealVault(ctx, w); err != nil {
-		return nil, nil, err
-	}
+	// A vault that cannot be sealed must not cost the recording: the run is committed without it (its
+	// secrets stay redacted) and the error says so.
+	sealErr := r.sealVault(ctx, w)
 	committed, err := w.Close(func(m *session.Meta) { m.Redaction.Counts = r.cfg.Redactor.Counts() })
 	if err != nil {
 		return nil, nil, err
 	}
-	return &RecordResult{Meta: committed, Events: r.events}, harnessErr, nil
+	rec := &RecordResult{Meta: committed, Events: r.events}
+	if sealErr != nil {
+		return rec, harnessErr, fmt.Errorf("%w: %s was committed, but redacted secrets cannot be restored on replay: %w", ErrVaultNotSealed, dir, sealErr)
+	}
+	return rec, harnessErr, nil
 }
 
 // run frames the harness with session_start and session_end and waits for every event to be emitted.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentrewind/agentrewind/internal/engine/fingerprint"
+	"github.com/agentrewind/agentrewind/internal/engine/redact"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
 
@@ -498,5 +499,115 @@ func TestAPanickingAgentIsStillRecorded(t *testing.T) {
 	}
 	if kinds(s.Events) != "session_start,entropy,session_end" || *s.Events[2].OK {
 		t.Fatalf("events %s, end ok %v", kinds(s.Events), *s.Events[2].OK)
+	}
+}
+
+type failingKeys struct{}
+
+func (failingKeys) Key(context.Context) ([]byte, error) {
+	return nil, errors.New("key service unavailable")
+}
+
+func TestARecordingSurvivesAVaultThatCannotBeSealed(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "no-vault")
+	model := &fakeModel{answer: func(session.Request) string { return "key: " + canary }}
+	rec, err := Record(context.Background(), RecordOptions{Config: Config{Keys: failingKeys{}}, Dir: dir, Model: model},
+		func(ctx context.Context, ac AgentContext) error {
+			_, err := ac.Model(ctx, session.Request{Model: "m", Messages: []session.Message{userMessage("hi")}})
+			return err
+		})
+	if !errors.Is(err, ErrVaultNotSealed) || rec == nil {
+		t.Fatalf("got %v (result %v), want the recording and ErrVaultNotSealed", err, rec)
+	}
+	if _, err := session.Open(dir); err != nil {
+		t.Fatalf("the recording was not committed: %v", err)
+	}
+	assertNoCanary(t, dir)
+}
+
+// TestADriftTheAgentIgnoresStillFailsTheReplay: an agent that swallows the error of a call the
+// recording does not hold must not make a strict replay pass.
+func TestADriftTheAgentIgnoresStillFailsTheReplay(t *testing.T) {
+	s, _ := recordTriage(t, liveEntropy())
+	careless := func(ctx context.Context, ac AgentContext) error {
+		_, _ = ac.Tool(ctx, "ping", map[string]int{"n": 1}) // not in the recording; error ignored
+		return triageAgent(triageSystem)(ctx, ac)
+	}
+	_, err := Replay(context.Background(), ReplayOptions{Config: liveEntropy(), Session: s}, careless)
+	var d *DriftError
+	if !errors.As(err, &d) || d.Kind != session.KindToolCall {
+		t.Fatalf("got %v, want the ignored tool call's drift", err)
+	}
+}
+
+func TestWarnNeverAnswersAToolWithAnotherToolsRecording(t *testing.T) {
+	tools := map[string]Tool{"a": func(context.Context, json.RawMessage) (any, error) { return "A", nil },
+		"b": func(context.Context, json.RawMessage) (any, error) { return "B", nil }}
+	dir := filepath.Join(t.TempDir(), "warn")
+	if _, err := Record(context.Background(), RecordOptions{Dir: dir, Tools: tools}, func(ctx context.Context, ac AgentContext) error {
+		if _, err := ac.Tool(ctx, "a", 1); err != nil {
+			return err
+		}
+		_, err := ac.Tool(ctx, "b", 2)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := session.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got json.RawMessage
+	_, err = Replay(context.Background(), ReplayOptions{Session: s, DriftPolicy: Warn}, func(ctx context.Context, ac AgentContext) error {
+		_, _ = ac.Tool(ctx, "c", 9) // no recording of c: not answered with a's
+		var err error
+		got, err = ac.Tool(ctx, "a", 1)
+		return err
+	})
+	var d *DriftError
+	if !errors.As(err, &d) || d.Kind != session.KindToolCall || string(got) != `"A"` {
+		t.Fatalf("err %v, a answered %s; want a's own answer and the unanswerable c reported", err, got)
+	}
+}
+
+func TestAPanickingToolIsRecordedAsAnError(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "tool-panic")
+	tools := map[string]Tool{"boom": func(context.Context, json.RawMessage) (any, error) { panic("disk on fire") }}
+	_, err := Record(context.Background(), RecordOptions{Dir: dir, Tools: tools}, func(ctx context.Context, ac AgentContext) error {
+		_, err := ac.Tool(ctx, "boom", 1)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := session.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kinds(s.Events) != "session_start,tool_call,session_end" || s.Events[1].Error == nil || s.Events[1].Error.Name != "Panic" {
+		t.Fatalf("events %s, tool error %+v", kinds(s.Events), s.Events[1].Error)
+	}
+}
+
+func TestReplayRefusesARedactorWithoutTheRecordingsPatterns(t *testing.T) {
+	user, err := redact.ParsePatterns([]string{"internal-token=itk_[a-z0-9]{20}"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Redactor: redact.New(append(redact.BuiltinPatterns(), user...))}
+	dir := filepath.Join(t.TempDir(), "custom")
+	if _, err := Record(context.Background(), RecordOptions{Config: cfg, Dir: dir, Model: triageModel()}, func(ctx context.Context, ac AgentContext) error {
+		_, err := ac.Model(ctx, session.Request{Model: "m", Messages: []session.Message{userMessage("itk_abcdefghij0123456789")}})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := session.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Replay(context.Background(), ReplayOptions{Session: s}, func(context.Context, AgentContext) error { return nil })
+	if err == nil || !strings.Contains(err.Error(), "internal-token") {
+		t.Fatalf("got %v, want a refusal naming the missing pattern", err)
 	}
 }

@@ -59,7 +59,14 @@ func Replay(ctx context.Context, opts ReplayOptions, harness Harness) (*ReplayRe
 		r.sleep = opts.Sleep
 	}
 	err = r.run(ctx, opts.Session.Meta, harness)
+	r.mu.Lock()
 	res := &ReplayResult{Events: r.events, Drifts: r.drifts, Reorders: r.reorders, LiveCalls: r.live}
+	unresolved := r.unresolved
+	r.mu.Unlock()
+	// A drift fails the replay even when the agent swallowed the error its call returned.
+	if len(unresolved) > 0 {
+		return res, unresolved[0]
+	}
 	if err != nil {
 		return res, err
 	}

@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -67,17 +68,38 @@ func (c Config) withDefaults() Config {
 // matchRecording makes cfg fingerprint the way the recording did: a request hashed in another mode
 // never matches, so a replay takes the recording's mode and refuses a conflicting one.
 func matchRecording(cfg Config, s *session.Session) (Config, error) {
+	requested := cfg.FingerprintMode
+	cfg = cfg.withDefaults()
+	if missing := missingPatterns(s.Meta.Redaction.Patterns, cfg.Redactor.PatternNames()); len(missing) > 0 {
+		return cfg, fmt.Errorf("session %s was redacted with patterns this replay does not have (%s): configure the "+
+			"recording's redaction patterns, or its secrets would neither match nor stay redacted", s.Meta.ID, strings.Join(missing, ", "))
+	}
 	recorded := fingerprint.Mode(s.Meta.FingerprintMode)
 	switch {
 	case recorded == "":
 		return cfg, nil
-	case cfg.FingerprintMode == "":
+	case requested == "":
 		cfg.FingerprintMode = recorded
-	case cfg.FingerprintMode != recorded:
+	case requested != recorded:
 		return cfg, fmt.Errorf("session %s was recorded with %s fingerprints; replaying it with %s fingerprints would match nothing (leave FingerprintMode unset)",
 			s.Meta.ID, recorded, cfg.FingerprintMode)
 	}
 	return cfg, nil
+}
+
+// missingPatterns lists the recorded pattern names the configured redactor lacks.
+func missingPatterns(recorded, configured []string) []string {
+	have := map[string]bool{}
+	for _, n := range configured {
+		have[n] = true
+	}
+	var missing []string
+	for _, n := range recorded {
+		if !have[n] {
+			missing = append(missing, n)
+		}
+	}
+	return missing
 }
 
 // phase says how one call is answered.
@@ -104,16 +126,18 @@ type runner struct {
 
 	root *lane
 
-	mu       sync.Mutex
-	nextStep int64
-	pending  map[int64]*session.Event // completed events waiting for earlier steps; nil marks a gap
-	flushed  int64
-	events   []session.Event
-	writer   *session.Writer
-	writeErr error
-	drifts   []*DriftError
-	reorders []Reorder
-	live     int // calls that went live
+	mu         sync.Mutex
+	nextStep   int64
+	pending    map[int64]*session.Event // completed events waiting for earlier steps; nil marks a gap
+	flushed    int64
+	events     []session.Event
+	writer     *session.Writer
+	writeErr   error
+	drifts     []*DriftError // tolerated by Warn or Passthrough
+	unresolved []*DriftError // returned to the harness as errors
+	reorders   []Reorder
+	live       int // calls that went live
+	closed     bool
 }
 
 func newRunner(cfg Config) *runner {
@@ -164,6 +188,9 @@ func (r *runner) phaseOf(step int64) phase {
 func (r *runner) finish(ev *session.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.closed {
+		return // a call the harness left running after it returned: the run is already framed
+	}
 	r.pending[ev.Step] = ev
 	r.flushLocked()
 }
@@ -203,6 +230,7 @@ func (r *runner) drain() {
 		r.flushed = s
 		r.flushLocked()
 	}
+	r.closed = true
 }
 
 // redactJSON redacts a document for storage and hashing.
@@ -269,9 +297,11 @@ func (r *runner) tolerate(d *DriftError) {
 	r.cfg.Logf("tolerated (%s): %v", r.policy, d)
 }
 
-// takeNearest serves the nearest recorded call in place of a drifted one (Warn policy).
-func (r *runner) takeNearest(d *DriftError) *session.Event {
-	if d.Nearest == nil {
+// takeNearest serves the nearest recorded call in place of a drifted one (Warn policy). A tool call is
+// only ever answered by a recording of the same tool (name non-empty); otherwise nothing is consumed,
+// so the recorded call stays available to the call that really matches it.
+func (r *runner) takeNearest(d *DriftError, name string) *session.Event {
+	if d.Nearest == nil || (name != "" && d.Nearest.Name != name) {
 		return nil
 	}
 	r.mu.Lock()

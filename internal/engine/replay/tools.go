@@ -50,7 +50,7 @@ func (r *runner) Tool(ctx context.Context, name string, args any, opts ...CallOp
 		})
 	switch r.policy {
 	case Warn:
-		if rec := r.takeNearest(d); rec != nil && rec.Name == name {
+		if rec := r.takeNearest(d, name); rec != nil {
 			r.tolerate(d)
 			return r.serveTool(ev, rec)
 		}
@@ -107,7 +107,7 @@ func (r *runner) liveTool(ctx context.Context, ev session.Event, args json.RawMe
 		return nil, err
 	}
 	start := r.cfg.Now()
-	result, callErr := handler(ctx, args)
+	result, callErr := r.callTool(ctx, handler, ev, args)
 	r.countLive()
 	ev.LatencyMs = r.cfg.Now().Sub(start).Milliseconds()
 	if callErr != nil {
@@ -118,7 +118,7 @@ func (r *runner) liveTool(ctx context.Context, ev session.Event, args json.RawMe
 	resultJSON, err := json.Marshal(result)
 	if err != nil {
 		serr := &SerializationError{Step: ev.Step, Tool: ev.Name, What: "result", Err: err}
-		ev.Error = &session.SerializedError{Name: "SerializationError", Message: serr.Error()}
+		ev.Error = &session.SerializedError{Name: "SerializationError", Message: r.cfg.Redactor.String(serr.Error())}
 		r.finish(&ev)
 		return nil, serr
 	}
@@ -128,4 +128,10 @@ func (r *runner) liveTool(ctx context.Context, ev session.Event, args json.RawMe
 	}
 	r.finish(&ev)
 	return resultJSON, nil
+}
+
+// callTool runs a live tool; if it panics, its event is recorded before the panic goes on.
+func (r *runner) callTool(ctx context.Context, handler Tool, ev session.Event, args json.RawMessage) (any, error) {
+	defer r.recordPanic(ev)
+	return handler(ctx, args)
 }

@@ -154,6 +154,19 @@ func (w *Writer) SetVault(sealed []byte) error {
 	return nil
 }
 
+// Abort closes the events log without committing: the directory keeps what was written, and readers
+// see an uncommitted session.
+func (w *Writer) Abort() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return
+	}
+	w.closed = true
+	_ = w.buf.Flush()
+	_ = w.file.Close()
+}
+
 // Close flushes events.jsonl, then writes meta.json with the events hash and count. Until Close
 // returns nil the session is not committed.
 func (w *Writer) Close(update func(*Meta)) (Meta, error) {
