@@ -227,7 +227,7 @@ func (r *Redactor) cleanDocument(doc []byte) ([]byte, bool) {
 		return nil, false
 	}
 	lower := bytes.ToLower(doc)
-	for _, p := range r.patterns {
+	for _, p := range r.all() {
 		if p.mayMatch(lower) && p.re.Match(doc) {
 			return nil, false
 		}

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // TokenPrefix starts every redaction token.
@@ -30,7 +31,8 @@ func Token(secret string) string {
 
 // Redactor replaces secrets by tokens and remembers what it replaced. It is safe for concurrent use.
 type Redactor struct {
-	patterns []compiledPattern
+	patterns []compiledPattern                 // configured, fixed after New
+	literals atomic.Pointer[[]compiledPattern] // learned while recording (AddLiteral), copy-on-write
 
 	mu      sync.Mutex
 	counts  map[string]int    // pattern name → occurrences redacted
@@ -42,6 +44,8 @@ type compiledPattern struct {
 	re    *regexp.Regexp
 	group int      // index of the "secret" group, or 0 for the whole match
 	hints [][]byte // lower-case literals every match contains; nil means none known
+	// literal is the secret itself for a pattern added by AddLiteral.
+	literal string
 }
 
 // mayMatch reports whether the pattern can match a document whose lower-case form is lower.
@@ -119,10 +123,42 @@ func (r *Redactor) record(found []finding) {
 // redact applies every pattern in order. Only secrets starting at or after byte from are replaced:
 // that lets a caller prepend context (a JSON key) that patterns may match on but must not rewrite.
 func (r *Redactor) redact(s string, from int, found *[]finding) string {
-	for _, p := range r.patterns {
+	for _, p := range r.all() {
 		s = p.replace(s, from, found)
 	}
 	return s
+}
+
+// all is the configured patterns followed by the learned literals.
+func (r *Redactor) all() []compiledPattern {
+	lits := r.literals.Load()
+	if lits == nil {
+		return r.patterns
+	}
+	return append(r.patterns[:len(r.patterns):len(r.patterns)], *lits...)
+}
+
+// AddLiteral makes every later occurrence of secret a redacted secret, counted under name. It is for
+// values known to be secret at run time that no pattern describes, such as a credential the agent
+// read from its environment. Literals are not part of PatternNames: they are learned, not configured.
+func (r *Redactor) AddLiteral(name, secret string) {
+	if secret == "" {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var next []compiledPattern
+	if cur := r.literals.Load(); cur != nil {
+		for _, p := range *cur {
+			if p.literal == secret {
+				return
+			}
+		}
+		next = append(next, *cur...)
+	}
+	next = append(next, compiledPattern{name: name, re: regexp.MustCompile(regexp.QuoteMeta(secret)),
+		hints: [][]byte{bytes.ToLower([]byte(secret))}, literal: secret})
+	r.literals.Store(&next)
 }
 
 func (p compiledPattern) replace(s string, from int, found *[]finding) string {

@@ -136,3 +136,21 @@ func TestNewPanicsOnPatternWithoutRegexp(t *testing.T) {
 	}()
 	New([]Pattern{{Name: "broken"}})
 }
+
+func TestLiteralSecretsAreRedactedButNotConfiguration(t *testing.T) {
+	r := New(BuiltinPatterns())
+	before := len(r.PatternNames())
+	r.AddLiteral("env-secret", "hunter2-correct-horse")
+	r.AddLiteral("env-secret", "hunter2-correct-horse") // twice is once
+	got, err := r.JSON([]byte(`{"password":"hunter2-correct-horse","note":"pw is hunter2-correct-horse"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := Token("hunter2-correct-horse")
+	if strings.Contains(string(got), "hunter2") || strings.Count(string(got), tok) != 2 {
+		t.Fatalf("redacted %s", got)
+	}
+	if r.Counts()["env-secret"] != 2 || len(r.PatternNames()) != before {
+		t.Fatalf("counts %v, pattern names %v", r.Counts(), r.PatternNames())
+	}
+}

@@ -154,3 +154,27 @@ func TestPackedBundleHoldsOnlyTokensAndStillReplays(t *testing.T) {
 		t.Fatal("a bundle without its vault restored the secret")
 	}
 }
+
+func TestASecretReadFromTheEnvironmentNeverReachesStorage(t *testing.T) {
+	const password = "hunter2-but-longer"
+	cfg := liveEntropy()
+	cfg.Getenv = func(k string) string {
+		return map[string]string{"DB_PASSWORD": password, "LOG_LEVEL": "info-verbose"}[k]
+	}
+	tools := map[string]Tool{"connect": func(context.Context, json.RawMessage) (any, error) { return "connected", nil }}
+	dir := filepath.Join(t.TempDir(), "env")
+	rec, err := Record(context.Background(), RecordOptions{Config: cfg, Dir: dir, Tools: tools}, func(ctx context.Context, ac AgentContext) error {
+		_, err := ac.Tool(ctx, "connect", map[string]string{"password": ac.Env(ctx, "DB_PASSWORD"), "level": ac.Env(ctx, "LOG_LEVEL")})
+		return err
+	})
+	if err != nil || rec.HarnessErr != nil {
+		t.Fatal(err, rec.HarnessErr)
+	}
+	data, _ := os.ReadFile(filepath.Join(dir, session.EventsFile))
+	if bytes.Contains(data, []byte(password)) || !bytes.Contains(data, []byte("info-verbose")) {
+		t.Fatalf("events.jsonl: %s", data)
+	}
+	if rec.Meta.Redaction.Counts["env-secret"] != 1 {
+		t.Fatalf("counts %v", rec.Meta.Redaction.Counts)
+	}
+}

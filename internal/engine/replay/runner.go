@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/big"
 	"os"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -321,6 +322,12 @@ func (r *runner) Go(ctx context.Context) context.Context {
 	return withLane(ctx, laneOf(ctx, r.root).child())
 }
 
+// secretEnvName matches environment variable names that hold credentials.
+var secretEnvName = regexp.MustCompile(`(?i)(key|secret|token|passw|pwd|credential)`)
+
+// minEnvSecretLen keeps short values ("1", "true") from being redacted everywhere they occur.
+const minEnvSecretLen = 8
+
 // Env implements AgentContext. The read is noted, never the value: an environment variable may hold a
 // secret no redaction pattern knows.
 func (r *runner) Env(ctx context.Context, key string) string {
@@ -328,6 +335,10 @@ func (r *runner) Env(ctx context.Context, key string) string {
 	state := "unset"
 	if v != "" {
 		state = "set"
+	}
+	if secretEnvName.MatchString(key) && len(v) >= minEnvSecretLen {
+		// The agent may pass the value on to a model or tool; no pattern knows its shape.
+		r.cfg.Redactor.AddLiteral("env-secret", v)
 	}
 	r.Note(ctx, fmt.Sprintf("env %s (%s)", key, state))
 	return v
