@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/agentrewind/agentrewind/internal/blobstore"
+	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
 
 // envStore names the default --store.
@@ -22,6 +24,7 @@ const envStore = "AGENTREWIND_STORE"
 type storeFlags struct {
 	store, endpoint, region, caFile string
 	insecure, createBucket          bool
+	verifyStored                    bool
 	parallel                        int
 	output                          string
 }
@@ -67,7 +70,8 @@ func (f *storeFlags) open(ctx context.Context, progress func(blobstore.Progress)
 	if err != nil {
 		return nil, loc, err
 	}
-	return blobstore.NewSessionStore(objects, layout, blobstore.StoreOptions{Parallelism: f.parallel, Progress: progress}), loc, nil
+	return blobstore.NewSessionStore(objects, layout, blobstore.StoreOptions{Parallelism: f.parallel, Progress: progress,
+		VerifyStored: f.verifyStored}), loc, nil
 }
 
 func newPushCommand() *cobra.Command {
@@ -103,6 +107,8 @@ AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN.`,
 	}
 	f.register(cmd, true)
 	cmd.Flags().BoolVar(&f.createBucket, "create-bucket", false, "create the bucket if it does not exist")
+	cmd.Flags().BoolVar(&f.verifyStored, "verify-stored", false,
+		"read back and hash every object already in the store and upload it again if damaged (repairs a store a pull reported corrupt)")
 	return cmd
 }
 
@@ -164,6 +170,10 @@ the session unseals it with the key from the Kubernetes Secret or the local key 
 			res, err := store.Pull(cmd.Context(), args[0], args[1])
 			progress.finish()
 			if err != nil {
+				var dm *session.DigestMismatchError
+				if errors.As(err, &dm) {
+					err = fmt.Errorf("%w\nnothing was written; to repair the store, push an intact copy of the session with --verify-stored", err)
+				}
 				return classify(fmt.Errorf("pull %s from %s: %w", args[0], loc, err))
 			}
 			if f.output == "json" {

@@ -161,6 +161,9 @@ func parseEndpoint(endpoint string) (host string, secure bool, err error) {
 	if endpoint == "" {
 		return "", false, fmt.Errorf("no S3 endpoint: pass --endpoint https://host[:port] or set %s", EnvEndpoint)
 	}
+	if carriesCredentials(endpoint) {
+		return "", false, errors.New("S3 endpoint: credentials do not belong in the URL: use AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a Secret")
+	}
 	if !strings.Contains(endpoint, "://") {
 		endpoint = "https://" + endpoint
 	}
@@ -283,6 +286,9 @@ func (u StoreURL) String() string {
 // ParseStoreURL parses s3://bucket[/prefix]. The endpoint is not part of it: S3-compatible servers
 // are many, so it comes from --endpoint or AGENTREWIND_S3_ENDPOINT.
 func ParseStoreURL(s string) (StoreURL, error) {
+	if carriesCredentials(s) {
+		return StoreURL{}, errors.New("store URL: credentials do not belong in the URL: use AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a Secret")
+	}
 	u, err := url.Parse(s)
 	if err != nil {
 		return StoreURL{}, fmt.Errorf("store URL %q: %v: write it as s3://bucket/prefix", s, err)
@@ -303,4 +309,17 @@ func ParseStoreURL(s string) (StoreURL, error) {
 		return StoreURL{}, fmt.Errorf("store URL %q: %w", s, err)
 	}
 	return StoreURL{Bucket: u.Host, Prefix: layout.Prefix()}, nil
+}
+
+// carriesCredentials reports whether a URL's authority holds user information. It looks at the raw
+// text before any parsing, so that no error message can echo a key that a malformed URL carried.
+func carriesCredentials(raw string) bool {
+	rest := raw
+	if i := strings.Index(rest, "://"); i >= 0 {
+		rest = rest[i+3:]
+	}
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		rest = rest[:i]
+	}
+	return strings.Contains(rest, "@")
 }

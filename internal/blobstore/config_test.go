@@ -231,3 +231,17 @@ func TestTLSOptionsBuildTheTransport(t *testing.T) {
 		t.Errorf("a missing CA file: %v", err)
 	}
 }
+
+func TestMalformedURLsWithCredentialsNeverEchoThem(t *testing.T) {
+	const secret = "wJalrXUtnFEMI"
+	for _, raw := range []string{"ftp://AKIA:" + secret + "@host", "https://AKIA:" + secret + "%zz@host"} {
+		if _, _, err := parseEndpoint(raw); err == nil || strings.Contains(err.Error(), secret) {
+			t.Errorf("endpoint %q: %v", raw, err)
+		}
+	}
+	for _, raw := range []string{"s4://AKIA:" + secret + "@bucket/p", "s3://AKIA:" + secret + "%zz@bucket/p"} {
+		if _, err := ParseStoreURL(raw); err == nil || strings.Contains(err.Error(), secret) {
+			t.Errorf("store URL %q: %v", raw, err)
+		}
+	}
+}

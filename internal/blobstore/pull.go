@@ -38,7 +38,10 @@ func (s *SessionStore) Pull(ctx context.Context, id, dir string) (*PullResult, e
 	if err != nil {
 		return nil, err
 	}
-	dir = filepath.Clean(dir)
+	// Absolute, so that "." names a directory that can be removed and renamed over.
+	if dir, err = filepath.Abs(dir); err != nil {
+		return nil, err
+	}
 	if err := checkDestination(dir); err != nil {
 		return nil, err
 	}

@@ -297,7 +297,10 @@ func (s *SessionStore) pushBlob(ctx context.Context, dir string, b localBlob) (u
 	key := s.layout.Blob(b.hash)
 	info, err := s.objects.Stat(ctx, key)
 	if err == nil && info.Size == b.size {
-		return false, nil
+		intact, verr := s.storedIntact(ctx, key, b.hash)
+		if verr != nil || intact {
+			return false, verr
+		}
 	}
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return false, err
@@ -326,7 +329,7 @@ func (s *SessionStore) pushBlob(ctx context.Context, dir string, b localBlob) (u
 // whether it uploaded.
 func (s *SessionStore) pushEvents(ctx context.Context, local *localSession, res *PushResult, t *tracker) (bool, error) {
 	t.phase(PhaseEvents, 0)
-	return s.pushFile(ctx, s.layout.SessionEvents(local.meta.ID), local.events, local.eventsSize, res.AlreadyCommitted, t)
+	return s.pushFile(ctx, s.layout.SessionEvents(local.meta.ID), local.events, local.eventsSize, local.meta.EventsHash, res.AlreadyCommitted, t)
 }
 
 // pushVault uploads the sealed vault, verified by openLocal, unless the session declares none or is
@@ -338,17 +341,23 @@ func (s *SessionStore) pushVault(ctx context.Context, local *localSession, res *
 		return false, nil
 	}
 	t.phase(PhaseVault, 0)
-	return s.pushFile(ctx, s.layout.SessionVault(local.meta.ID), local.vault, local.vaultSize, res.AlreadyCommitted, t)
+	return s.pushFile(ctx, s.layout.SessionVault(local.meta.ID), local.vault, local.vaultSize, local.meta.VaultHash, res.AlreadyCommitted, t)
 }
 
 // pushFile uploads one of the session's own objects from f, already verified. When the session is
 // already committed and the store holds the object at its size it is not sent again, so a re-push
 // changes nothing; one missing or of another size is replaced, which repairs it.
-func (s *SessionStore) pushFile(ctx context.Context, key string, f *os.File, size int64, committed bool, t *tracker) (bool, error) {
+func (s *SessionStore) pushFile(ctx context.Context, key string, f *os.File, size int64, hash string, committed bool, t *tracker) (bool, error) {
 	if committed {
 		if info, err := s.objects.Stat(ctx, key); err == nil && info.Size == size {
-			t.done(key, size, true)
-			return false, nil
+			intact, verr := s.storedIntact(ctx, key, hash)
+			if verr != nil {
+				return false, verr
+			}
+			if intact {
+				t.done(key, size, true)
+				return false, nil
+			}
 		}
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
@@ -409,4 +418,28 @@ func (s *SessionStore) commit(ctx context.Context, key string, meta []byte) erro
 func fileExists(path string) bool {
 	_, err := os.Lstat(path)
 	return err == nil
+}
+
+// storedIntact says whether a stored object of the right size may be skipped. Without VerifyStored the
+// size is trusted; with it the object is read back and hashed, and a mismatch means upload it again.
+func (s *SessionStore) storedIntact(ctx context.Context, key, hash string) (bool, error) {
+	if !s.verify {
+		return true, nil
+	}
+	rc, err := s.objects.Get(ctx, key)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer rc.Close()
+	var dm *session.DigestMismatchError
+	switch err := copyVerified(io.Discard, rc, hash, s.name(key)); {
+	case errors.As(err, &dm):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return true, nil
 }

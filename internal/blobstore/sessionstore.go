@@ -22,6 +22,7 @@ type SessionStore struct {
 	layout   Layout
 	parallel int
 	progress func(Progress)
+	verify   bool
 }
 
 // StoreOptions tune a SessionStore.
@@ -30,6 +31,10 @@ type StoreOptions struct {
 	Parallelism int
 	// Progress, when set, is called as objects are transferred. Calls never overlap; keep it quick.
 	Progress func(Progress)
+	// VerifyStored makes a push read back and hash every object it would skip as already stored, and
+	// upload it again when it does not match. A skip otherwise trusts an object of the right size, so
+	// this is how a store damaged at rest is repaired from an intact local copy.
+	VerifyStored bool
 }
 
 // NewSessionStore returns the session store over objects with the given layout.
@@ -37,7 +42,7 @@ func NewSessionStore(objects ObjectStore, layout Layout, opts StoreOptions) *Ses
 	if opts.Parallelism <= 0 {
 		opts.Parallelism = 8
 	}
-	return &SessionStore{objects: objects, layout: layout, parallel: opts.Parallelism, progress: opts.Progress}
+	return &SessionStore{objects: objects, layout: layout, parallel: opts.Parallelism, progress: opts.Progress, verify: opts.VerifyStored}
 }
 
 // Layout is the key layout the store writes.
