@@ -147,7 +147,7 @@ type JSONPatchOperation struct {
 	// +kubebuilder:validation:XValidation:rule="self == '' || self.startsWith('/')",message="path must be a JSON Pointer: empty or starting with '/'"
 	Path string `json:"path"`
 
-	// value is the JSON value for add, replace and test; remove takes none.
+	// value is the JSON value for add, replace and test; remove ignores it.
 	// +optional
 	Value *apiextensionsv1.JSON `json:"value,omitempty"`
 }

@@ -20,12 +20,16 @@ import (
 // envStore names the default --store.
 const envStore = "AGENTREWIND_STORE"
 
+// defaultMinThroughput is the store's default slowest tolerated transfer, 1 MiB/s.
+const defaultMinThroughput = 1 << 20
+
 // storeFlags are the flags every store command shares.
 type storeFlags struct {
 	store, endpoint, region, caFile string
 	insecure, createBucket          bool
 	verifyStored                    bool
 	parallel                        int
+	requestTimeout                  time.Duration
 	output                          string
 }
 
@@ -39,6 +43,8 @@ func (f *storeFlags) register(cmd *cobra.Command, transfers bool) {
 	if transfers {
 		fl.IntVar(&f.parallel, "parallel", 8, "objects transferred at once")
 	}
+	fl.DurationVar(&f.requestTimeout, "request-timeout", 30*time.Second,
+		"how long one request may wait for the server; transfers also get time in proportion to their size")
 	outputFlag(cmd, &f.output)
 }
 
@@ -61,7 +67,13 @@ func (f *storeFlags) open(ctx context.Context, progress func(blobstore.Progress)
 		return nil, loc, err
 	}
 	cfg := blobstore.Config{Endpoint: f.endpoint, Region: f.region, Bucket: loc.Bucket, Prefix: loc.Prefix,
-		TLS: blobstore.TLSConfig{CAFile: f.caFile, InsecureSkipVerify: f.insecure}, Credentials: creds, CreateBucket: f.createBucket}
+		TLS: blobstore.TLSConfig{CAFile: f.caFile, InsecureSkipVerify: f.insecure}, Credentials: creds, CreateBucket: f.createBucket,
+		RequestTimeout: f.requestTimeout}
+	if f.parallel > 1 {
+		// Parallel transfers share the link: each is given time as if it had only its share of the
+		// slowest throughput the store tolerates, or a slow uplink would time every large upload out.
+		cfg.MinThroughput = defaultMinThroughput / int64(f.parallel)
+	}
 	objects, err := blobstore.Open(ctx, cfg)
 	if err != nil {
 		return nil, loc, err

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/agentrewind/agentrewind/internal/engine/fingerprint"
 )
 
 // applyPatch applies one RFC 6902 add, remove, replace or test operation to a JSON document.
@@ -33,9 +35,7 @@ func applyPatch(doc []byte, op PatchOperation) ([]byte, error) {
 			return nil, fmt.Errorf("value: %w", err)
 		}
 	case "remove":
-		if len(op.Value) != 0 {
-			return nil, errors.New("remove takes no value")
-		}
+		// RFC 6902 §4: members an operation does not define are ignored.
 	default:
 		return nil, fmt.Errorf("unsupported op %q (use add, remove, replace or test)", op.Op)
 	}
@@ -44,7 +44,7 @@ func applyPatch(doc []byte, op PatchOperation) ([]byte, error) {
 		case "remove":
 			return nil, errors.New("cannot remove the whole document")
 		case "test":
-			if !jsonEqual(root, value) {
+			if !patchEqual(root, value) {
 				return nil, errors.New("test failed: the document differs")
 			}
 			return doc, nil
@@ -83,7 +83,7 @@ func applyAt(root, parent any, path []string, last, op string, value any) (any, 
 			}
 			delete(c, last)
 		case "test":
-			if !exists || !jsonEqual(c[last], value) {
+			if !exists || !patchEqual(c[last], value) {
 				return nil, fmt.Errorf("test failed at %q", last)
 			}
 		}
@@ -91,9 +91,9 @@ func applyAt(root, parent any, path []string, last, op string, value any) (any, 
 	case []any:
 		idx := len(c)
 		if last != "-" {
-			n, err := strconv.Atoi(last)
-			if err != nil || n < 0 {
-				return nil, fmt.Errorf("%q is not an array index", last)
+			n, err := arrayIndex(last)
+			if err != nil {
+				return nil, err
 			}
 			idx = n
 		}
@@ -113,7 +113,7 @@ func applyAt(root, parent any, path []string, last, op string, value any) (any, 
 				c[idx] = value
 				return root, nil
 			case "test":
-				if !jsonEqual(c[idx], value) {
+				if !patchEqual(c[idx], value) {
 					return nil, fmt.Errorf("test failed at index %d", idx)
 				}
 				return root, nil
@@ -140,7 +140,7 @@ func setAt(root any, path []string, v any) (any, error) {
 	case map[string]any:
 		c[last] = v
 	case []any:
-		n, _ := strconv.Atoi(last)
+		n, _ := arrayIndex(last)
 		c[n] = v
 	}
 	return root, nil
@@ -156,8 +156,8 @@ func walkPointer(v any, tokens []string) (any, error) {
 			}
 			v = next
 		case []any:
-			n, err := strconv.Atoi(t)
-			if err != nil || n < 0 || n >= len(c) {
+			n, err := arrayIndex(t)
+			if err != nil || n >= len(c) {
 				return nil, fmt.Errorf("%q is not an index of a %d-element array", t, len(c))
 			}
 			v = c[n]
@@ -181,4 +181,25 @@ func parsePointer(p string) ([]string, error) {
 		parts[i] = strings.ReplaceAll(strings.ReplaceAll(part, "~1", "/"), "~0", "~")
 	}
 	return parts, nil
+}
+
+// arrayIndex parses an RFC 6901 array index: "0" or a number without a sign or leading zero.
+func arrayIndex(tok string) (int, error) {
+	if tok == "" || (len(tok) > 1 && tok[0] == '0') || strings.TrimLeft(tok, "0123456789") != "" {
+		return 0, fmt.Errorf("%q is not an array index", tok)
+	}
+	return strconv.Atoi(tok)
+}
+
+// patchEqual compares two JSON values as RFC 6902 test does: numbers by value, objects regardless of
+// member order.
+func patchEqual(a, b any) bool {
+	x, errA := json.Marshal(a)
+	y, errB := json.Marshal(b)
+	if errA != nil || errB != nil {
+		return false
+	}
+	cx, errA := fingerprint.CanonicalizeJSON(x)
+	cy, errB := fingerprint.CanonicalizeJSON(y)
+	return errA == nil && errB == nil && bytes.Equal(cx, cy)
 }
