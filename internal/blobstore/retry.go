@@ -98,6 +98,9 @@ func retryable(parent context.Context, err error) bool {
 	if isTLSConfigError(err) {
 		return false // a wrong certificate does not fix itself
 	}
+	if errors.Is(err, errListOutOfOrder) {
+		return false // the server does not honour start-after; a retry would go backwards again
+	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return true // the attempt's own timeout: the caller's context is still live
 	}

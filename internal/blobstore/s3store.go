@@ -173,10 +173,18 @@ func (s *S3ObjectStore) listFrom(ctx context.Context, prefix string, out *[]Obje
 		if oi.Err != nil {
 			return oi.Err
 		}
+		// Keys come in ascending order; a server that goes back (ignoring start-after after a fault)
+		// would make the listing repeat itself forever.
+		if n := len(*out); n > 0 && oi.Key <= (*out)[n-1].Key {
+			return fmt.Errorf("%w: the server listed %q after %q", errListOutOfOrder, oi.Key, (*out)[n-1].Key)
+		}
 		*out = append(*out, objectInfo(oi))
 	}
 	return ctx.Err()
 }
+
+// errListOutOfOrder is a listing that went backwards; retrying would not help.
+var errListOutOfOrder = errors.New("object listing out of order")
 
 func objectInfo(oi minio.ObjectInfo) ObjectInfo {
 	return ObjectInfo{Key: oi.Key, Size: oi.Size, ETag: oi.ETag, LastModified: oi.LastModified}
