@@ -128,18 +128,18 @@ func printPush(w io.Writer, output string, loc blobstore.StoreURL, res *blobstor
 	if output == "json" {
 		out := map[string]any{"session": res.ID, "store": loc.String(), "blobs": res.Blobs,
 			"blobsUploaded": res.BlobsUploaded, "blobsSkipped": res.BlobsSkipped, "bytesUploaded": res.BytesUploaded,
-			"bytesSkipped": res.BytesSkipped, "alreadyCommitted": res.AlreadyCommitted,
+			"bytesSkipped": res.BytesSkipped, "bytesSent": res.BytesSent, "eventsUploaded": res.EventsUploaded, "alreadyCommitted": res.AlreadyCommitted,
 			"hasVault": res.HasVault, "vaultUploaded": res.VaultUploaded, "vaultSkipped": res.VaultSkipped}
 		if res.VaultSkipped {
 			out["vaultSkipReason"] = res.VaultSkipReason
 		}
 		return writeJSON(w, out)
 	}
-	if res.AlreadyCommitted && res.BlobsUploaded == 0 && !res.VaultUploaded {
+	if res.BytesSent == 0 {
 		fmt.Fprintf(w, "session %s is already in %s: nothing to upload\n", res.ID, loc)
 	} else {
 		fmt.Fprintf(w, "pushed session %s to %s: %d blobs (%d uploaded, %d already stored), %s sent\n",
-			res.ID, loc, res.Blobs, res.BlobsUploaded, res.BlobsSkipped, storeBytes(res.BytesUploaded))
+			res.ID, loc, res.Blobs, res.BlobsUploaded, res.BlobsSkipped, storeBytes(res.BytesSent))
 	}
 	if line := pushVaultLine(res); line != "" {
 		fmt.Fprintln(w, line)

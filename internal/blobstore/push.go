@@ -21,6 +21,10 @@ type PushResult struct {
 	Blobs, BlobsUploaded, BlobsSkipped int
 	// BytesUploaded and BytesSkipped count blob bytes, as the blob counts do.
 	BytesUploaded, BytesSkipped int64
+	// EventsUploaded says this push sent events.jsonl (a re-push of a committed session finds it).
+	EventsUploaded bool
+	// BytesSent is everything this push sent: blobs, events.jsonl, the vault and meta.json.
+	BytesSent int64
 	// AlreadyCommitted says the store held this exact session before the push.
 	AlreadyCommitted bool
 	// HasVault says meta.json declares a sealed vault.enc (vaultHash), which the push verified and
@@ -96,15 +100,21 @@ func (s *SessionStore) Push(ctx context.Context, dir string) (*PushResult, error
 	if err := s.pushBlobs(ctx, local, res, t); err != nil {
 		return nil, err
 	}
-	uploadedEvents, err := s.pushEvents(ctx, local, res, t)
-	if err != nil {
+	if res.EventsUploaded, err = s.pushEvents(ctx, local, res, t); err != nil {
 		return nil, err
 	}
 	if res.VaultUploaded, err = s.pushVault(ctx, local, res, t); err != nil {
 		return nil, err
 	}
-	if err := s.confirmStored(ctx, local, uploadedEvents, res.VaultUploaded); err != nil {
+	if err := s.confirmStored(ctx, local, res.EventsUploaded, res.VaultUploaded); err != nil {
 		return nil, err
+	}
+	res.BytesSent = res.BytesUploaded
+	if res.EventsUploaded {
+		res.BytesSent += local.eventsSize
+	}
+	if res.VaultUploaded {
+		res.BytesSent += local.vaultSize
 	}
 	t.phase(PhaseMeta, 0)
 	metaKey := s.layout.SessionMeta(id)
@@ -112,6 +122,9 @@ func (s *SessionStore) Push(ctx context.Context, dir string) (*PushResult, error
 		if err := s.commit(ctx, metaKey, local.metaBytes); err != nil {
 			return nil, fmt.Errorf("committing session %s (its other objects are stored; push again to finish): %w", id, err)
 		}
+	}
+	if !res.AlreadyCommitted {
+		res.BytesSent += int64(len(local.metaBytes))
 	}
 	t.done(metaKey, int64(len(local.metaBytes)), res.AlreadyCommitted)
 	t.phase(PhaseDone, 0)

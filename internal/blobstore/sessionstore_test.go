@@ -668,3 +668,22 @@ func TestPushWithVerifyStoredRepairsADamagedStore(t *testing.T) {
 	}
 	assertSameSession(t, dir, out)
 }
+
+func TestBytesSentCountsEverythingAPushUploads(t *testing.T) {
+	dir, _, store, _ := memSession(t)
+	ctx := context.Background()
+	first, err := store.Push(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !first.EventsUploaded || first.BytesSent <= first.BytesUploaded {
+		t.Fatalf("first push: events uploaded %v, bytes sent %d, blob bytes %d", first.EventsUploaded, first.BytesSent, first.BytesUploaded)
+	}
+	again, err := store.Push(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.EventsUploaded || again.BytesSent != 0 {
+		t.Fatalf("re-push sent %d bytes (events uploaded %v); a committed session needs nothing", again.BytesSent, again.EventsUploaded)
+	}
+}
