@@ -28,6 +28,11 @@ const (
 	CheckStepNamesNoPath   CheckReason = "StepNamesNoPath"
 	CheckFootprintMismatch CheckReason = "FootprintMismatch"
 	CheckCommitUnreadable  CheckReason = "CommitUnreadable"
+	// CheckNoStartAnchor: the run's start commit is not in ancestry, so no commit can be shown to be
+	// the run's own work rather than history it started from.
+	CheckNoStartAnchor CheckReason = "NoStartAnchor"
+	// CheckPredatesRun: the commit is the run's start or older — work the run found, not work it did.
+	CheckPredatesRun CheckReason = "PredatesRun"
 )
 
 // StepCheck is the read-time re-adjudication of one declared step's STEP_VERIFIED record.
@@ -50,19 +55,42 @@ var hexSHA = regexp.MustCompile(`^[0-9a-f]+$`)
 // commit exists, is in the ancestry of the evidence ref, is not empty (an --allow-empty commit whose
 // message names the step proves nothing moved), and touches a path the step names. A forged record
 // pointing at a real but unrelated commit fails the last check.
+//
+// The commit must also be newer than the run's start: a commit the run started from (a root commit's
+// footprint is its whole tree) touches every path the plan names, and would verify steps the run
+// never did. Without a start commit in ancestry nothing is verified: fail closed.
 func (w *Workspace) Adjudicate(state ledger.State) []StepCheck {
 	checks := []StepCheck{}
+	before, anchored := w.history(state.StartSHA)
 	for _, step := range state.Steps {
 		v, ok := state.Verified[step.ID]
 		if !ok {
 			continue
 		}
-		checks = append(checks, w.check(step, v))
+		if !anchored {
+			checks = append(checks, StepCheck{Step: step.ID, ClaimedSHA: v.SHA, Via: v.Via, Reason: CheckNoStartAnchor})
+			continue
+		}
+		checks = append(checks, w.check(step, v, before))
 	}
 	return checks
 }
 
-func (w *Workspace) check(step ledger.Step, v ledger.Verification) StepCheck {
+// history is every commit reachable from the run's start commit, the start included, and whether
+// the start resolved in ancestry at all.
+func (w *Workspace) history(startSHA string) (map[plumbing.Hash]bool, bool) {
+	start, reason := w.resolveClaim(startSHA)
+	if reason != "" {
+		return nil, false
+	}
+	before, err := w.reachableFrom(start)
+	if err != nil {
+		return nil, false
+	}
+	return before, true
+}
+
+func (w *Workspace) check(step ledger.Step, v ledger.Verification, before map[plumbing.Hash]bool) StepCheck {
 	c := StepCheck{Step: step.ID, ClaimedSHA: v.SHA, Via: v.Via}
 	commit, reason := w.resolveClaim(v.SHA)
 	if reason != "" {
@@ -70,6 +98,10 @@ func (w *Workspace) check(step ledger.Step, v ledger.Verification) StepCheck {
 		return c
 	}
 	c.Commit = commit.String()
+	if before[commit] {
+		c.Reason = CheckPredatesRun
+		return c
+	}
 	changed, err := w.footprint(commit)
 	switch {
 	case err != nil:
@@ -130,13 +162,14 @@ func NamedPaths(step ledger.Step) []string {
 	return out
 }
 
-// touching lists the changed paths that are a named path, end in one at a segment boundary, or lie
-// inside a named directory.
+// touching lists the changed paths that are a named path or lie inside a named directory. A bare file
+// name does not match the same name in another directory: verification must not be loose (coherence
+// attribution, which only steers, may be).
 func touching(changed, named []string) []string {
 	var out []string
 	for _, c := range changed {
 		for _, n := range named {
-			if c == n || strings.HasSuffix(c, "/"+n) || strings.HasPrefix(c, n+"/") {
+			if c == n || strings.HasPrefix(c, n+"/") {
 				out = append(out, c)
 				break
 			}

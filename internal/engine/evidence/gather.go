@@ -3,6 +3,7 @@ package evidence
 import (
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 	"github.com/agentrewind/agentrewind/internal/engine/verdict"
+	"github.com/agentrewind/agentrewind/internal/engine/verdict/convergence"
 	"github.com/agentrewind/agentrewind/internal/engine/verdict/ledger"
 	"github.com/agentrewind/agentrewind/internal/engine/verdict/resume"
 )
@@ -28,10 +29,16 @@ func Gather(s *session.Session, ws *Workspace, policy verdict.Policy) Gathered {
 		f, rep := ws.Facts(state, policy.Resume)
 		facts, g.Git = f, &rep
 	}
+	// Without a workspace nothing is ever re-verified, so the residual could never shrink and every
+	// long run would look STARVED; no evidence means no history, which convergence reads as INSUFFICIENT.
+	var history []convergence.Snapshot
+	if ws != nil {
+		history = verdict.ResidualHistory(s.Events, facts, policy.Resume)
+	}
 	g.Facts = verdict.Facts{
 		Ledger:   state,
 		Ancestry: facts,
-		History:  verdict.ResidualHistory(s.Events, facts, policy.Resume),
+		History:  history,
 		Turns:    Turns(s.Events),
 		Env:      EnvError(s.Events),
 		Rounds:   Rounds(s.Events),

@@ -76,6 +76,7 @@ func TestAdjudicateReVerifiesEveryStepByItsCommitFootprint(t *testing.T) {
 			step("missing", "write lib/store.go"),
 			step("names-nothing", "make it faster"),
 			step("unclaimed", "write lib/other.go"),
+			step("basename", "write store.go"),
 		},
 		Verified: map[string]ledger.Verification{
 			"readme":        {SHA: root, Via: resume.ViaFilePath},
@@ -91,10 +92,12 @@ func TestAdjudicateReVerifiesEveryStepByItsCommitFootprint(t *testing.T) {
 			"missing":       {SHA: strings.Repeat("0", 40), Via: resume.ViaFilePath},
 			"names-nothing": {SHA: store, Via: resume.ViaFilePath},
 			"undeclared":    {SHA: store, Via: resume.ViaFilePath},
+			"basename":      {SHA: store, Via: resume.ViaFilePath},
 		},
 	}
 	want := map[string]CheckReason{
-		"readme":        CheckVerified, // a root commit's footprint is its whole tree
+		"readme":        CheckPredatesRun,       // the start commit (a root: its footprint is its whole tree) is not the run's work
+		"basename":      CheckFootprintMismatch, // store.go at the root was named; lib/store.go is another file
 		"store":         CheckVerified,
 		"short":         CheckVerified,
 		"dir":           CheckVerified,
@@ -120,6 +123,14 @@ func TestAdjudicateReVerifiesEveryStepByItsCommitFootprint(t *testing.T) {
 	}
 	if checks[1].Commit != store || !reflect.DeepEqual(checks[1].Touched, []string{"lib/store.go"}) {
 		t.Fatalf("store check = %+v", checks[1])
+	}
+
+	// Without a start commit in ancestry nothing can be told apart from history: nothing is verified.
+	state.StartSHA = ""
+	for _, c := range f.open("").Adjudicate(state) {
+		if c.Verified || c.Reason != CheckNoStartAnchor {
+			t.Errorf("%s without a start anchor: verified=%v reason %s", c.Step, c.Verified, c.Reason)
+		}
 	}
 }
 

@@ -90,9 +90,9 @@ func Classify(history []Snapshot, policy Policy) Result {
 	if r.Latest == 0 {
 		return r.with(Complete, ReasonResidualEmpty, "the residual is empty: every declared step is re-verified")
 	}
-	if len(history) < w+1 {
+	if w >= len(history) { // also keeps w+1 from overflowing for a huge configured window
 		return r.with(Insufficient, ReasonShortHistory, fmt.Sprintf(
-			"%d turn(s) observed, %d needed to judge a trend over a %d-turn window", len(history), w+1, w))
+			"%d turn(s) observed; judging a trend over a %d-turn window needs more than %d", len(history), w, w))
 	}
 	return judgeWindow(history, r)
 }

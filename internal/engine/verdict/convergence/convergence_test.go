@@ -1,6 +1,7 @@
 package convergence
 
 import (
+	"math"
 	"strings"
 	"testing"
 )
@@ -71,5 +72,12 @@ func TestShouldSurfaceOnlyTheNoFixpointVerdicts(t *testing.T) {
 		if v.Known() != (v != "X") {
 			t.Errorf("%s.Known() wrong", v)
 		}
+	}
+}
+
+func TestAHugeWindowIsInsufficientNotAPanic(t *testing.T) {
+	history := []Snapshot{{Residual: []string{"a"}}, {Residual: []string{"a"}}}
+	if got := Classify(history, Policy{Window: math.MaxInt}); got.Verdict != Insufficient {
+		t.Fatalf("got %s", got.Verdict)
 	}
 }
