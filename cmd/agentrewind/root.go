@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -32,20 +31,17 @@ func newVersionCommand() *cobra.Command {
 		Short: "Print the version of this build",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			info := version.Get()
-			switch output {
-			case "text":
-				_, err := fmt.Fprintln(cmd.OutOrStdout(), info)
+			if err := checkOutput(output); err != nil {
 				return err
-			case "json":
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(info)
-			default:
-				return fmt.Errorf("--output %q is not supported: use text or json", output)
 			}
+			info := version.Get()
+			if output == "json" {
+				return writeJSON(cmd.OutOrStdout(), info)
+			}
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), info)
+			return err
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	outputFlag(cmd, &output)
 	return cmd
 }
