@@ -17,7 +17,9 @@
 // clock call, so every branch is table-tested on frozen ledgers and frozen ancestry.
 //
 // Reach turns a resume verdict into the garbage collector's verdict: RESUMABLE and DIVERGED runs are
-// REACHABLE (kept however old), COMPLETE and UNRESUMABLE runs are COLLECTIBLE. Age is deliberately
+// REACHABLE (kept however old), COMPLETE and UNRESUMABLE runs are COLLECTIBLE — but an UNRESUMABLE run
+// whose ledger is unreadable (newer schema) or unsound stays REACHABLE with that reason (fail closed:
+// a deletion never hangs on a record an agent could forge or a version we cannot read). Age is deliberately
 // absent: retention is decided by whether a run can still make progress, never by a clock; a reaper
 // may add an age grace on top of COLLECTIBLE but never reap a REACHABLE run.
 //

@@ -56,18 +56,20 @@ func nonforgeable(via string) bool { return via == ViaFilePath || via == ViaRegi
 
 // Policy shapes the verdict: thresholds are configuration, the mechanism is fixed.
 type Policy struct {
-	// RequireNonforgeableRung refuses a step whose stored via is not on the allow-list even when the
-	// boundary re-adjudicated it — a belt to the re-adjudication's braces. A resume point built on a
-	// forgeable verdict is worse than none: it would skip work that never happened.
-	RequireNonforgeableRung bool `json:"requireNonforgeableRung"`
+	// AllowForgeableRung accepts a step whose stored via is not on the allow-list when the boundary
+	// re-adjudicated it. Off (the zero value) refuses it — a belt to the re-adjudication's braces: a
+	// resume point built on a forgeable verdict is worse than none, it would skip work that never
+	// happened. Every field's zero value is the safe choice, so Policy{} is the default.
+	AllowForgeableRung bool `json:"allowForgeableRung,omitempty"`
 	// TreatUntaggedAsCorrupt makes any untagged or corrupt ledger record an unsound fold
 	// (UNRESUMABLE). Off by default: legacy records fold permissively and corrupt ones are skipped.
 	// A too-new record is UNRESUMABLE regardless.
-	TreatUntaggedAsCorrupt bool `json:"treatUntaggedAsCorrupt"`
+	TreatUntaggedAsCorrupt bool `json:"treatUntaggedAsCorrupt,omitempty"`
 }
 
-// DefaultPolicy requires a non-forgeable rung and folds legacy records permissively.
-func DefaultPolicy() Policy { return Policy{RequireNonforgeableRung: true} }
+// DefaultPolicy requires a non-forgeable rung and folds legacy records permissively; it is the zero
+// value.
+func DefaultPolicy() Policy { return Policy{} }
 
 // Step is one step of a plan with the commit backing it, for verified steps.
 type Step struct {
@@ -225,7 +227,7 @@ func verifiedOnSafeRung(state ledger.State, id string, facts AncestryFacts, poli
 	if !facts.Contains(vs.SHA) {
 		return false
 	}
-	return !policy.RequireNonforgeableRung || nonforgeable(vs.Via)
+	return policy.AllowForgeableRung || nonforgeable(vs.Via)
 }
 
 // residualAfter is every declared step from the first hole on. A step verified downstream of a hole

@@ -73,14 +73,14 @@ func TestDecide(t *testing.T) {
 			name:   "a corrupt record is an unsound fold when the policy says so",
 			state:  func() ledger.State { s := threeSteps(); s.Corrupt = 1; return s }(),
 			facts:  ancestry(nil, shaStart),
-			policy: &Policy{RequireNonforgeableRung: true, TreatUntaggedAsCorrupt: true},
+			policy: &Policy{TreatUntaggedAsCorrupt: true},
 			want:   want{verdict: Unresumable, reason: ReasonUnsoundFold, verified: []string{}, residual: []string{}},
 		},
 		{
 			name:   "an untagged record is an unsound fold when the policy says so",
 			state:  func() ledger.State { s := threeSteps(); s.Untagged = 2; return s }(),
 			facts:  ancestry(nil, shaStart),
-			policy: &Policy{RequireNonforgeableRung: true, TreatUntaggedAsCorrupt: true},
+			policy: &Policy{TreatUntaggedAsCorrupt: true},
 			want:   want{verdict: Unresumable, reason: ReasonUnsoundFold, verified: []string{}, residual: []string{}},
 		},
 		{
@@ -238,7 +238,7 @@ func TestDecide(t *testing.T) {
 				return s
 			}(),
 			facts:  ancestry(map[string]string{"s1": shaA}, shaStart, shaA),
-			policy: &Policy{},
+			policy: &Policy{AllowForgeableRung: true},
 			want: want{verdict: Resumable, reason: ReasonResidualRemains, resumeSHA: shaA,
 				verified: []string{"s1"}, residual: []string{"s2", "s3"}},
 		},
@@ -373,5 +373,20 @@ func TestSameCommit(t *testing.T) {
 		if got := SameCommit(tc.a, tc.b); got != tc.want {
 			t.Errorf("SameCommit(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.want)
 		}
+	}
+}
+
+func TestTheZeroPolicyIsTheSafeDefault(t *testing.T) {
+	if DefaultPolicy() != (Policy{}) {
+		t.Fatalf("DefaultPolicy() = %+v, want the zero value", DefaultPolicy())
+	}
+	s := threeSteps()
+	s.Verified = map[string]ledger.Verification{"s1": {SHA: shaA, Via: "subject-grep"}}
+	facts := ancestry(map[string]string{"s1": shaA}, shaStart, shaA)
+	if p := Decide(s, facts, Policy{}); len(p.Verified) != 0 {
+		t.Fatalf("the zero policy verified %v on a forgeable rung", p.Verified)
+	}
+	if p := Decide(s, facts, Policy{AllowForgeableRung: true}); len(p.Verified) != 1 {
+		t.Fatalf("AllowForgeableRung verified %v, want s1", p.Verified)
 	}
 }

@@ -26,6 +26,8 @@ const (
 	ReasonCompleteCollectible    ReachabilityReason = "CompleteCollectible"
 	ReasonUnresumableCollectible ReachabilityReason = "UnresumableCollectible"
 	ReasonUnknownVerdictRetained ReachabilityReason = "UnknownVerdictRetained"
+	ReasonUnreadableRetained     ReachabilityReason = "UnreadableLedgerRetained"
+	ReasonUnsoundRetained        ReachabilityReason = "UnsoundLedgerRetained"
 )
 
 // ReachabilityVerdict is the GC verdict with the resume verdict it rests on.
@@ -68,6 +70,10 @@ func Reach(state ledger.State, plan Plan) ReachabilityVerdict {
 		v.Reachability, v.Reason = Collectible, ReasonCompleteCollectible
 		v.Message = "COMPLETE: every declared step verified, the run finished; it holds no resumable residual"
 	case Unresumable:
+		if reason, msg, retained := unresumableButRetained(plan.Reason); retained {
+			v.Reachability, v.Reason, v.Message = Reachable, reason, msg
+			break
+		}
 		v.Reachability, v.Reason = Collectible, ReasonUnresumableCollectible
 		v.Message = "UNRESUMABLE: no recoverable work to resume; it holds no resumable residual"
 	default:
@@ -76,4 +82,21 @@ func Reach(state ledger.State, plan Plan) ReachabilityVerdict {
 		v.Message = fmt.Sprintf("resume verdict %q is not one this build knows; retained until it is adjudicated", plan.Verdict)
 	}
 	return v
+}
+
+// unresumableButRetained keeps the UNRESUMABLE runs whose ledger this build could not judge: a record
+// written by a newer schema, or a fold the policy calls unsound. The seed makes both collectible, but
+// every ledger record is agent-written, so one forged or future record would make a run deletable; a
+// deletion must never hang on a record an agent could forge or a version we cannot read (DESIGN,
+// decided: fail closed).
+func unresumableButRetained(reason Reason) (ReachabilityReason, string, bool) {
+	switch reason {
+	case ReasonUnreadableNewer:
+		return ReasonUnreadableRetained, "UNRESUMABLE by a ledger record this build cannot read (a newer schema); " +
+			"retained until a build that reads it re-evaluates the run", true
+	case ReasonUnsoundFold:
+		return ReasonUnsoundRetained, "UNRESUMABLE by an unsound ledger fold (corrupt or untagged records); " +
+			"retained, because records the agent wrote must never be what makes a run deletable", true
+	}
+	return "", "", false
 }

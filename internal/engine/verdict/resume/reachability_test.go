@@ -40,6 +40,36 @@ func TestReach(t *testing.T) {
 	}
 }
 
+func TestAnUnjudgeableLedgerKeepsItsRunReachable(t *testing.T) {
+	cases := []struct {
+		name   string
+		state  ledger.State
+		policy Policy
+		want   ReachabilityReason
+	}{
+		{"a record from a newer schema", ledger.State{RunID: "r", HasIntent: true, UnreadableNewer: 1}, Policy{}, ReasonUnreadableRetained},
+		{"an unsound fold", ledger.State{RunID: "r", HasIntent: true, Corrupt: 1}, Policy{TreatUntaggedAsCorrupt: true}, ReasonUnsoundRetained},
+		{"an untagged record under the strict policy", ledger.State{RunID: "r", HasIntent: true, Untagged: 3}, Policy{TreatUntaggedAsCorrupt: true}, ReasonUnsoundRetained},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			plan := Decide(tc.state, AncestryFacts{}, tc.policy)
+			if plan.Verdict != Unresumable {
+				t.Fatalf("verdict = %s, want UNRESUMABLE", plan.Verdict)
+			}
+			r := Reach(tc.state, plan)
+			if r.Reachability != Reachable || r.Reason != tc.want || r.Collectible() {
+				t.Fatalf("Reach = %s/%s, want REACHABLE/%s", r.Reachability, r.Reason, tc.want)
+			}
+		})
+	}
+	// The one UNRESUMABLE that stays collectible: a run that declared no goal at all.
+	noIntent := ledger.State{RunID: "r"}
+	if r := Reach(noIntent, Decide(noIntent, AncestryFacts{}, Policy{})); !r.Collectible() {
+		t.Fatalf("a run without intent: %s/%s, want COLLECTIBLE", r.Reachability, r.Reason)
+	}
+}
+
 func TestReachPrefersThePlansRunID(t *testing.T) {
 	r := Reach(ledger.State{RunID: "ledger"}, Plan{Verdict: Complete, RunID: "plan"})
 	if r.RunID != "plan" {

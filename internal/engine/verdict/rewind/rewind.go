@@ -86,14 +86,15 @@ func (f Fire) label() string {
 
 // Policy shapes the verdict.
 type Policy struct {
-	// RequireMatchingDigest makes a checkpoint whose live turn does not digest to the minted stamp
-	// UNANCHORED. It is the non-forgeable-anchor floor and has no honest reason to be off; it is named
-	// so a test can pin the property.
-	RequireMatchingDigest bool `json:"requireMatchingDigest"`
+	// AllowDigestMismatch rewinds to a checkpoint whose live turn no longer digests to the minted stamp
+	// (the decision then says DigestUnchecked). Off (the zero value) makes such a checkpoint
+	// UNANCHORED: the non-forgeable-anchor floor, which has no honest reason to be lifted; the knob
+	// exists so a test can pin the property. Policy{} is the safe default.
+	AllowDigestMismatch bool `json:"allowDigestMismatch,omitempty"`
 }
 
-// DefaultPolicy requires the live turn to digest to the minted stamp.
-func DefaultPolicy() Policy { return Policy{RequireMatchingDigest: true} }
+// DefaultPolicy requires the live turn to digest to the minted stamp; it is the zero value.
+func DefaultPolicy() Policy { return Policy{} }
 
 // Input is what the rewind verdict is computed over, all gathered by the caller.
 type Input struct {
@@ -142,7 +143,7 @@ func Decide(in Input, reg *Registry, policy Policy) Plan {
 	}
 	live, found := turnAt(in.Turns, cp.TurnIndex)
 	matches := found && digestsMatch(live.Digest, cp.TranscriptDigest)
-	if policy.RequireMatchingDigest && !matches {
+	if !policy.AllowDigestMismatch && !matches {
 		return unanchoredAt(p, in.Fire, cp, found)
 	}
 	p.Decision, p.Reason = Rewind, ReasonAnchoredRewind

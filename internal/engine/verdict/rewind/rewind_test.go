@@ -81,7 +81,7 @@ func TestDecide(t *testing.T) {
 			want: Rewind, reason: ReasonAnchoredRewind, toTurn: 1, dropped: []int{2}},
 		{name: "with the digest floor turned off a rewritten turn still rewinds, and says so",
 			in:     Input{Turns: rewritten, Checkpoint: minted(2), Fire: FireFromResume(resume.Diverged)},
-			policy: &Policy{RequireMatchingDigest: false},
+			policy: &Policy{AllowDigestMismatch: true},
 			want:   Rewind, reason: ReasonDigestUnchecked, toTurn: 2, dropped: []int{3, 4}},
 	}
 	for _, tc := range cases {
@@ -249,5 +249,16 @@ func TestFireShouldSurfaceOnlyOnGroundTruthStops(t *testing.T) {
 		if got := tc.fire.ShouldSurface(); got != tc.want {
 			t.Errorf("%s.ShouldSurface() = %v", tc.fire.label(), got)
 		}
+	}
+}
+
+func TestTheZeroPolicyRefusesARewrittenTurn(t *testing.T) {
+	if DefaultPolicy() != (Policy{}) {
+		t.Fatalf("DefaultPolicy() = %+v, want the zero value", DefaultPolicy())
+	}
+	in := Input{Turns: turns(3), Checkpoint: ledger.Checkpoint{Present: true, TurnIndex: 1, TranscriptDigest: DigestTurn([]byte("edited"))},
+		Fire: FireFromResume(resume.Diverged)}
+	if p := Decide(in, nil, Policy{}); p.Decision != Unanchored {
+		t.Fatalf("Decide with Policy{} = %s/%s, want UNANCHORED", p.Decision, p.Reason)
 	}
 }
