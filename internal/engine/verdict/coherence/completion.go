@@ -140,21 +140,27 @@ func acceptDeliver(c Completion, calls []call) Completion {
 }
 
 func acceptCommand(c Completion, calls []call) Completion {
-	ran := okRuns(calls)
-	if len(ran) == 0 {
+	last, ran := lastRun(calls)
+	if !ran {
 		c.Evidence = EvidenceNone
 		c.Why = "this step asks for something to be run and no command, program or evaluation ran in this session"
 		c.Remedy = "run it and read the output — a step like this cannot be finished by describing what the command would print"
 		return c
 	}
-	last := ran[len(ran)-1]
 	c.Rounds = []int{last.label}
+	what := commandOf(last)
+	if what == "" {
+		what = last.name
+	}
+	if !last.ok {
+		// Only the latest run counts: an earlier green run says nothing about the code as it is now.
+		c.Evidence = EvidenceNone
+		c.Why = fmt.Sprintf("the last run in this session (`%s`) errored before it could report, so there is no result to accept", what)
+		c.Remedy = "run it again and read the output — an earlier green run does not cover the changes made since"
+		return c
+	}
 	if runFailed(last.result) {
 		c.Evidence, c.Contradicted = EvidenceContradicted, true
-		what := commandOf(last)
-		if what == "" {
-			what = last.name
-		}
 		c.Why = fmt.Sprintf("the last command in this session (`%s`) failed (exit code %v)", what, exitCodeOf(last.result))
 		c.Remedy = "fix what it reported and run it again, or leave the step unmarked with a note carrying the error — " +
 			"a done over a red command is exactly the claim this check exists to catch"
@@ -165,9 +171,9 @@ func acceptCommand(c Completion, calls []call) Completion {
 }
 
 func acceptVerify(c Completion, calls []call, mine func(string) bool) Completion {
-	if ran := okRuns(calls); len(ran) > 0 {
+	if last, ran := lastRun(calls); ran && last.ok {
 		c.Accepted, c.Evidence = true, EvidenceCommandRan
-		c.Rounds, c.Why = []int{ran[len(ran)-1].label}, "a command ran in this session, which is how a check gets made"
+		c.Rounds, c.Why = []int{last.label}, "a command ran in this session, which is how a check gets made"
 		return c
 	}
 	for _, fc := range calls {
@@ -187,14 +193,16 @@ func acceptVerify(c Completion, calls []call, mine func(string) bool) Completion
 	return c
 }
 
-func okRuns(calls []call) []call {
-	var out []call
-	for _, fc := range calls {
-		if fc.isRun && fc.ok {
-			out = append(out, fc)
+// lastRun is the latest call that ran something, whether or not it errored: only the latest run
+// counts, so an errored last run is never covered by an earlier green one (the seed skipped errored
+// runs; decided otherwise, see the package doc).
+func lastRun(calls []call) (call, bool) {
+	for i := len(calls) - 1; i >= 0; i-- {
+		if calls[i].isRun {
+			return calls[i], true
 		}
 	}
-	return out
+	return call{}, false
 }
 
 func exitCodeOf(result map[string]any) any {

@@ -15,7 +15,8 @@
 //     and no step was marked in the window.
 //   - AcceptCompletion: per step kind (deliver, write, command, verify, research, unknown), whether
 //     the tool stream holds evidence for the step; research and unknown steps are accepted as
-//     assertions, on purpose, and the result says so.
+//     assertions, on purpose, and the result says so. For a command step only the latest run counts:
+//     an errored last run is not a pass, whatever ran green before it.
 //   - Reconcile: promised, marked done, evidenced, claimed without evidence, and changed files no step
 //     promised.
 //
