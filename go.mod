@@ -7,6 +7,7 @@ godebug default=go1.26
 require (
 	github.com/anthropics/anthropic-sdk-go/v2 v2.15.0
 	github.com/go-git/go-git/v5 v5.19.3
+	github.com/google/go-cmp v0.7.0
 	github.com/gowebpki/jcs v1.0.2
 	github.com/minio/minio-go/v7 v7.4.1
 	github.com/spf13/cobra v1.10.2
