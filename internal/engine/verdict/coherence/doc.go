@@ -19,6 +19,9 @@
 //     an errored last run is not a pass, whatever ran green before it.
 //   - Reconcile: promised, marked done, evidenced, claimed without evidence, and changed files no step
 //     promised.
+//   - ReanchorDecision: whether to append a restatement of the goal this turn (final, compaction, drift,
+//     interval; rare and budgeted, always appended at the end), with AppendOnly proving the transcript
+//     before it was kept byte for byte.
 //
 // Every ambiguity resolves towards "on plan": missing drift costs a few turns, while telling a working
 // run it has drifted costs the user the work. The package never marks, unmarks, stops or gates
