@@ -30,19 +30,28 @@ func TestCanonicalizeJSONGoldenOutput(t *testing.T) {
 			want: `{"a":1,"b":2,"c":{"y":null,"z":[3,2,1]}}`,
 		},
 		{
-			name: "RFC 8785 section 3.2.4 example",
+			// RFC 8785 rounds 333333333.33333329 to the nearest double, 333333333.3333333; its value is
+			// another number, so here it keeps its digits. The rest is the RFC's expected output.
+			name: "RFC 8785 section 3.2.4 example, numbers exact",
 			doc: `{
 			  "numbers": [333333333.33333329, 1E30, 4.50, 2e-3, 0.000000000000000000000000001],
 			  "string": "\u20ac$\u000F\u000aA'\u0042\u0022\u005c\\\"\/",
 			  "literals": [null, true, false]
 			}`,
-			want: `{"literals":[null,true,false],"numbers":[333333333.3333333,1e+30,4.5,0.002,1e-27],` +
+			want: `{"literals":[null,true,false],"numbers":[333333333.33333329,1e+30,4.5,0.002,1e-27],` +
 				`"string":"€$\u000f\nA'B\"\\\\\"/"}`,
 		},
 		{
 			name: "numbers in every spelling",
 			doc:  `[1.0, 1e0, 10e-1, -0, -0.0, 0.1, 1E21, 1e-7, 1e20, 0.000001, 9007199254740993, -1.5e+300]`,
-			want: `[1,1,1,0,0,0.1,1e+21,1e-7,100000000000000000000,0.000001,9007199254740992,-1.5e+300]`,
+			want: `[1,1,1,0,0,0.1,1e+21,1e-7,100000000000000000000,0.000001,9007199254740993,-1.5e+300]`,
+		},
+		{
+			name: "numbers no double holds keep their exact digits",
+			doc: `[1234567890123456789, 12345678901234567890123, 1.0000000000000001, 1e-400, -2.5E+400, 0.00000123456789012345678,` +
+				` 123456789012345678901.5, 1152921504606846976, 1e-7000, 0.0000012300]`,
+			want: `[1234567890123456789,1.2345678901234567890123e+22,1.0000000000000001,1e-400,-2.5e+400,0.00000123456789012345678,` +
+				`123456789012345678901.5,1152921504606846976,1e-7000,0.00000123]`,
 		},
 		{
 			name: "only quote, backslash and controls are escaped",
@@ -203,7 +212,7 @@ func TestCanonicalizeGoValuesMatchesTheirJSON(t *testing.T) {
 		{"nil map and nil slice", map[string]any{"m": map[string]any(nil), "s": []any(nil), "p": (*int)(nil)}},
 		{"json.Number and RawMessage", map[string]any{"n": json.Number("1.50"), "r": json.RawMessage(`{"y":1,"x":[2]}`)}},
 		{"float32 keeps its short form", []any{float32(0.1), float32(16777216), float32(1e-8)}},
-		{"large integers round like doubles", []any{int64(9007199254740993), uint64(math.MaxUint64), int8(-8)}},
+		{"large integers stay exact", []any{int64(9007199254740993), uint64(math.MaxUint64), int8(-8)}},
 		{"named string and bool kinds", map[role]role{"r": "user"}},
 		{"non-ASCII", map[string]any{"日本": "テキスト", "ö": "é"}},
 	}

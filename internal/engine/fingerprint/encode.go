@@ -17,6 +17,9 @@ func appendValue(dst []byte, n *node) []byte {
 	case kindTrue:
 		return append(dst, "true"...)
 	case kindNumber:
+		if n.text != "" {
+			return append(dst, n.text...) // a literal's canonical text, or an integer too large for a double
+		}
 		return appendNumber(dst, n.num)
 	case kindString:
 		return appendString(dst, n.text)

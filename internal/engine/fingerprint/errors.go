@@ -6,23 +6,36 @@ import (
 	"strings"
 )
 
-// NonFiniteError reports a number with no JSON form: NaN or ±Inf in a Go value, or a literal in a document
-// that lies beyond the largest double (1e400).
+// NonFiniteError reports a number with no JSON form in a Go value: NaN or ±Inf.
 type NonFiniteError struct {
 	Path string // where the number is, e.g. $.params.temperature
 
-	value string // "NaN", "+Inf", "-Inf" or the overflowing literal; only shapes the message
+	value string // "NaN", "+Inf" or "-Inf"; only shapes the message
 }
 
 func (e *NonFiniteError) Error() string {
-	switch e.value {
-	case "":
+	if e.value == "" {
 		return fmt.Sprintf("fingerprint: %s: a non-finite number is not valid JSON (only finite numbers can be fingerprinted)", e.Path)
-	case "NaN", "+Inf", "-Inf":
-		return fmt.Sprintf("fingerprint: %s: %s is not valid JSON (only finite numbers can be fingerprinted)", e.Path, e.value)
-	default:
-		return fmt.Sprintf("fingerprint: %s: number %s is beyond the range of a double (only finite numbers can be fingerprinted)", e.Path, e.value)
 	}
+	return fmt.Sprintf("fingerprint: %s: %s is not valid JSON (only finite numbers can be fingerprinted)", e.Path, e.value)
+}
+
+// NumberRangeError reports a number literal whose decimal exponent, written as d.ddd×10^e, lies beyond
+// ±9999 (1e10000, 1e-10000). Numbers are fingerprinted exactly, never rounded to a double, so any
+// other literal is accepted, 1e400 and 1e-400 included.
+type NumberRangeError struct {
+	Path string // where the number is
+
+	value string // the literal, clipped; only shapes the message
+}
+
+func (e *NumberRangeError) Error() string {
+	lit := e.value
+	if lit == "" {
+		lit = "literal"
+	}
+	return fmt.Sprintf("fingerprint: %s: number %s is out of range (only exponents within ±%d can be fingerprinted)",
+		e.Path, lit, maxExponent)
 }
 
 // DuplicateKeyError reports an object with two members of the same name, either literally or after NFC

@@ -263,65 +263,6 @@ func (p *parser) literal(lit string) error {
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 
-// number parses a JSON number into a double. Like JavaScript's JSON.parse it rounds to the nearest
-// double, which is what makes 1, 1.0, 1e0 and 10e-1 the same number.
-func (p *parser) number() (node, error) {
-	s, start := p.src, p.pos
-	i := start
-	neg := s[i] == '-'
-	if neg {
-		i++
-	}
-	if i >= len(s) {
-		return node{}, p.unexpectedEnd()
-	}
-	digits := i
-	switch c := s[i]; {
-	case c == '0':
-		i++
-	case '1' <= c && c <= '9':
-		for i < len(s) && isDigit(s[i]) {
-			i++
-		}
-	default:
-		return node{}, p.invalidChar(i, "in numeric literal")
-	}
-	intEnd := i
-	var err error
-	if i < len(s) && s[i] == '.' {
-		if i, err = p.digits(i+1, "after decimal point in numeric literal"); err != nil {
-			return node{}, err
-		}
-	}
-	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
-		i++
-		if i < len(s) && (s[i] == '+' || s[i] == '-') {
-			i++
-		}
-		if i, err = p.digits(i, "in exponent of numeric literal"); err != nil {
-			return node{}, err
-		}
-	}
-	p.pos = i
-	// Plain integers of up to 15 digits are exact in a double and need no float parsing.
-	if i == intEnd && intEnd-digits <= 15 {
-		var v int64
-		for _, c := range []byte(s[digits:intEnd]) {
-			v = v*10 + int64(c-'0')
-		}
-		f := float64(v)
-		if neg {
-			f = -f
-		}
-		return node{kind: kindNumber, num: f}, nil
-	}
-	f, perr := strconv.ParseFloat(s[start:i], 64)
-	if perr != nil && !p.failed() { // the grammar is already checked, so this is only ErrRange: beyond the largest double
-		p.fail(&NonFiniteError{Path: p.path.String(), value: clip(s[start:i])})
-	}
-	return node{kind: kindNumber, num: f}, nil
-}
-
 // digits consumes one or more decimal digits starting at i.
 func (p *parser) digits(i int, context string) (int, error) {
 	if i >= len(p.src) {

@@ -19,12 +19,13 @@ const (
 )
 
 // node is one parsed value, already in canonical terms: strings are NFC-normalized and valid UTF-8,
-// numbers are doubles, and object members are sorted. Both decoded documents and Go values become nodes,
+// numbers carry their canonical text (or, from a Go float or small integer, a double that is formatted
+// when written), and object members are sorted. Both decoded documents and Go values become nodes,
 // so masking, redaction and serialization are written once.
 type node struct {
 	kind kind
-	num  float64  // kindNumber
-	text string   // kindString
+	num  float64  // kindNumber when text is empty: a double, written in its shortest round-trip form
+	text string   // kindString; kindNumber: the canonical text of an exact decimal
 	kids []member // kindArray (key unused) and kindObject (sorted by key)
 }
 

@@ -35,27 +35,27 @@ func (b *builder) build(v any) (node, error) {
 	case float32:
 		return b.float32(x)
 	case int:
-		return numberNode(float64(x)), nil
+		return intNode(int64(x)), nil
 	case int64:
-		return numberNode(float64(x)), nil
+		return intNode(int64(x)), nil
 	case int32:
-		return numberNode(float64(x)), nil
+		return intNode(int64(x)), nil
 	case int16:
-		return numberNode(float64(x)), nil
+		return intNode(int64(x)), nil
 	case int8:
-		return numberNode(float64(x)), nil
+		return intNode(int64(x)), nil
 	case uint:
-		return numberNode(float64(x)), nil
+		return uintNode(uint64(x)), nil
 	case uint64:
-		return numberNode(float64(x)), nil
+		return uintNode(uint64(x)), nil
 	case uint32:
-		return numberNode(float64(x)), nil
+		return uintNode(uint64(x)), nil
 	case uint16:
-		return numberNode(float64(x)), nil
+		return uintNode(uint64(x)), nil
 	case uint8:
-		return numberNode(float64(x)), nil
+		return uintNode(uint64(x)), nil
 	case uintptr:
-		return numberNode(float64(x)), nil
+		return uintNode(uint64(x)), nil
 	case json.Number:
 		return b.jsonNumber(x)
 	case json.RawMessage:
@@ -78,8 +78,7 @@ func boolNode(v bool) node {
 	return node{kind: kindFalse}
 }
 
-// numberNode holds an integer converted to the nearest double, the value the same digits would have in a
-// document: integers beyond 2^53 lose precision exactly as they do in JavaScript.
+// numberNode holds a double, whose canonical text is its shortest round-trip form.
 func numberNode(f float64) node { return node{kind: kindNumber, num: f} }
 
 func (b *builder) str(s string) (node, error) {
@@ -116,7 +115,7 @@ func (b *builder) float32(f float32) (node, error) {
 // jsonNumber validates and converts a json.Number. An empty one is 0, as encoding/json marshals it.
 func (b *builder) jsonNumber(n json.Number) (node, error) {
 	if n == "" {
-		return numberNode(0), nil
+		return node{kind: kindNumber, text: "0"}, nil
 	}
 	p := parser{src: string(n), path: b.path, at: b.path}
 	c := n[0]
@@ -246,9 +245,9 @@ func (b *builder) reflect(rv reflect.Value) (node, error) {
 	case reflect.String:
 		return b.str(rv.String())
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return numberNode(float64(rv.Int())), nil
+		return intNode(rv.Int()), nil
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
-		return numberNode(float64(rv.Uint())), nil
+		return uintNode(rv.Uint()), nil
 	case reflect.Float32:
 		return b.float32(float32(rv.Float()))
 	case reflect.Float64:
