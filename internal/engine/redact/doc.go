@@ -11,7 +11,9 @@
 //   - write a secret anywhere but into a sealed vault: no logging, no error message carries one;
 //   - decide where vault.enc or the key lives, or talk to Kubernetes: callers hand it a KeyProvider
 //     (a key file on a workstation, or a key the caller fetched from a Kubernetes Secret);
-//   - ship the vault: a bundle never carries vault.enc (package bundle enforces that on both ends).
+//   - ship the vault: a bundle never carries vault.enc (package bundle enforces that on both ends);
+//   - repair bytes: a JSON string with invalid UTF-8 or an unpaired surrogate escape is refused
+//     (TextError), never replaced by U+FFFD, because fingerprints are taken of the redacted body.
 //
 // Redaction is best effort by construction — only the shapes in the configured patterns are found —
 // so the patterns are deliberately tight (they must not eat ordinary prose) and users extend them

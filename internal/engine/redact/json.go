@@ -23,13 +23,35 @@ func (e *JSONError) Error() string {
 
 func (e *JSONError) Unwrap() error { return e.Err }
 
+// TextError reports a string or object key of a well-formed JSON document that is not valid Unicode
+// text: bytes that are not UTF-8, or a \u escape of a UTF-16 surrogate that is not half of a pair.
+// Redaction refuses such a document rather than repair it: repaired text (U+FFFD) would fingerprint
+// like a request that really said U+FFFD, where package fingerprint refuses the original.
+type TextError struct {
+	Offset int64  // byte offset in the input of the first invalid byte, or of the backslash of the bad escape
+	Reason string // what is wrong there; never a copy of the input
+}
+
+func (e *TextError) Error() string {
+	return fmt.Sprintf("redact: string at byte %d is not valid Unicode text: %s", e.Offset, e.Reason)
+}
+
+// Reasons for TextError.
+const (
+	reasonBadUTF8   = "invalid UTF-8"
+	reasonSurrogate = "unpaired UTF-16 surrogate escape"
+)
+
 // JSON redacts every string leaf and every object key of a JSON document. The document is re-emitted
 // compactly, without HTML escaping, with object members in their original order and numbers with
 // their exact original text (1.50 stays 1.50): a recorded body must change only where a secret was.
 //
 // A string member value is also matched together with its key ("aws_secret_access_key=<value>"),
-// so key-anchored shapes are found when the name and the secret are separate JSON strings. Invalid
-// UTF-8 inside strings is replaced by U+FFFD, as encoding/json does.
+// so key-anchored shapes are found when the name and the secret are separate JSON strings.
+//
+// Bytes are never repaired: a malformed document is a *JSONError, and a string holding invalid UTF-8
+// or an unpaired surrogate escape ("\ud800") is a *TextError, where encoding/json would substitute
+// U+FFFD and make different requests look alike.
 func (r *Redactor) JSON(doc []byte) ([]byte, error) {
 	if out, ok := r.cleanDocument(doc); ok {
 		return out, nil
@@ -80,8 +102,20 @@ type jsonRewrite struct {
 }
 
 // rewriteJSON streams doc token by token (rather than decoding into maps) so member order, duplicate
-// keys and number text survive unchanged.
+// keys and number text survive unchanged. json.Decoder would repair invalid text in strings, so a
+// well-formed document is then checked for it and refused with a *TextError.
 func rewriteJSON(doc []byte, rw stringRewriter) ([]byte, error) {
+	out, err := rewriteTokens(doc, rw)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkText(doc); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func rewriteTokens(doc []byte, rw stringRewriter) ([]byte, error) {
 	j := &jsonRewrite{dec: json.NewDecoder(bytes.NewReader(doc)), rw: rw}
 	j.dec.UseNumber()
 	j.out.Grow(len(doc))
@@ -257,4 +291,65 @@ func hasOpaqueEscape(doc []byte) bool {
 		}
 		return true
 	}
+}
+
+// checkText finds the first string in a well-formed JSON document that is not valid Unicode text.
+func checkText(doc []byte) error {
+	inString := false
+	for i := 0; i < len(doc); {
+		c := doc[i]
+		switch {
+		case !inString:
+			inString = c == '"'
+			i++
+		case c == '"':
+			inString = false
+			i++
+		case c == '\\' && doc[i+1] == 'u': // well-formed, so four hex digits follow
+			r := hex4(doc[i+2:])
+			switch {
+			case r < 0xD800 || r > 0xDFFF:
+				i += 6
+			case r < 0xDC00 && i+12 <= len(doc) && doc[i+6] == '\\' && doc[i+7] == 'u' &&
+				0xDC00 <= hex4(doc[i+8:]) && hex4(doc[i+8:]) <= 0xDFFF:
+				i += 12
+			default:
+				return &TextError{Offset: int64(i), Reason: reasonSurrogate}
+			}
+		case c == '\\':
+			i += 2
+		case c < utf8.RuneSelf:
+			i++
+		default:
+			r, size := utf8.DecodeRune(doc[i:])
+			if r == utf8.RuneError && size == 1 {
+				return &TextError{Offset: int64(i), Reason: reasonBadUTF8}
+			}
+			i += size
+		}
+	}
+	return nil
+}
+
+// hex4 decodes the four hex digits at the start of b, or returns -1 if they are not hex digits.
+func hex4(b []byte) rune {
+	if len(b) < 4 {
+		return -1
+	}
+	var r rune
+	for _, c := range b[:4] {
+		var d byte
+		switch {
+		case '0' <= c && c <= '9':
+			d = c - '0'
+		case 'a' <= c && c <= 'f':
+			d = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			d = c - 'A' + 10
+		default:
+			return -1
+		}
+		r = r<<4 | rune(d)
+	}
+	return r
 }

@@ -108,3 +108,71 @@ func TestRedactThenRestoreJSONGivesTheCompactOriginal(t *testing.T) {
 		t.Fatalf("restored\n %s\nwant\n %s", restored, compact.Bytes())
 	}
 }
+
+func TestJSONRefusesInvalidTextWithOffsetInsteadOfRepairingIt(t *testing.T) {
+	secret := `"` + fakeGitHubPAT + `"` // forces the full rewrite, not only the fast path
+	tests := []struct {
+		name       string
+		doc        string
+		wantOffset int64
+		wantReason string
+	}{
+		{"invalid byte in a value", `{"a":"x` + "\xff" + `"}`, 7, reasonBadUTF8},
+		{"invalid byte next to a secret", `[` + secret + `,"x` + "\xff" + `"]`, int64(len(secret)) + 4, reasonBadUTF8},
+		{"truncated multi-byte rune in a key", `{"` + "\xe2\x82" + `":1}`, 2, reasonBadUTF8},
+		{"UTF-8 encoded surrogate", `["` + "\xed\xa0\x80" + `"]`, 2, reasonBadUTF8},
+		{"lone high surrogate escape", `{"a":"x\ud800"}`, 7, reasonSurrogate},
+		{"lone low surrogate escape", `["\uDC00x"]`, 2, reasonSurrogate},
+		{"high surrogate followed by a non-surrogate escape", `["\ud83d\u0041"]`, 2, reasonSurrogate},
+		{"two high surrogates", `["\ud83d\ud83d\ude00"]`, 2, reasonSurrogate},
+		{"lone surrogate in a key", `{"k\ud800":1}`, 3, reasonSurrogate},
+		{"lone surrogate escape next to a secret", `[` + secret + `,"\udfff"]`, int64(len(secret)) + 3, reasonSurrogate},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := New(BuiltinPatterns())
+			out, err := r.JSON([]byte(tt.doc))
+			terr, ok := errors.AsType[*TextError](err)
+			if !ok {
+				t.Fatalf("JSON() = %q, %v; want a *TextError", out, err)
+			}
+			if terr.Offset != tt.wantOffset || terr.Reason != tt.wantReason {
+				t.Errorf("TextError at %d (%s), want at %d (%s)", terr.Offset, terr.Reason, tt.wantOffset, tt.wantReason)
+			}
+			if len(r.Secrets()) != 0 {
+				t.Error("a refused document recorded secrets")
+			}
+			if _, err := NewVault().RestoreJSON([]byte(tt.doc)); !errors.As(err, &terr) {
+				t.Errorf("RestoreJSON error = %v, want a *TextError", err)
+			}
+		})
+	}
+}
+
+func TestJSONKeepsValidTextAndEscapedSurrogatePairs(t *testing.T) {
+	doc := `{"a":"x\ufffd","b":"\ud83d\ude00 \uD83D\uDE00","c":"` + "\U0001F600 é \ufffd" + `","d":"` + fakeGitHubPAT + `"}`
+	got, err := New(BuiltinPatterns()).JSON([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"a":"x` + "\ufffd" + `","b":"😀 😀","c":"😀 é ` + "\ufffd" + `","d":"` + Token(fakeGitHubPAT) + `"}`
+	if string(got) != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+}
+
+func TestJSONKeepsNumberTextExactly(t *testing.T) {
+	nums := `[1234567890123456789,1234567890123456788,9007199254740993,1.0000000000000001,1e-400,1E+400,-0.0,1.50,10e-1]`
+	for _, doc := range []string{
+		`{"user_id":1234567890123456789,"n":` + nums + `}`,                                 // the fast path: nothing to redact
+		`{"user_id":1234567890123456789,"n":` + nums + `,"k":"` + fakeGitHubPAT + `"}`, // the full rewrite
+	} {
+		got, err := New(BuiltinPatterns()).JSON([]byte(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(got, []byte(`{"user_id":1234567890123456789,"n":`+nums)) {
+			t.Errorf("numbers changed: %s", got)
+		}
+	}
+}
