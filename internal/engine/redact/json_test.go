@@ -164,7 +164,7 @@ func TestJSONKeepsValidTextAndEscapedSurrogatePairs(t *testing.T) {
 func TestJSONKeepsNumberTextExactly(t *testing.T) {
 	nums := `[1234567890123456789,1234567890123456788,9007199254740993,1.0000000000000001,1e-400,1E+400,-0.0,1.50,10e-1]`
 	for _, doc := range []string{
-		`{"user_id":1234567890123456789,"n":` + nums + `}`,                                 // the fast path: nothing to redact
+		`{"user_id":1234567890123456789,"n":` + nums + `}`,                             // the fast path: nothing to redact
 		`{"user_id":1234567890123456789,"n":` + nums + `,"k":"` + fakeGitHubPAT + `"}`, // the full rewrite
 	} {
 		got, err := New(BuiltinPatterns()).JSON([]byte(doc))
