@@ -17,16 +17,24 @@ import (
 // TurnDigest is the digest of a turn: rewind.DigestTurn over the canonical JSON (package fingerprint)
 // of the conversation the model saw at that turn — its system prompt and messages. The recorder
 // mints a checkpoint with this function and the boundary recomputes it, so an edit anywhere in the
-// history under a checkpoint changes the digest. "" when the request is missing or cannot be
-// canonicalised: a turn that cannot be hashed is no anchor.
+// history under a checkpoint changes the digest; numbers count exactly (a tool_use id edited from
+// 1234567890123456789 to …788 is an edit). "" when the request is missing or cannot be canonicalised
+// (invalid UTF-8, an unpaired surrogate, a duplicate key): a turn that cannot be hashed is no anchor.
 func TurnDigest(req *session.Request) string {
 	if req == nil {
 		return ""
 	}
-	doc, err := fingerprint.Canonicalize(struct {
-		System   string            `json:"system"`
-		Messages []session.Message `json:"messages"`
-	}{req.System, req.Messages})
+	// Built from maps and slices, not a struct: fingerprint would marshal a struct through
+	// encoding/json, which replaces invalid UTF-8 in the strings with U+FFFD instead of failing. The
+	// canonical text is the same either way.
+	var messages []any
+	if req.Messages != nil {
+		messages = make([]any, len(req.Messages))
+		for i, m := range req.Messages {
+			messages[i] = map[string]any{"role": m.Role, "content": m.Content}
+		}
+	}
+	doc, err := fingerprint.Canonicalize(map[string]any{"system": req.System, "messages": messages})
 	if err != nil {
 		return ""
 	}

@@ -51,6 +51,72 @@ func TestTurnDigestIsCanonicalAndSeesEveryEarlierMessage(t *testing.T) {
 	}
 }
 
+func TestTurnDigestIsTheHashOfTheCanonicalConversation(t *testing.T) {
+	// Checkpoints already recorded carry digests of this exact text: it must not drift.
+	req := &session.Request{Model: "m", System: "sys", Messages: []session.Message{
+		{Role: "user", Content: json.RawMessage(`"hi <b>"`)},
+		{Role: "assistant", Content: json.RawMessage(`[{"type":"text","text":"ok","n":1.50}]`)},
+	}}
+	want := rewind.DigestTurn([]byte(`{"messages":[{"content":"hi <b>","role":"user"},` +
+		`{"content":[{"n":1.5,"text":"ok","type":"text"}],"role":"assistant"}],"system":"sys"}`))
+	if got := TurnDigest(req); got != want {
+		t.Errorf("TurnDigest = %s, want %s", got, want)
+	}
+	if got, want := TurnDigest(&session.Request{}), rewind.DigestTurn([]byte(`{"messages":null,"system":""}`)); got != want {
+		t.Errorf("TurnDigest of an empty request = %s, want %s", got, want)
+	}
+}
+
+func TestTurnDigestSeesAnEditedLargeInteger(t *testing.T) {
+	turn := func(id, n string) *session.Request {
+		content := `[{"type":"tool_use","id":` + id + `,"name":"lookup","input":{"account":` + n + `}}]`
+		return &session.Request{System: "s", Messages: []session.Message{{Role: "assistant", Content: json.RawMessage(content)}}}
+	}
+	digests := map[string]string{}
+	for _, c := range []struct{ id, n string }{
+		{"1234567890123456789", "9007199254740993"},
+		{"1234567890123456788", "9007199254740993"}, // the id edited by one
+		{"1234567890123456789", "9007199254740992"}, // the argument edited by one
+		{"1234567890123456789", "1.0000000000000001"},
+		{"1234567890123456789", "1"},
+		{"1234567890123456789", "1e-400"},
+		{"1234567890123456789", "0"},
+	} {
+		d := TurnDigest(turn(c.id, c.n))
+		if d == "" {
+			t.Fatalf("id %s, n %s: no digest", c.id, c.n)
+		}
+		if prev, ok := digests[d]; ok {
+			t.Errorf("id %s, n %s digests like %s", c.id, c.n, prev)
+		}
+		digests[d] = c.id + "/" + c.n
+	}
+	if TurnDigest(turn("1234567890123456789", "1.0")) != TurnDigest(turn("1234567890123456789", "1")) {
+		t.Error("1.0 and 1 are one number")
+	}
+}
+
+func TestTurnDigestRefusesTextThatIsNotUnicode(t *testing.T) {
+	msg := func(role, content string) []session.Message {
+		return []session.Message{{Role: role, Content: json.RawMessage(content)}}
+	}
+	repaired := TurnDigest(&session.Request{System: "s\ufffd", Messages: msg("user", `"x\ufffd"`)})
+	if repaired == "" {
+		t.Fatal("U+FFFD is valid text and must have a digest")
+	}
+	for name, req := range map[string]*session.Request{
+		"invalid UTF-8 in a message":     {System: "s", Messages: msg("user", "\"x\xff\"")},
+		"lone surrogate in a message":    {System: "s", Messages: msg("user", `"x\ud800"`)},
+		"invalid UTF-8 in the system":    {System: "s\xff", Messages: msg("user", `"x"`)},
+		"invalid UTF-8 in the role":      {System: "s", Messages: msg("user\xff", `"x"`)},
+		"invalid UTF-8 in a tool_use id": {System: "s", Messages: msg("assistant", "[{\"type\":\"tool_use\",\"id\":\"t\xff\"}]")},
+	} {
+		if d := TurnDigest(req); d != "" {
+			t.Errorf("%s: digest %s, want none (repaired text digests as %s)", name, d, repaired)
+		}
+	}
+}
+
 func TestTurnsNumberEveryModelCall(t *testing.T) {
 	events := []session.Event{model("a"), tool("read_file", nil, nil), model("a", "b")}
 	turns := Turns(events)
