@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agentrewind/agentrewind/internal/engine/redact"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
 
@@ -177,7 +178,7 @@ func (r *runner) liveModel(ctx context.Context, c call, req session.Request, emi
 		}
 		ev.Response, ev.Usage = stored, resp.Usage
 	}
-	if ev.Stream, err = r.redactChunks(ev.Stream); err != nil {
+	if ev.Stream, err = r.redactChunks(c.step, ev.Stream); err != nil {
 		r.skip(c.step)
 		return nil, err
 	}
@@ -218,13 +219,35 @@ func (r *runner) redactResponse(resp *session.Response) (*session.Response, erro
 	return &out, json.Unmarshal(doc, &out)
 }
 
-func (r *runner) redactChunks(chunks []session.Chunk) ([]session.Chunk, error) {
+// redactChunks redacts a recorded stream as a whole, so that a secret the provider delivered in pieces
+// is redacted however the chunks cut it (redact.Redactor.Stream): each text lane of the replayed stream
+// assembles to exactly the redacted response, and with the vault the token restores the secret in the
+// chunk where it started.
+//
+// It fails closed. When a secret the redactor knows would still be readable from the chunks — most
+// likely one straddling two lanes, such as a content block's start and its deltas — the chunks are
+// dropped and the call is kept as a non-streamed one: its redacted response is recorded as usual and a
+// replay returns it, emitting no chunk. That keeps every agent correct that uses what ModelStream
+// returns, whereas a stream with the secret's pieces merely blanked would assemble to a response that
+// differs from the recorded one and could not be restored from the vault.
+func (r *runner) redactChunks(step int64, chunks []session.Chunk) ([]session.Chunk, error) {
+	if len(chunks) == 0 {
+		return chunks, nil
+	}
+	docs := make([][]byte, len(chunks))
+	for i, c := range chunks {
+		docs[i] = c.Data
+	}
+	red, err := r.cfg.Redactor.Stream(docs)
+	if errors.Is(err, redact.ErrStreamExposed) {
+		r.cfg.Logf("Dropped the %d stream chunks of the model call at step %d: a redacted secret straddles them in a way that cannot be rewritten; the call is recorded without its stream", len(chunks), step)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
 	for i := range chunks {
-		red, err := r.redactJSON(chunks[i].Data)
-		if err != nil {
-			return nil, err
-		}
-		chunks[i].Data = red
+		chunks[i].Data = red[i]
 	}
 	return chunks, nil
 }
