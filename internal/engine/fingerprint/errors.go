@@ -108,6 +108,7 @@ const (
 	badSurrogate    = "string contains an unpaired UTF-16 surrogate escape, which is not valid Unicode"
 	badSurrogateKey = "an object key contains an unpaired UTF-16 surrogate escape, which is not valid Unicode"
 	badRedaction    = "Redact returned a string that is not valid UTF-8"
+	badUTF8Inside   = "a string inside this value is not valid UTF-8"
 )
 
 // segment is one step of a path: an object key, or an array index when index >= 0.

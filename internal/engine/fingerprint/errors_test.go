@@ -281,6 +281,12 @@ func TestInvalidTextIsRejected(t *testing.T) {
 		{"invalid UTF-8 in a Go string", map[string]any{"x": []any{"\xff"}}, Options{}, "$.x[0]", "string is not valid UTF-8"},
 		{"invalid UTF-8 in a Go key", map[string]any{"\xff": 1}, Options{}, "$", "object key is not valid UTF-8"},
 		{"invalid UTF-8 from Redact", `{"a":{"b":"secret"}}`, Options{Redact: func(string) string { return "\xff" }}, "$.a.b", "Redact returned"},
+		// Values marshalled by encoding/json, which would repair the text, are checked before.
+		{"invalid UTF-8 in a struct field", map[string]any{"req": struct{ System string }{"s\xff"}}, Options{}, "$.req", "inside this value"},
+		{"invalid UTF-8 behind a pointer in a struct", []any{&struct{ P *string }{P: &badText}}, Options{}, "$[0]", "inside this value"},
+		{"invalid UTF-8 in an embedded struct", struct{ embedded }{embedded{Name: "\xff"}}, Options{}, "$", "inside this value"},
+		{"invalid UTF-8 in a map with int keys", map[int]string{1: "\xc3"}, Options{}, "$", "inside this value"},
+		{"invalid UTF-8 from MarshalText", map[string]any{"t": badTextMarshaler{}}, Options{}, "$.t", "inside this value"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -299,6 +305,31 @@ func TestInvalidTextIsRejected(t *testing.T) {
 			}
 		})
 	}
+}
+
+var badText = "x\xff"
+
+type embedded struct{ Name string }
+
+type badTextMarshaler struct{}
+
+func (badTextMarshaler) MarshalText() ([]byte, error) { return []byte("\xff"), nil }
+
+func TestTextEncodingJSONWouldNotWriteIsNotChecked(t *testing.T) {
+	type hidden struct {
+		Shown  string
+		Ignore string `json:"-"`
+		secret string
+		Bytes  []byte
+	}
+	got, err := Canonicalize(hidden{Shown: "ok\ufffd", Ignore: "\xff", secret: "\xff", Bytes: []byte("\xff")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"Bytes":"/w==","Shown":"ok` + "\ufffd" + `"}`; string(got) != want {
+		t.Errorf("got %s, want %s", got, want)
+	}
+	_ = hidden{}.secret
 }
 
 func TestValidSurrogatePairsDecode(t *testing.T) {

@@ -362,14 +362,74 @@ func (b *builder) reflectMap(rv reflect.Value) (node, error) {
 
 // roundTrip marshals v with encoding/json and parses the result, for the types whose JSON form only
 // encoding/json knows: structs (tags, omitempty, embedding), marshalers, []byte, maps with non-string keys.
-// One caveat is inherited: encoding/json replaces invalid UTF-8 inside such values with U+FFFD instead
-// of failing.
+// encoding/json would replace invalid UTF-8 in v's strings with U+FFFD, so they are checked first.
 func (b *builder) roundTrip(v any) (node, error) {
+	if !validText(reflect.ValueOf(v), 0) {
+		return node{}, &InvalidUTF8Error{Path: b.path.String(), what: badUTF8Inside}
+	}
 	data, err := json.Marshal(v)
 	if err != nil {
 		return node{}, b.marshalError(v, err)
 	}
 	return parseDocument(string(data), b.path)
+}
+
+// validText reports whether the strings encoding/json would write for rv as JSON strings (string
+// fields, map keys, MarshalText results) are valid UTF-8. It checks at least what encoding/json writes:
+// exported and embedded fields not tagged "-", map keys and values, elements. MarshalJSON results are
+// not checked here: encoding/json copies them unrepaired, and the parser refuses invalid text in them.
+func validText(rv reflect.Value, depth int) bool {
+	if !rv.IsValid() || depth > maxDepth { // deeper is a cycle, which json.Marshal reports
+		return true
+	}
+	t := rv.Type()
+	switch t.Kind() {
+	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice:
+		if rv.IsNil() {
+			return true
+		}
+	}
+	if rv.CanInterface() {
+		if t.Implements(marshalerType) {
+			return true
+		}
+		if m, ok := rv.Interface().(encoding.TextMarshaler); ok {
+			text, err := m.MarshalText()
+			return err != nil || utf8.Valid(text) // json.Marshal reports the error
+		}
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return utf8.ValidString(rv.String())
+	case reflect.Pointer, reflect.Interface:
+		return validText(rv.Elem(), depth+1)
+	case reflect.Struct:
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if (!f.IsExported() && !f.Anonymous) || f.Tag.Get("json") == "-" {
+				continue
+			}
+			if !validText(rv.Field(i), depth+1) {
+				return false
+			}
+		}
+	case reflect.Map:
+		for it := rv.MapRange(); it.Next(); {
+			if !validText(it.Key(), depth+1) || !validText(it.Value(), depth+1) {
+				return false
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		if t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8 {
+			return true // base64
+		}
+		for i := range rv.Len() {
+			if !validText(rv.Index(i), depth+1) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // marshalError translates encoding/json's errors into this package's typed ones where they mean the same.
