@@ -68,18 +68,22 @@ var streamShapes = []streamShape{
 		},
 	},
 	{
-		name:      "anthropic text_delta",
-		wrap:      func(s string) string { return "key: " + s + " done" },
-		pad:       func(filler, text string) string { return filler + text },
-		chunks:    func(pieces []string) []json.RawMessage { return anthropicChunks(textBlockStart, "text_delta", "text", pieces) },
+		name: "anthropic text_delta",
+		wrap: func(s string) string { return "key: " + s + " done" },
+		pad:  func(filler, text string) string { return filler + text },
+		chunks: func(pieces []string) []json.RawMessage {
+			return anthropicChunks(textBlockStart, "text_delta", "text", pieces)
+		},
 		lane:      func(t *testing.T, chunks []json.RawMessage) string { return anthropicLane(t, chunks, "text") },
 		anthropic: true,
 	},
 	{
-		name:      "anthropic input_json_delta",
-		wrap:      func(s string) string { return `{"apiKey":"` + s + `","retries":2}` },
-		pad:       func(filler, text string) string { return `{"filler":"` + filler + `",` + text[1:] },
-		chunks:    func(pieces []string) []json.RawMessage { return anthropicChunks(toolBlockStart, "input_json_delta", "partial_json", pieces) },
+		name: "anthropic input_json_delta",
+		wrap: func(s string) string { return `{"apiKey":"` + s + `","retries":2}` },
+		pad:  func(filler, text string) string { return `{"filler":"` + filler + `",` + text[1:] },
+		chunks: func(pieces []string) []json.RawMessage {
+			return anthropicChunks(toolBlockStart, "input_json_delta", "partial_json", pieces)
+		},
 		lane:      func(t *testing.T, chunks []json.RawMessage) string { return anthropicLane(t, chunks, "partial_json") },
 		anthropic: true,
 	},
@@ -464,4 +468,79 @@ func compactJSON(t *testing.T, raw json.RawMessage) string {
 		t.Fatalf("%v: %s", err, raw)
 	}
 	return b.String()
+}
+
+// TestASecretStraddlingTwoLanesIsNotStoredInTheClear: the secret starts in a content block's start
+// and ends in its delta, two lanes no rewrite of one lane can stitch. The stream is dropped rather
+// than stored, the call is kept with its redacted response, and a replay returns that response.
+func TestASecretStraddlingTwoLanesIsNotStoredInTheClear(t *testing.T) {
+	for _, canary := range []streamCanary{streamCanaries[0], streamCanaries[4]} {
+		t.Run(canary.kind, func(t *testing.T) {
+			t.Parallel()
+			text := "key: " + canary.secret + " done"
+			first := strings.Index(text, canary.secret)
+			scripts := streamScript{}
+			var keys []string
+			for k := first + 1; k < first+len(canary.secret); k++ {
+				start, _ := json.Marshal(map[string]string{"type": "text", "text": text[:k]})
+				key := "straddle " + strconv.Itoa(k)
+				keys = append(keys, key)
+				scripts[key] = anthropicChunks(string(start), "text_delta", "text", []string{text[k:]})
+			}
+			red := redact.New(redact.BuiltinPatterns())
+			if canary.literal {
+				red.AddLiteral(canary.kind, canary.secret)
+			}
+			cfg := liveEntropy()
+			cfg.Redactor = red
+			var dropped int
+			cfg.Logf = func(f string, a ...any) {
+				if strings.Contains(fmt.Sprintf(f, a...), "recorded without its stream") {
+					dropped++
+				}
+			}
+			dir := filepath.Join(t.TempDir(), "rec")
+			model := &scriptedModel{t: t, shape: streamShapes[1], scripts: scripts}
+			live := map[string]served{}
+			if rec, err := Record(context.Background(), RecordOptions{Config: cfg, Dir: dir, Model: model}, streamingAgent(keys, live)); err != nil || rec.HarnessErr != nil {
+				t.Fatal(err, rec.HarnessErr)
+			}
+			assertNoCanaryPiece(t, dir, canary.secret)
+			if dropped != len(keys) {
+				t.Fatalf("%d of %d straddling streams were reported dropped", dropped, len(keys))
+			}
+			if len(live[keys[0]].chunks) == 0 {
+				t.Fatal("the agent was not streamed to live")
+			}
+
+			s, err := session.Open(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stored := map[string]*session.Response{}
+			for _, ev := range s.Events {
+				if ev.Kind == session.KindModelCall {
+					if len(ev.Stream) != 0 {
+						t.Fatalf("step %d: a straddling stream was stored", ev.Step)
+					}
+					stored[lastUser(*ev.Request)] = ev.Response
+				}
+			}
+			got := map[string]served{}
+			if _, err := Replay(context.Background(), ReplayOptions{Session: s}, streamingAgent(keys, got)); err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range keys {
+				if len(got[k].chunks) != 0 {
+					t.Fatalf("%s: replay emitted %d chunks of a dropped stream", k, len(got[k].chunks))
+				}
+				if diff := cmp.Diff(compactJSON(t, stored[k].Content), compactJSON(t, got[k].resp.Content)); diff != "" {
+					t.Fatalf("%s: replay returned another response (-recorded +replayed):\n%s", k, diff)
+				}
+				if !strings.Contains(string(got[k].resp.Content), redact.Token(canary.secret)) {
+					t.Fatalf("%s: the replayed response is not the redacted one: %s", k, got[k].resp.Content)
+				}
+			}
+		})
+	}
 }
