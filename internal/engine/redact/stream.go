@@ -16,30 +16,29 @@ import (
 // whole or in recognisable pieces: typically a secret that straddles two lanes (a content block's start
 // and its deltas, two content blocks) which no rewrite of one lane can remove. Stream then returns no
 // chunks at all, so the caller cannot store them by mistake.
-var ErrStreamExposed = errors.New("redact: a known secret straddles stream chunks in a way that cannot be rewritten")
+var ErrStreamExposed = errors.New("redact: a secret in the stream cannot be redacted chunk by chunk")
 
 // maxStreamDepth bounds the nesting of a chunk, as encoding/json bounds it.
 const maxStreamDepth = 10000
 
-// Stream redacts the chunks of one streamed response so that redaction holds whatever the chunk
-// boundaries, and returns them compacted, in order.
+// Stream redacts the chunks of one streamed response, each a JSON document, so that redaction holds
+// whatever the chunk boundaries. It returns them compacted, in order; a chunk that is not one JSON
+// document is a *JSONError.
 //
-// A stream is read as lanes of text: every string leaf of every chunk belongs to the lane named by
-// its JSON path, where an object carrying a scalar "index" member is named by that index instead of
-// its array position (Anthropic's content_block_delta, OpenAI's choices[] and tool_calls[]). Each
-// lane's pieces, concatenated in chunk order, are what a consumer assembles; the concatenation is
-// redacted as one string, exactly as JSON redacts a member value, and each match is cut from the
-// pieces it spans with its token left in the piece where it starts. The re-emitted lane therefore
-// concatenates to the redacted text, and restoring the token in that one chunk gives back the
-// original stream. Object keys are redacted on their own.
+// The stream is read as lanes of text. Every string value belongs to the lane named by its JSON path,
+// in which an object with a scalar "index" member is named by that index rather than by its array
+// position (Anthropic's content_block_delta, OpenAI's choices[] and tool_calls[]). A lane's pieces,
+// concatenated in chunk order, are what a consumer assembles, so the concatenation is redacted as one
+// string, as JSON redacts a member value, and each match is cut from the pieces it spans with its
+// token written into the piece where it starts. The lane then assembles to the redacted text, and
+// restoring that one token gives back the original stream. Object keys are redacted on their own.
 //
-// Stream then fails closed: ErrStreamExposed, and no chunks, when any secret the redactor knows (those
-// it has redacted so far, learned literals, this stream's) still occurs in a rewritten chunk's bytes,
-// in a lane, or in the strings of a lane that is itself a JSON document (a tool call's partial JSON);
-// when a piece of 16 or more bytes of one (half of a shorter one, for secrets of 12 bytes or more)
-// does; or when one lane ends with the head of a secret whose tail starts another lane. Nothing is
-// counted or remembered for a stream that fails. A chunk that is not one JSON document is a
-// *JSONError.
+// It fails closed: ErrStreamExposed, and no chunks, when a secret the redactor knows (all it has
+// redacted so far, the learned literals, this stream's) could still be read from the result — whole,
+// in a chunk's bytes, a lane, or the strings of a lane that is a JSON document (a tool call's
+// partial JSON, where an escape can hide it); by a piece of pieceLen bytes; or split across lanes,
+// one lane ending with its head and another starting with its tail. A failed stream redacts nothing
+// and counts nothing.
 func (r *Redactor) Stream(chunks [][]byte) ([][]byte, error) {
 	parsed := make([]*jnode, len(chunks))
 	for i, c := range chunks {
@@ -57,7 +56,12 @@ func (r *Redactor) Stream(chunks [][]byte) ([][]byte, error) {
 		}
 	}
 	for _, n := range parsed {
-		n.walkKeys(func(k *jnode) { k.out = r.redact(k.str, 0, &found) })
+		n.walkKeys(func(k *jnode) {
+			k.out = k.str
+			if r.mayRedact(k.str) {
+				k.out = r.redact(k.str, 0, &found)
+			}
+		})
 	}
 	out := make([][]byte, len(parsed))
 	for i, n := range parsed {
@@ -102,23 +106,29 @@ func (l *lane) rewritten() string {
 // context, then alone) and cuts each match out of the pieces it spans, its token written where the
 // match starts.
 func (r *Redactor) rewriteLane(ln *lane, found *[]finding) error {
-	text := ln.original()
-	var local []finding
-	red := text
-	if ln.member {
-		prefix := ln.key + "="
-		red = r.redact(prefix+red, len(prefix), &local)[len(prefix):]
-	}
-	red = r.redact(red, 0, &local)
 	for _, p := range ln.pieces {
 		p.out = p.str
 	}
+	text := ln.original()
+	prefix := ""
+	if ln.member {
+		prefix = ln.key + "="
+	}
+	if !r.mayRedact(prefix + text) {
+		return nil
+	}
+	var local []finding
+	red := text
+	if ln.member {
+		red = r.redact(prefix+red, len(prefix), &local)[len(prefix):]
+	}
+	red = r.redact(red, 0, &local)
 	if red == text {
 		return nil
 	}
 	reps, err := alignReplacements(text, red, local)
-	if err != nil {
-		return fmt.Errorf("lane %s: %w", ln.path, err)
+	if err != nil { // cannot happen while redaction only swaps secrets for tokens; fail closed if it does
+		return fmt.Errorf("%w: lane %s: %v", ErrStreamExposed, ln.path, err)
 	}
 	off := 0
 	for _, p := range ln.pieces {
@@ -127,6 +137,18 @@ func (r *Redactor) rewriteLane(ln *lane, found *[]finding) error {
 	}
 	*found = append(*found, local...)
 	return nil
+}
+
+// mayRedact reports whether any pattern can match s, by the patterns' hints: most lanes of a stream
+// hold no secret, and this spares them every regexp.
+func (r *Redactor) mayRedact(s string) bool {
+	lower := []byte(strings.ToLower(s))
+	for _, p := range r.all() {
+		if p.mayMatch(lower) {
+			return true
+		}
+	}
+	return false
 }
 
 // replacement is a secret at [start,end) of a lane's original text, replaced by token.
