@@ -3,7 +3,11 @@
 // as the commit marker, events.jsonl, content-addressed blobs/<sha256>, vault.enc), externalisation of
 // large fields to blobs, and forward schema migrations.
 //
-// It verifies what it reads — the events hash, every blob's hash, every line's shape — and reports a
-// problem with the file, line and byte offset. It makes no decisions about replay and never sees a
-// secret in the clear: callers redact before they write.
+// It verifies what it reads — the events hash, every blob's hash, every line's text and shape, and the
+// log's structure — and reports a problem with the file, line, byte offset and field. It makes no
+// decisions about replay and never sees a secret in the clear: callers redact before they write.
+//
+// A committed log without session_end (a crashed run) opens, for resuming; CheckComplete refuses it.
+// meta.json is not signed: verification catches accidents and inconsistent edits, not a forger who
+// rewrites meta.json to match.
 package session

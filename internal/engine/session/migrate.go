@@ -44,6 +44,12 @@ func addAuthor(obj map[string]json.RawMessage) error {
 // written by an older version. Lines at the current version — nearly all of them — are decoded once.
 func decodeEvent(line []byte) (Event, error) {
 	ev, err := decodeStrict(line)
+	if err == nil || json.Valid(line) {
+		// encoding/json accepted the text; refuse what it would have silently rewritten.
+		if terr := checkJSONText(line); terr != nil {
+			return Event{}, terr
+		}
+	}
 	if err == nil && ev.SchemaVersion == CurrentSchemaVersion {
 		return ev, checkKind(ev)
 	}

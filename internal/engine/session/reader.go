@@ -10,9 +10,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 )
 
 // Session is a committed recording loaded into memory, verified and migrated to the current schema.
@@ -35,24 +37,47 @@ func (d dirBlobs) ReadBlob(hash string) ([]byte, error) {
 	return os.ReadFile(filepath.Join(string(d), BlobsDir, hash))
 }
 
-// Open loads the committed session in dir. It fails with ErrNotCommitted when meta.json is missing,
-// with *DigestMismatchError when events.jsonl or a blob does not match its recorded hash, and with
-// *CorruptEventError naming the line and byte offset of a line it cannot read.
+// Open loads the committed session in dir and checks it: meta.json (*CorruptMetaError), the events
+// hash and every blob's hash (*DigestMismatchError), every line's text and shape and the log's
+// structure (*CorruptEventError naming the line, byte offset and field; see StructureChecker), and
+// that every referenced blob is there (*MissingError) and decodes (*BlobRefError). It fails with
+// ErrNotCommitted when meta.json is missing. A log without session_end is accepted — a crashed run is
+// still worth resuming — and Session.CheckComplete tells it apart from a finished one.
 func Open(dir string) (*Session, error) {
 	meta, err := ReadMeta(dir)
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.Open(filepath.Join(dir, EventsFile))
+	path := filepath.Join(dir, EventsFile)
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, &MissingError{Object: path, Err: err}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("session %s: %w", dir, err)
 	}
 	defer f.Close()
-	events, err := ReadEvents(f, meta.EventsHash, dirBlobs(dir), filepath.Join(dir, EventsFile))
+	check := NewStructureChecker(path)
+	events, err := readLog(f, meta.EventsHash, path, check.Add)
 	if err != nil {
 		return nil, err
 	}
+	if err := check.Finish(meta, filepath.Join(dir, MetaFile)); err != nil {
+		return nil, err
+	}
+	if err := resolveAll(events, dirBlobs(dir)); err != nil {
+		return nil, err
+	}
 	return &Session{Dir: dir, Meta: meta, Events: events}, nil
+}
+
+// CheckComplete returns nil when the session's log ends with session_end, and an error wrapping
+// ErrIncomplete when the run stopped before it was framed.
+func (s *Session) CheckComplete() error {
+	if n := len(s.Events); n > 0 && s.Events[n-1].Kind == KindSessionEnd {
+		return nil
+	}
+	return fmt.Errorf("session %s: %w", s.Meta.ID, ErrIncomplete)
 }
 
 // ReadMeta reads and checks meta.json.
@@ -68,40 +93,59 @@ func ReadMeta(dir string) (Meta, error) {
 	return DecodeMeta(data, path)
 }
 
-// DecodeMeta parses meta.json bytes; name is used in errors.
+// DecodeMeta parses meta.json bytes; name is used in errors. Bytes that are not one JSON object with
+// unique keys and valid text, an eventsHash that is not a sha256 hex digest and a negative event count
+// are *CorruptMetaError; a schema newer than this build a *MigrationError.
 func DecodeMeta(data []byte, name string) (Meta, error) {
 	var meta Meta
 	if err := json.Unmarshal(data, &meta); err != nil {
-		return Meta{}, fmt.Errorf("%s: %w", name, err)
+		return Meta{}, &CorruptMetaError{File: name, Err: err}
+	}
+	if err := checkJSONText(data); err != nil {
+		return Meta{}, &CorruptMetaError{File: name, Err: err}
 	}
 	if meta.SchemaVersion > CurrentSchemaVersion {
 		return Meta{}, fmt.Errorf("%s: %w", name, &MigrationError{From: meta.SchemaVersion, To: CurrentSchemaVersion})
 	}
 	if !ValidBlobHash(meta.EventsHash) {
-		return Meta{}, fmt.Errorf("%s: eventsHash %q is not a sha256 hex digest", name, meta.EventsHash)
+		return Meta{}, &CorruptMetaError{File: name, Field: "eventsHash", Err: fmt.Errorf("%q is not a sha256 hex digest", meta.EventsHash)}
+	}
+	if meta.Events < 0 {
+		return Meta{}, &CorruptMetaError{File: name, Field: "events", Err: fmt.Errorf("%d is negative", meta.Events)}
 	}
 	return meta, nil
 }
 
 // ReadEvents decodes an events.jsonl stream, verifying that its bytes hash to wantHash (skipped when
 // wantHash is empty) and resolving externalised fields through blobs (skipped when blobs is nil).
-// name labels errors.
+// name labels errors. Each line is checked on its own; the log's structure is not (Open checks it,
+// and a caller reading lines one at a time can use a StructureChecker).
 func ReadEvents(r io.Reader, wantHash string, blobs BlobSource, name string) ([]Event, error) {
+	events, err := readLog(r, wantHash, name, nil)
+	if err != nil {
+		return nil, err
+	}
+	if blobs != nil {
+		if err := resolveAll(events, blobs); err != nil {
+			return nil, err
+		}
+	}
+	return events, nil
+}
+
+// readLog decodes every line of r, passing each event to visit (when set) with its line and offset.
+// After the first bad line it still reads to the end, so that a log edited after it was committed is
+// reported as such rather than by the first line the edit broke.
+func readLog(r io.Reader, wantHash, name string, visit func(ev *Event, line int, offset int64) error) ([]Event, error) {
 	h := sha256.New()
 	br := bufio.NewReaderSize(io.TeeReader(r, h), 64<<10)
 	var events []Event
 	var offset int64
-	for lineNo := 1; ; lineNo++ {
+	var firstErr error
+	for lineNo := 1; firstErr == nil; lineNo++ {
 		line, err := br.ReadBytes('\n')
 		if len(line) > 0 {
-			if line[len(line)-1] != '\n' {
-				return nil, &CorruptEventError{File: name, Line: lineNo, Offset: offset, Err: errors.New("truncated: the last line has no newline")}
-			}
-			ev, derr := decodeEvent(bytes.TrimSuffix(line, []byte("\n")))
-			if derr != nil {
-				return nil, &CorruptEventError{File: name, Line: lineNo, Offset: offset, Err: derr}
-			}
-			events = append(events, ev)
+			firstErr = decodeLine(line, lineNo, offset, name, visit, &events)
 			offset += int64(len(line))
 		}
 		if err == io.EOF {
@@ -111,38 +155,93 @@ func ReadEvents(r io.Reader, wantHash string, blobs BlobSource, name string) ([]
 			return nil, fmt.Errorf("%s: reading at byte offset %d: %w", name, offset, err)
 		}
 	}
+	if firstErr != nil {
+		if _, err := io.Copy(io.Discard, br); err != nil {
+			return nil, fmt.Errorf("%s: reading at byte offset %d: %w", name, offset, err)
+		}
+	}
 	if got := hex.EncodeToString(h.Sum(nil)); wantHash != "" && got != wantHash {
 		return nil, &DigestMismatchError{Object: name, Want: wantHash, Got: got}
 	}
-	if blobs != nil {
-		for i := range events {
-			if err := ResolveBlobs(&events[i], blobs); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return events, nil
+	return events, firstErr
 }
 
-// ResolveBlobs loads every externalised field of ev from blobs, verifying each blob's hash.
+func decodeLine(line []byte, lineNo int, offset int64, name string, visit func(*Event, int, int64) error, events *[]Event) error {
+	if line[len(line)-1] != '\n' {
+		return &CorruptEventError{File: name, Line: lineNo, Offset: offset, Err: errors.New("truncated: the last line has no newline")}
+	}
+	ev, err := decodeEvent(bytes.TrimSuffix(line, []byte("\n")))
+	if err != nil {
+		return &CorruptEventError{File: name, Line: lineNo, Offset: offset, Field: fieldOf(err), Err: err}
+	}
+	if visit != nil {
+		if err := visit(&ev, lineNo, offset); err != nil {
+			return err
+		}
+	}
+	*events = append(*events, ev)
+	return nil
+}
+
+// fieldOf names the event field a decoding error is about, when it says.
+func fieldOf(err error) string {
+	var te *TextError
+	if errors.As(err, &te) {
+		field, _, _ := strings.Cut(te.Path, ".")
+		field, _, _ = strings.Cut(field, "[")
+		return field
+	}
+	var ue *json.UnmarshalTypeError
+	if errors.As(err, &ue) {
+		return ue.Field
+	}
+	return ""
+}
+
+func resolveAll(events []Event, blobs BlobSource) error {
+	for i := range events {
+		if err := ResolveBlobs(&events[i], blobs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ResolveBlobs loads every externalised field of ev from blobs, verifying each blob's hash and text.
+// A blob the source reports as not existing is a *MissingError; a bad reference or undecodable content
+// a *BlobRefError.
 func ResolveBlobs(ev *Event, blobs BlobSource) error {
-	for field, h := range ev.Blobs {
+	for _, field := range slices.Sorted(maps.Keys(ev.Blobs)) {
+		h := ev.Blobs[field]
+		fail := func(err error) error { return &BlobRefError{Step: ev.Step, Field: field, Hash: h, Err: err} }
 		f, ok := blobFieldByName(field)
 		if !ok {
-			return fmt.Errorf("step %d: unknown externalised field %q", ev.Step, field)
+			return fail(errors.New("not a field that can be stored as a blob"))
 		}
 		if !ValidBlobHash(h) {
-			return fmt.Errorf("step %d: blob reference %q for %s is not a sha256 hex digest", ev.Step, h, field)
+			return fail(errors.New("the reference is not a sha256 hex digest"))
+		}
+		if inline, err := f.get(ev); err != nil || inline != nil {
+			return fail(errors.New("the field is also stored inline; a blob replaces it"))
 		}
 		data, err := blobs.ReadBlob(h)
+		if errors.Is(err, fs.ErrNotExist) {
+			return &MissingError{Object: BlobPath(h), Step: ev.Step, Field: field, Err: err}
+		}
 		if err != nil {
 			return fmt.Errorf("step %d: reading blob %s for %s: %w", ev.Step, h, field, err)
 		}
 		if err := VerifyBlob(h, data); err != nil {
 			return err
 		}
+		if !json.Valid(data) {
+			return fail(errors.New("the content is not JSON"))
+		}
+		if err := checkJSONText(data); err != nil {
+			return fail(err)
+		}
 		if err := f.set(ev, data); err != nil {
-			return fmt.Errorf("step %d: decoding blob %s for %s: %w", ev.Step, h, field, err)
+			return fail(err)
 		}
 	}
 	return nil
