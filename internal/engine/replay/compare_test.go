@@ -2,10 +2,16 @@ package replay
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/agentrewind/agentrewind/internal/engine/fingerprint"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
 
@@ -41,3 +47,147 @@ func TestDiffShowsWhereLongStringsDiffer(t *testing.T) {
 		t.Fatalf("diff %q", lines)
 	}
 }
+
+// rewriteLog edits a recording's events.jsonl line by line and recomputes meta.json to match, as
+// someone who knows the format would: only the recomputed fingerprints can tell.
+func rewriteLog(t *testing.T, dir string, edit func(lines []string) []string) *session.Session {
+	t.Helper()
+	path := filepath.Join(dir, session.EventsFile)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := edit(strings.SplitAfter(strings.TrimSuffix(string(data), "\n"), "\n"))
+	log := strings.Join(lines, "")
+	if !strings.HasSuffix(log, "\n") {
+		log += "\n"
+	}
+	meta, err := session.ReadMeta(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(log))
+	meta.EventsHash, meta.Events = hex.EncodeToString(sum[:]), int64(strings.Count(log, "\n"))
+	metaJSON, _ := json.Marshal(meta)
+	if err := os.WriteFile(path, []byte(log), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, session.MetaFile), metaJSON, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := session.Open(dir)
+	if err != nil {
+		t.Fatalf("the rewritten log does not open: %v", err)
+	}
+	return s
+}
+
+func replaceInKind(kind session.Kind, old, new string) func([]string) []string {
+	return func(lines []string) []string {
+		for i, l := range lines {
+			if strings.Contains(l, `"kind":"`+string(kind)+`"`) && strings.Contains(l, old) {
+				lines[i] = strings.Replace(l, old, new, 1)
+				return lines
+			}
+		}
+		panic("no " + string(kind) + " line holds " + old)
+	}
+}
+
+// TestCompareSessionsRecomputesStoredFingerprints: an edit to a stored request or tool arguments that
+// keeps the stored fingerprint — of every kind of call that has one — is reported as tampering, not
+// compared as if the fingerprint were true.
+func TestCompareSessionsRecomputesStoredFingerprints(t *testing.T) {
+	cases := []struct {
+		name  string
+		edit  func([]string) []string
+		kind  session.Kind
+		field string
+	}{
+		{"model request edited", replaceInKind(session.KindModelCall, `"model":"fake-1"`, `"model":"fake-9"`), session.KindModelCall, "requestHash"},
+		{"model fingerprint edited", func(lines []string) []string {
+			for i, l := range lines {
+				if j := strings.Index(l, `"requestHash":"`); j >= 0 {
+					k := j + len(`"requestHash":"`)
+					lines[i] = l[:k] + strings.Repeat("0", 64) + l[k+64:]
+					return lines
+				}
+			}
+			panic("no requestHash")
+		}, session.KindModelCall, "requestHash"},
+		{"tool arguments edited", replaceInKind(session.KindToolCall, `"label":"bug"`, `"label":"wontfix"`),
+			session.KindToolCall, "argsHash"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			golden, _ := recordTriage(t, liveEntropy())
+			candidate, _ := recordTriage(t, liveEntropy())
+			tampered := rewriteLog(t, candidate.Dir, tc.edit)
+			for _, pair := range [][2]*session.Session{{golden, tampered}, {tampered, golden}} {
+				d, err := CompareSessions(pair[0], pair[1], nil)
+				var fm *FingerprintMismatchError
+				if !errors.As(err, &fm) || fm.Kind != tc.kind || fm.Field != tc.field || fm.Session != "triage" || d != nil {
+					t.Fatalf("got %v, %v; want a *FingerprintMismatchError on %s %s", d, err, tc.kind, tc.field)
+				}
+			}
+		})
+	}
+}
+
+func TestCompareSessionsRefusesIncompleteRuns(t *testing.T) {
+	golden, _ := recordTriage(t, liveEntropy())
+	candidate, _ := recordTriage(t, liveEntropy())
+	crashed := rewriteLog(t, candidate.Dir, func(lines []string) []string { return lines[:len(lines)-1] })
+	for _, pair := range [][2]*session.Session{{golden, crashed}, {crashed, golden}} {
+		if _, err := CompareSessions(pair[0], pair[1], nil); !errors.Is(err, session.ErrIncomplete) {
+			t.Fatalf("got %v, want ErrIncomplete", err)
+		}
+	}
+}
+
+// TestCompareSessionsJudgesByTheGoldenMode: a candidate recorded with structural fingerprints makes
+// the same calls as a strict golden run; its stored fingerprints differ, the recomputed ones do not.
+func TestCompareSessionsJudgesByTheGoldenMode(t *testing.T) {
+	golden, _ := recordTriage(t, liveEntropy())
+	cfg := liveEntropy()
+	cfg.FingerprintMode = fingerprint.Structural
+	candidate, _ := recordTriage(t, cfg)
+	if Compare(golden.Events, candidate.Events) == nil {
+		t.Fatal("the stored fingerprints of the two modes agree; the test proves nothing")
+	}
+	if d, err := CompareSessions(golden, candidate, nil); d != nil || err != nil {
+		t.Fatalf("got %v, %v; want a match", d, err)
+	}
+	golden.Meta.FingerprintMode = "fuzzy"
+	var me *session.CorruptMetaError
+	if _, err := CompareSessions(golden, candidate, nil); !errors.As(err, &me) || me.Field != "fingerprintMode" {
+		t.Fatalf("unknown mode: %v", err)
+	}
+}
+
+// TestCompareSessionsUsesTheProviderCodec: in structural mode the codec decides what is masked, so the
+// lookup must be the recorder's.
+func TestCompareSessionsUsesTheProviderCodec(t *testing.T) {
+	cfg := liveEntropy()
+	cfg.FingerprintMode = fingerprint.Structural
+	cfg.Codec = maskAllCodec{}
+	golden, _ := recordTriage(t, cfg)
+	if _, err := CompareSessions(golden, golden, nil); !errors.As(err, new(*FingerprintMismatchError)) {
+		t.Fatalf("without the recorder's codec the fingerprints cannot match: %v", err)
+	}
+	lookup := func(provider string) Codec {
+		if provider == "mask-all" {
+			return maskAllCodec{}
+		}
+		return nil
+	}
+	if d, err := CompareSessions(golden, golden, lookup); d != nil || err != nil {
+		t.Fatalf("with the recorder's codec: %v, %v", d, err)
+	}
+}
+
+// maskAllCodec masks the system prompt in structural fingerprints.
+type maskAllCodec struct{ GenericCodec }
+
+func (maskAllCodec) Name() string            { return "mask-all" }
+func (maskAllCodec) VolatilePaths() []string { return []string{"system"} }
