@@ -178,7 +178,11 @@ func (r *runner) liveModel(ctx context.Context, c call, req session.Request, emi
 		}
 		ev.Response, ev.Usage = stored, resp.Usage
 	}
-	if ev.Stream, err = r.redactChunks(c.step, ev.Stream); err != nil {
+	complete := ev.Response
+	if ev.Error != nil {
+		complete = nil // a stream that failed is not to be rewritten as one that succeeded
+	}
+	if ev.Stream, err = r.redactChunks(c.step, ev.Stream, complete); err != nil {
 		r.skip(c.step)
 		return nil, err
 	}
@@ -225,12 +229,14 @@ func (r *runner) redactResponse(resp *session.Response) (*session.Response, erro
 // chunk where it started.
 //
 // It fails closed. When a secret the redactor knows would still be readable from the chunks — most
-// likely one straddling two lanes, such as a content block's start and its deltas — the chunks are
-// dropped and the call is kept as a non-streamed one: its redacted response is recorded as usual and a
-// replay returns it, emitting no chunk. That keeps every agent correct that uses what ModelStream
-// returns, whereas a stream with the secret's pieces merely blanked would assemble to a response that
-// differs from the recorded one and could not be restored from the vault.
-func (r *runner) redactChunks(step int64, chunks []session.Chunk) ([]session.Chunk, error) {
+// likely one straddling two lanes, such as a content block's start and its deltas — none of them is
+// stored. The stream is replaced by one the codec writes from the redacted response (StreamSynthesizer),
+// so a replay still serves a stream the SDK accumulates to exactly the recorded response, which the
+// vault restores as usual; the original timing is lost. With a codec that cannot write streams the call
+// is kept without one: a replay returns its response and emits no chunk. Blanking the secret's pieces
+// instead would leave a stream that assembles to neither the recorded response nor, with the vault,
+// the original one.
+func (r *runner) redactChunks(step int64, chunks []session.Chunk, resp *session.Response) ([]session.Chunk, error) {
 	if len(chunks) == 0 {
 		return chunks, nil
 	}
@@ -240,8 +246,7 @@ func (r *runner) redactChunks(step int64, chunks []session.Chunk) ([]session.Chu
 	}
 	red, err := r.cfg.Redactor.Stream(docs)
 	if errors.Is(err, redact.ErrStreamExposed) {
-		r.cfg.Logf("Dropped the %d stream chunks of the model call at step %d: a redacted secret straddles them in a way that cannot be rewritten; the call is recorded without its stream", len(chunks), step)
-		return nil, nil
+		return r.replaceStream(step, chunks, resp), nil
 	}
 	if err != nil {
 		return nil, err
@@ -250,6 +255,27 @@ func (r *runner) redactChunks(step int64, chunks []session.Chunk) ([]session.Chu
 		chunks[i].Data = red[i]
 	}
 	return chunks, nil
+}
+
+// StreamSynthesizer is a Codec that can write a response as the stream that assembles to it.
+type StreamSynthesizer interface {
+	SynthesizeStream(resp session.Response) ([]session.Chunk, error)
+}
+
+// replaceStream is the stream recorded in place of chunks that cannot be stored: the codec's stream of
+// the redacted response resp (nil when the call failed), at the time the original stream ended, or none.
+func (r *runner) replaceStream(step int64, chunks []session.Chunk, resp *session.Response) []session.Chunk {
+	if synth, ok := r.cfg.Codec.(StreamSynthesizer); ok && resp != nil {
+		if out, err := synth.SynthesizeStream(*resp); err == nil {
+			for i := range out {
+				out[i].OffsetMs = chunks[len(chunks)-1].OffsetMs
+			}
+			r.cfg.Logf("Replaced the stream of the model call at step %d: a redacted secret straddles its chunks in a way that cannot be rewritten, so the stream was rewritten from the redacted response", step)
+			return out
+		}
+	}
+	r.cfg.Logf("Dropped the stream of the model call at step %d: a redacted secret straddles its chunks in a way that cannot be rewritten; the call is recorded without its stream", step)
+	return nil
 }
 
 // recordPanic records the event of a live call whose model or tool panicked, as an error, and lets the

@@ -471,76 +471,101 @@ func compactJSON(t *testing.T, raw json.RawMessage) string {
 }
 
 // TestASecretStraddlingTwoLanesIsNotStoredInTheClear: the secret starts in a content block's start
-// and ends in its delta, two lanes no rewrite of one lane can stitch. The stream is dropped rather
-// than stored, the call is kept with its redacted response, and a replay returns that response.
+// and ends in its delta, two lanes no rewrite of one lane can stitch. None of the chunks is stored:
+// with the Anthropic codec the stream is rewritten from the redacted response, so a replay still
+// streams what the SDK accumulates to the recorded response (and, with the vault, to the original);
+// with a codec that cannot write streams the call is kept without one and replays its response.
 func TestASecretStraddlingTwoLanesIsNotStoredInTheClear(t *testing.T) {
+	codecs := []struct {
+		name        string
+		codec       Codec
+		synthesizes bool
+	}{{"generic", GenericCodec{}, false}, {"anthropic", anthropic.Codec{}, true}}
 	for _, canary := range []streamCanary{streamCanaries[0], streamCanaries[4]} {
-		t.Run(canary.kind, func(t *testing.T) {
-			t.Parallel()
-			text := "key: " + canary.secret + " done"
-			first := strings.Index(text, canary.secret)
-			scripts := streamScript{}
-			var keys []string
-			for k := first + 1; k < first+len(canary.secret); k++ {
-				start, _ := json.Marshal(map[string]string{"type": "text", "text": text[:k]})
-				key := "straddle " + strconv.Itoa(k)
-				keys = append(keys, key)
-				scripts[key] = anthropicChunks(string(start), "text_delta", "text", []string{text[k:]})
-			}
-			red := redact.New(redact.BuiltinPatterns())
-			if canary.literal {
-				red.AddLiteral(canary.kind, canary.secret)
-			}
-			cfg := liveEntropy()
-			cfg.Redactor = red
-			var dropped int
-			cfg.Logf = func(f string, a ...any) {
-				if strings.Contains(fmt.Sprintf(f, a...), "recorded without its stream") {
-					dropped++
+		for _, cd := range codecs {
+			t.Run(canary.kind+"/"+cd.name, func(t *testing.T) {
+				t.Parallel()
+				text := "key: " + canary.secret + " done"
+				first := strings.Index(text, canary.secret)
+				scripts := streamScript{}
+				originals := map[string]session.Response{}
+				var keys []string
+				for k := first + 1; k < first+len(canary.secret); k++ {
+					start, _ := json.Marshal(map[string]string{"type": "text", "text": text[:k]})
+					key := "straddle " + strconv.Itoa(k)
+					keys = append(keys, key)
+					scripts[key] = anthropicChunks(string(start), "text_delta", "text", []string{text[k:]})
+					originals[key] = assemble(t, scripts[key])
 				}
-			}
-			dir := filepath.Join(t.TempDir(), "rec")
-			model := &scriptedModel{t: t, shape: streamShapes[1], scripts: scripts}
-			live := map[string]served{}
-			if rec, err := Record(context.Background(), RecordOptions{Config: cfg, Dir: dir, Model: model}, streamingAgent(keys, live)); err != nil || rec.HarnessErr != nil {
-				t.Fatal(err, rec.HarnessErr)
-			}
-			assertNoCanaryPiece(t, dir, canary.secret)
-			if dropped != len(keys) {
-				t.Fatalf("%d of %d straddling streams were reported dropped", dropped, len(keys))
-			}
-			if len(live[keys[0]].chunks) == 0 {
-				t.Fatal("the agent was not streamed to live")
-			}
+				red := redact.New(redact.BuiltinPatterns())
+				if canary.literal {
+					red.AddLiteral(canary.kind, canary.secret)
+				}
+				keyFile := redact.FileKeyProvider{Path: filepath.Join(t.TempDir(), "vault.key")}
+				cfg := liveEntropy()
+				cfg.Redactor, cfg.Keys, cfg.Codec = red, keyFile, cd.codec
+				var replaced int
+				cfg.Logf = func(f string, a ...any) {
+					if strings.Contains(f, "straddles its chunks") {
+						replaced++
+					}
+				}
+				dir := filepath.Join(t.TempDir(), "rec")
+				model := &scriptedModel{t: t, shape: streamShapes[1], scripts: scripts}
+				live := map[string]served{}
+				if rec, err := Record(context.Background(), RecordOptions{Config: cfg, Dir: dir, Model: model}, streamingAgent(keys, live)); err != nil || rec.HarnessErr != nil {
+					t.Fatal(err, rec.HarnessErr)
+				}
+				assertNoCanaryPiece(t, dir, canary.secret)
+				if replaced != len(keys) {
+					t.Fatalf("%d of %d straddling streams were reported replaced", replaced, len(keys))
+				}
+				if got := anthropicLane(t, live[keys[0]].chunks, "text"); !strings.Contains(got, text[first+1:]) {
+					t.Fatalf("the agent was not streamed to live: %q", got)
+				}
 
-			s, err := session.Open(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			stored := map[string]*session.Response{}
-			for _, ev := range s.Events {
-				if ev.Kind == session.KindModelCall {
-					if len(ev.Stream) != 0 {
+				s, err := session.Open(dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				stored := map[string]*session.Response{}
+				for _, ev := range s.Events {
+					if ev.Kind != session.KindModelCall {
+						continue
+					}
+					if !cd.synthesizes && len(ev.Stream) != 0 {
 						t.Fatalf("step %d: a straddling stream was stored", ev.Step)
 					}
 					stored[lastUser(*ev.Request)] = ev.Response
 				}
-			}
-			got := map[string]served{}
-			if _, err := Replay(context.Background(), ReplayOptions{Session: s}, streamingAgent(keys, got)); err != nil {
-				t.Fatal(err)
-			}
-			for _, k := range keys {
-				if len(got[k].chunks) != 0 {
-					t.Fatalf("%s: replay emitted %d chunks of a dropped stream", k, len(got[k].chunks))
+				for _, vault := range []redact.KeyProvider{nil, keyFile} {
+					got := map[string]served{}
+					if _, err := Replay(context.Background(), ReplayOptions{Config: Config{Keys: vault, Codec: cd.codec}, Session: s}, streamingAgent(keys, got)); err != nil {
+						t.Fatal(err)
+					}
+					for _, k := range keys {
+						want := *stored[k]
+						if vault != nil {
+							want = originals[k]
+						} else if !strings.Contains(string(want.Content), redact.Token(canary.secret)) {
+							t.Fatalf("%s: the recorded response is not redacted: %s", k, want.Content)
+						}
+						if diff := cmp.Diff(compactJSON(t, want.Content), compactJSON(t, got[k].resp.Content)); diff != "" {
+							t.Fatalf("%s (vault %v): replay returned another response (-want +replayed):\n%s", k, vault != nil, diff)
+						}
+						if !cd.synthesizes {
+							if len(got[k].chunks) != 0 {
+								t.Fatalf("%s: replay emitted %d chunks of a dropped stream", k, len(got[k].chunks))
+							}
+							continue
+						}
+						assembled := assemble(t, got[k].chunks)
+						if diff := cmp.Diff(compactJSON(t, want.Content), compactJSON(t, assembled.Content)); diff != "" {
+							t.Fatalf("%s (vault %v): the replayed stream assembles to another message (-want +assembled):\n%s", k, vault != nil, diff)
+						}
+					}
 				}
-				if diff := cmp.Diff(compactJSON(t, stored[k].Content), compactJSON(t, got[k].resp.Content)); diff != "" {
-					t.Fatalf("%s: replay returned another response (-recorded +replayed):\n%s", k, diff)
-				}
-				if !strings.Contains(string(got[k].resp.Content), redact.Token(canary.secret)) {
-					t.Fatalf("%s: the replayed response is not the redacted one: %s", k, got[k].resp.Content)
-				}
-			}
-		})
+			})
+		}
 	}
 }

@@ -30,7 +30,8 @@
 // NormalizeStream keeps every server-sent event as a chunk whose Data is {"event": name, "data":
 // json}, pings and errors included, and assembles the final response the way the SDK's
 // Message.Accumulate does. RebuildStream writes the chunks back in the API's layout, so the SDK's
-// stream decoder yields the same events and accumulates the same Message.
+// stream decoder yields the same events and accumulates the same Message. SynthesizeStream writes a
+// response as a stream that accumulates to it, for a recording that cannot keep the stream it got.
 //
 // # Fingerprints
 //
