@@ -279,3 +279,30 @@ func TestStreamRejectsAChunkThatIsNotJSON(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkStreamOfCleanChunks compares redacting a 200-chunk Anthropic text stream with no secret
+// as one stream against redacting each chunk on its own with JSON (what recording did before), over
+// the same chunks: the price of redaction that holds across chunk boundaries.
+func BenchmarkStreamOfCleanChunks(b *testing.B) {
+	var chunks [][]byte
+	for i := range 200 {
+		chunks = append(chunks, anthropicDelta(0, "text_delta", "text", fmt.Sprintf("word %d of a long answer, ", i)))
+	}
+	r := New(BuiltinPatterns())
+	b.Run("Stream", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := r.Stream(chunks); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("JSON per chunk", func(b *testing.B) {
+		for b.Loop() {
+			for _, c := range chunks {
+				if _, err := r.JSON(c); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+}
