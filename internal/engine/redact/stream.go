@@ -236,7 +236,7 @@ func (r *Redactor) exposed(chunks [][]byte, lanes []*lane, found []finding) bool
 	return straddles(lanes, secrets)
 }
 
-// knownSecrets is every secret redacted so far, the learned literals and found, longest first.
+// knownSecrets is every secret redacted so far, the learned literals and found.
 func (r *Redactor) knownSecrets(found []finding) []string {
 	set := map[string]bool{}
 	for _, s := range r.Secrets() {
@@ -312,7 +312,12 @@ func newSecretScanner(secrets []string) *secretScanner {
 	return s
 }
 
+// hit reports whether b holds a secret or a piece of one outside the redaction tokens (whose hex could
+// spell a short secret by chance).
 func (s *secretScanner) hit(b []byte) bool {
+	if bytes.Contains(b, []byte(TokenPrefix)) {
+		b = tokenRegexp.ReplaceAllLiteral(b, []byte{0})
+	}
 	for _, sec := range s.whole {
 		if bytes.Contains(b, []byte(sec)) {
 			return true

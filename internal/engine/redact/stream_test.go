@@ -306,3 +306,16 @@ func BenchmarkStreamOfCleanChunks(b *testing.B) {
 		}
 	})
 }
+
+func TestStreamDoesNotMistakeATokenForAShortSecret(t *testing.T) {
+	r := New(BuiltinPatterns())
+	short := Token(fakeGitHubPAT)[len(TokenPrefix)+2 : len(TokenPrefix)+6] // 4 hex characters of the token
+	r.AddLiteral("env-secret", short)
+	got, err := r.Stream([][]byte{textChunk("x " + fakeGitHubPAT[:20]), textChunk(fakeGitHubPAT[20:] + " y")})
+	if err != nil {
+		t.Fatalf("a stream whose only trace of a secret is inside a token failed: %v", err)
+	}
+	if lane := laneText(t, got, "delta"); lane != "x "+Token(fakeGitHubPAT)+" y" {
+		t.Fatalf("lane %q", lane)
+	}
+}
