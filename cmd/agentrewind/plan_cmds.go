@@ -148,7 +148,10 @@ func evaluatePlan(ctx context.Context, dir string, src planSources) (*planResult
 	}
 	defer cleanup()
 	policy := verdict.DefaultPolicy()
-	g := evidence.Gather(s, ws, policy)
+	g, err := evidence.Gather(s, ws, policy)
+	if err != nil {
+		return nil, err
+	}
 	st := g.Facts.Ledger
 	return &planResult{
 		Session: s.Meta.ID, SessionDir: dir, Evidence: ev, Git: g.Git,

@@ -1,15 +1,16 @@
 // Package evidence gathers, at the edge, the facts the pure verdicts (package verdict) judge:
 //
 //   - from a git workspace, through go-git (no git binary): the commits reachable from the evidence
-//     ref, HEAD, a read-time re-adjudication of every STEP_VERIFIED the ledger holds (the commit
-//     exists, is in ancestry, is not empty, and touches a path the step names), and whether the lane
-//     advanced past the resume point with work the run cannot account for;
+//     ref, HEAD, for every STEP_VERIFIED the ledger holds what its commit is (found in ancestry or not,
+//     older than the run's start or not, the paths it changed), and the commits past the resume point
+//     with whether the run named them — resume.Adjudicate and resume.JudgeLane judge these;
 //   - from the recorded session: the folded ledger, the transcript turns with their digests, the tool
 //     stream grouped into rounds, the latest environment error with its recorded author, and the
 //     residual history convergence is judged on.
 //
 // This is the only place in the verdict path that reads a repository, clones one, or decodes a
-// session's events into facts. It decides nothing: every rule lives in package verdict, and nothing
+// session's events into facts. It decides nothing: every rule lives in package verdict, a repository
+// it cannot read is an error (never a reason in a verdict), and nothing
 // here trusts an agent-authored byte as evidence — the ledger's claims are re-checked against commits,
 // and only tool results and errors (never the agent's arguments) become an environment excerpt.
 //

@@ -1,6 +1,8 @@
 package evidence
 
 import (
+	"fmt"
+
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 	"github.com/agentrewind/agentrewind/internal/engine/verdict"
 	"github.com/agentrewind/agentrewind/internal/engine/verdict/convergence"
@@ -17,8 +19,9 @@ type Gathered struct {
 }
 
 // Gather collects the facts of one session, against the workspace when ws is not nil. A ledger that
-// names no run id takes the session's id.
-func Gather(s *session.Session, ws *Workspace, policy verdict.Policy) Gathered {
+// names no run id takes the session's id. A workspace that cannot be read is an error: the task fails
+// and says why, rather than judging a run on evidence it could not see.
+func Gather(s *session.Session, ws *Workspace, policy verdict.Policy) (Gathered, error) {
 	state := ledger.Fold(s.Events)
 	if state.RunID == "" {
 		state.RunID = s.Meta.ID
@@ -26,7 +29,10 @@ func Gather(s *session.Session, ws *Workspace, policy verdict.Policy) Gathered {
 	var g Gathered
 	var facts resume.AncestryFacts
 	if ws != nil {
-		f, rep := ws.Facts(state, policy.Resume)
+		f, rep, err := ws.Facts(state, policy.Resume)
+		if err != nil {
+			return Gathered{}, fmt.Errorf("gathering evidence from %s: %w", ws.Source(), err)
+		}
 		facts, g.Git = f, &rep
 	}
 	// Without a workspace nothing is ever re-verified, so the residual could never shrink and every
@@ -43,5 +49,5 @@ func Gather(s *session.Session, ws *Workspace, policy verdict.Policy) Gathered {
 		Env:      EnvError(s.Events),
 		Rounds:   Rounds(s.Events),
 	}
-	return g
+	return g, nil
 }

@@ -2,6 +2,7 @@ package evidence
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -95,26 +96,26 @@ func TestAdjudicateReVerifiesEveryStepByItsCommitFootprint(t *testing.T) {
 			"basename":      {SHA: store, Via: resume.ViaFilePath},
 		},
 	}
-	want := map[string]CheckReason{
-		"readme":        CheckPredatesRun,       // the start commit (a root: its footprint is its whole tree) is not the run's work
-		"basename":      CheckFootprintMismatch, // store.go at the root was named; lib/store.go is another file
-		"store":         CheckVerified,
-		"short":         CheckVerified,
-		"dir":           CheckVerified,
-		"forged":        CheckFootprintMismatch,
-		"allow-empty":   CheckEmptyCommit,
-		"tiny":          CheckSHATooShort,
-		"not-hex":       CheckNotASHA,
-		"no-sha":        CheckNoSHA,
-		"off-lane":      CheckNotInAncestry,
-		"missing":       CheckCommitMissing,
-		"names-nothing": CheckStepNamesNoPath,
+	want := map[string]resume.CheckReason{
+		"readme":        resume.CheckPredatesRun,       // the start commit (a root: its footprint is its whole tree) is not the run's work
+		"basename":      resume.CheckFootprintMismatch, // store.go at the root was named; lib/store.go is another file
+		"store":         resume.CheckVerified,
+		"short":         resume.CheckVerified,
+		"dir":           resume.CheckVerified,
+		"forged":        resume.CheckFootprintMismatch,
+		"allow-empty":   resume.CheckEmptyCommit,
+		"tiny":          resume.CheckSHATooShort,
+		"not-hex":       resume.CheckNotASHA,
+		"no-sha":        resume.CheckNoSHA,
+		"off-lane":      resume.CheckNotInAncestry,
+		"missing":       resume.CheckCommitMissing,
+		"names-nothing": resume.CheckStepNamesNoPath,
 	}
-	checks := f.open("").Adjudicate(state)
-	got := map[string]CheckReason{}
+	checks := adjudicate(t, f.open(""), state)
+	got := map[string]resume.CheckReason{}
 	for _, c := range checks {
 		got[c.Step] = c.Reason
-		if c.Verified != (c.Reason == CheckVerified) {
+		if c.Verified != (c.Reason == resume.CheckVerified) {
 			t.Errorf("%s: verified=%v with reason %s", c.Step, c.Verified, c.Reason)
 		}
 	}
@@ -127,8 +128,8 @@ func TestAdjudicateReVerifiesEveryStepByItsCommitFootprint(t *testing.T) {
 
 	// Without a start commit in ancestry nothing can be told apart from history: nothing is verified.
 	state.StartSHA = ""
-	for _, c := range f.open("").Adjudicate(state) {
-		if c.Verified || c.Reason != CheckNoStartAnchor {
+	for _, c := range adjudicate(t, f.open(""), state) {
+		if c.Verified || c.Reason != resume.CheckNoStartAnchor {
 			t.Errorf("%s without a start anchor: verified=%v reason %s", c.Step, c.Verified, c.Reason)
 		}
 	}
@@ -141,9 +142,9 @@ func TestAShortSHAThatNamesTwoCommitsIsAmbiguous(t *testing.T) {
 	// Two ancestry entries sharing a 7-character prefix cannot come from a small fixture, so the
 	// ancestry is doubled by hand: the same commit listed under two spellings must still refuse.
 	w.ancestry = append(w.ancestry, plumbing.NewHash(w.ancestry[0].String()[:7]+strings.Repeat("f", 33)))
-	_, reason := w.resolveClaim(w.ancestry[0].String()[:7])
-	if reason != CheckAmbiguousSHA {
-		t.Fatalf("reason = %s", reason)
+	facts, err := w.commitFacts(w.ancestry[0].String()[:7], nil)
+	if err != nil || facts.Lookup != resume.LookupAmbiguous {
+		t.Fatalf("lookup = %+v, %v", facts, err)
 	}
 }
 
@@ -161,25 +162,29 @@ func TestLane(t *testing.T) {
 		point    string
 		state    ledger.State
 		advanced bool
-		reason   LaneReason
+		reason   resume.LaneReason
 		foreign  int
 	}{
-		{"no resume point is not advanced", "", "", ledger.State{}, false, LaneNoResumePoint, 0},
-		{"a resume point rewritten out of history is advanced", "", strings.Repeat("9", 40), ledger.State{}, true, LaneResumePointRewritten, 0},
-		{"HEAD at the resume point is not advanced", s1, s1, ledger.State{}, false, LaneAtResumePoint, 0},
+		{"no resume point is not advanced", "", "", ledger.State{}, false, resume.LaneNoResumePoint, 0},
+		{"a resume point rewritten out of history is advanced", "", strings.Repeat("9", 40), ledger.State{}, true, resume.LaneResumePointRewritten, 0},
+		{"HEAD at the resume point is not advanced", s1, s1, ledger.State{}, false, resume.LaneAtResumePoint, 0},
 		{"the run's own recorded commit past the point is not advanced", own, s1,
-			ledger.State{Claimed: map[string]ledger.Claim{"s2": {SHA: own[:10]}}}, false, LaneOnlyRunsOwnWork, 0},
-		{"an unrecorded commit past the point is advanced", own, s1, ledger.State{}, true, LaneForeignWork, 1},
+			ledger.State{Claimed: map[string]ledger.Claim{"s2": {SHA: own[:10]}}}, false, resume.LaneOnlyRunsOwnWork, 0},
+		{"an unrecorded commit past the point is advanced", own, s1, ledger.State{}, true, resume.LaneForeignWork, 1},
 		{"commits up to the recorder-minted suspend SHA are accounted for", parked, s1,
-			ledger.State{SuspendSHA: parked}, false, LaneOnlyRunsOwnWork, 0},
+			ledger.State{SuspendSHA: parked}, false, resume.LaneOnlyRunsOwnWork, 0},
 		{"a human's commit after the suspend is advanced", foreign, s1,
-			ledger.State{SuspendSHA: parked}, true, LaneForeignWork, 1},
+			ledger.State{SuspendSHA: parked}, true, resume.LaneForeignWork, 1},
 		{"a resume point at the start SHA counts every later unrecorded commit", foreign, start,
-			ledger.State{Verified: map[string]ledger.Verification{"s1": {SHA: s1}}}, true, LaneForeignWork, 3},
+			ledger.State{Verified: map[string]ledger.Verification{"s1": {SHA: s1}}}, true, resume.LaneForeignWork, 3},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			lc := f.open(tc.ref).Lane(tc.point, tc.state)
+			lf, err := f.open(tc.ref).LaneFacts(tc.point, tc.state)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lc := resume.JudgeLane(lf)
 			if lc.Advanced != tc.advanced || lc.Reason != tc.reason || lc.ForeignCount != tc.foreign || len(lc.Foreign) != tc.foreign {
 				t.Fatalf("lane = %+v", lc)
 			}
@@ -240,7 +245,10 @@ func TestFactsFeedTheResumeVerdict(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			facts, rep := f.open(tc.ref).Facts(tc.state, resume.DefaultPolicy())
+			facts, rep, err := f.open(tc.ref).Facts(tc.state, resume.DefaultPolicy())
+			if err != nil {
+				t.Fatal(err)
+			}
 			p := resume.Decide(tc.state, facts, resume.DefaultPolicy())
 			if p.Verdict != tc.verdict || len(p.Verified) != tc.verified || !reflect.DeepEqual(p.Residual, tc.residual) || p.ResumeSHA != tc.point {
 				t.Fatalf("plan = %+v\nlane = %+v\nsteps = %+v", p, rep.Lane, rep.Steps)
@@ -310,5 +318,42 @@ func TestOpenGitFindsTheRepositoryFromASubdirectoryAndPeelsTags(t *testing.T) {
 	}
 	if w.Head() != h || len(w.Ancestry()) != 1 || w.Source() != filepath.Join(f.dir, "lib") {
 		t.Fatalf("head %s ancestry %v", w.Head(), w.Ancestry())
+	}
+}
+
+// adjudicate gathers the claims against the workspace and applies the rules, as Facts does.
+func adjudicate(t *testing.T, w *Workspace, state ledger.State) []resume.StepCheck {
+	t.Helper()
+	claims, err := w.Claims(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := []resume.StepCheck{}
+	for _, c := range claims {
+		out = append(out, resume.Adjudicate(c))
+	}
+	return out
+}
+
+// TestAnUnreadableRepositoryIsAnErrorNotAVerdict removes the tree of a claimed commit from the object
+// store: the evidence cannot be read, so gathering fails and says why instead of calling the step
+// unverified (which would quietly make the run look like it has more to do).
+func TestAnUnreadableRepositoryIsAnErrorNotAVerdict(t *testing.T) {
+	f := newFixture(t)
+	start := f.commit("init", map[string]string{"README.md": "x"})
+	s1 := f.commit("s1", map[string]string{"lib/store.go": "a"})
+	c, err := f.repo.CommitObject(plumbing.NewHash(s1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree := c.TreeHash.String()
+	if err := os.Remove(filepath.Join(f.dir, ".git", "objects", tree[:2], tree[2:])); err != nil {
+		t.Fatal(err)
+	}
+	state := ledger.State{HasIntent: true, StartSHA: start, Steps: []ledger.Step{step("s1", "write lib/store.go")},
+		Verified: map[string]ledger.Verification{"s1": {SHA: s1, Via: "file-path"}}}
+	_, _, err = f.open("").Facts(state, resume.DefaultPolicy())
+	if err == nil || !strings.Contains(err.Error(), "step s1") {
+		t.Fatalf("Facts over a repository missing an object: err = %v, want an error naming step s1", err)
 	}
 }

@@ -51,7 +51,10 @@ func TestALedgerWrittenThroughTheHarnessIsJudgedAgainstTheWorkspace(t *testing.T
 			t.Fatalf("a ledger record written by the agent is authored %q", ev.Author)
 		}
 	}
-	g := Gather(s, repo.open(""), verdict.DefaultPolicy())
+	g, err := Gather(s, repo.open(""), verdict.DefaultPolicy())
+	if err != nil {
+		t.Fatal(err)
+	}
 	report := verdict.Evaluate(g.Facts, verdict.DefaultPolicy())
 	if report.Resume.Verdict != resume.Resumable {
 		t.Fatalf("verdict %s (%s): %s", report.Resume.Verdict, report.Resume.Reason, report.Resume.Message)

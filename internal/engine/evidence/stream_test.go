@@ -197,7 +197,10 @@ func TestGatherWithoutAWorkspaceIsTheSafeFloor(t *testing.T) {
 		led(session.AuthorAgent, ledger.Verified("s1", "abcdef1234", "file-path")),
 		model("more"),
 	}}
-	g := Gather(s, nil, verdict.DefaultPolicy())
+	g, err := Gather(s, nil, verdict.DefaultPolicy())
+	if err != nil {
+		t.Fatal(err)
+	}
 	if g.Git != nil || g.Facts.Ledger.RunID != "sess-1" {
 		t.Fatalf("gathered = %+v", g)
 	}
@@ -225,7 +228,10 @@ func TestGatherAgainstAWorkspace(t *testing.T) {
 		led(session.AuthorAgent, ledger.Intent("run-2", "g", start, ledger.Step{ID: "s1", Text: "write a.go"})),
 		led(session.AuthorAgent, ledger.Verified("s1", s1[:8], "file-path")),
 	}}
-	g := Gather(s, f.open(""), verdict.DefaultPolicy())
+	g, err := Gather(s, f.open(""), verdict.DefaultPolicy())
+	if err != nil {
+		t.Fatal(err)
+	}
 	if g.Git == nil || len(g.Git.Steps) != 1 || !g.Git.Steps[0].Verified || g.Facts.Ledger.RunID != "run-2" {
 		t.Fatalf("gathered = %+v", g.Git)
 	}
