@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -20,8 +21,12 @@ import (
 // envStore names the default --store.
 const envStore = "AGENTREWIND_STORE"
 
-// defaultMinThroughput is the store's default slowest tolerated transfer, 1 MiB/s.
-const defaultMinThroughput = 1 << 20
+// Defaults of the flags that bound a store command's time.
+const (
+	defaultMinThroughput  = 1 << 20 // bytes per second, shared by the parallel transfers
+	defaultRequestTimeout = 30 * time.Second
+	defaultTimeout        = time.Hour
+)
 
 // storeFlags are the flags every store command shares.
 type storeFlags struct {
@@ -29,23 +34,42 @@ type storeFlags struct {
 	insecure, createBucket          bool
 	verifyStored                    bool
 	parallel                        int
-	requestTimeout                  time.Duration
+	requestTimeout, timeout         time.Duration
+	minThroughput                   byteRate
 	output                          string
 }
 
 func (f *storeFlags) register(cmd *cobra.Command, transfers bool) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.store, "store", os.Getenv(envStore), "where sessions are stored: s3://<bucket>/<prefix> (default $"+envStore+")")
-	fl.StringVar(&f.endpoint, "endpoint", os.Getenv(blobstore.EnvEndpoint), "S3 endpoint: https://host[:port], or http:// for a loopback or in-cluster server (default $"+blobstore.EnvEndpoint+")")
+	// The defaults come from the environment in open, not here: cobra prints a flag's default in
+	// --help and in usage errors, and an endpoint or store URL may carry what must not be shown.
+	fl.StringVar(&f.store, "store", "", "where sessions are stored: s3://<bucket>/<prefix> (default $"+envStore+")")
+	fl.StringVar(&f.endpoint, "endpoint", "", "S3 endpoint: https://host[:port], or http:// for a loopback or in-cluster server (default $"+blobstore.EnvEndpoint+")")
 	fl.StringVar(&f.region, "region", "", "the bucket's region (default us-east-1)")
 	fl.StringVar(&f.caFile, "ca-file", "", "PEM bundle of a private CA that signed the endpoint's certificate")
 	fl.BoolVar(&f.insecure, "insecure-skip-tls-verify", false, "accept any server certificate (testing only: anyone on the path can read and change what is stored)")
 	if transfers {
 		fl.IntVar(&f.parallel, "parallel", 8, "objects transferred at once")
 	}
-	fl.DurationVar(&f.requestTimeout, "request-timeout", 30*time.Second,
-		"how long one request may wait for the server; transfers also get time in proportion to their size")
+	budget := blobstore.Config{RequestTimeout: defaultRequestTimeout}.NoAnswerBudget()
+	retries := blobstore.RetryPolicy{}.Attempts()
+	fl.DurationVar(&f.requestTimeout, "request-timeout", defaultRequestTimeout, fmt.Sprintf(
+		"how long one attempt of a request may wait for the server's answer, or a download for its next byte; an upload attempt also gets "+
+			"one second per --min-throughput of its size. A failed attempt is retried, %d attempts in all with backoff, so an endpoint "+
+			"that does not answer fails the command after at most %d × this + %s (%s at the default)",
+		retries, retries, budget-time.Duration(retries)*defaultRequestTimeout, budget))
+	fl.DurationVar(&f.timeout, "timeout", defaultTimeout, "the longest the whole command may take, whatever it is waiting for")
+	f.minThroughput = defaultMinThroughput
+	fl.Var(&f.minThroughput, "min-throughput",
+		"the slowest transfer rate tolerated, shared by the parallel transfers (e.g. 1MiB, 256KiB): a download that averages less, "+
+			"once its first --request-timeout is over and counting its resumed attempts, is abandoned")
 	outputFlag(cmd, &f.output)
+}
+
+// context bounds a command by --timeout.
+func (f *storeFlags) context(parent context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(parent, f.timeout,
+		fmt.Errorf("%w: the command did not finish within --timeout %s: raise it for a larger session or a slower link", context.DeadlineExceeded, f.timeout))
 }
 
 // open builds the session store the flags describe. Credentials come from AWS_ACCESS_KEY_ID,
@@ -56,7 +80,16 @@ func (f *storeFlags) open(ctx context.Context, progress func(blobstore.Progress)
 		return nil, blobstore.StoreURL{}, err
 	}
 	if f.store == "" {
+		f.store = os.Getenv(envStore)
+	}
+	if f.endpoint == "" {
+		f.endpoint = os.Getenv(blobstore.EnvEndpoint)
+	}
+	if f.store == "" {
 		return nil, blobstore.StoreURL{}, fmt.Errorf("--store is required: pass --store s3://<bucket>/<prefix> or set %s", envStore)
+	}
+	if f.timeout <= 0 || f.requestTimeout <= 0 {
+		return nil, blobstore.StoreURL{}, errors.New("--timeout and --request-timeout must be positive")
 	}
 	loc, err := blobstore.ParseStoreURL(f.store)
 	if err != nil {
@@ -68,11 +101,11 @@ func (f *storeFlags) open(ctx context.Context, progress func(blobstore.Progress)
 	}
 	cfg := blobstore.Config{Endpoint: f.endpoint, Region: f.region, Bucket: loc.Bucket, Prefix: loc.Prefix,
 		TLS: blobstore.TLSConfig{CAFile: f.caFile, InsecureSkipVerify: f.insecure}, Credentials: creds, CreateBucket: f.createBucket,
-		RequestTimeout: f.requestTimeout}
+		RequestTimeout: f.requestTimeout, MinThroughput: int64(f.minThroughput)}
 	if f.parallel > 1 {
-		// Parallel transfers share the link: each is given time as if it had only its share of the
-		// slowest throughput the store tolerates, or a slow uplink would time every large upload out.
-		cfg.MinThroughput = defaultMinThroughput / int64(f.parallel)
+		// Parallel transfers share the link: each is held to its share of the slowest throughput
+		// tolerated, or a slow uplink would time every large upload out.
+		cfg.MinThroughput = max(int64(f.minThroughput)/int64(f.parallel), 1)
 	}
 	objects, err := blobstore.Open(ctx, cfg)
 	if err != nil {
@@ -85,6 +118,53 @@ func (f *storeFlags) open(ctx context.Context, progress func(blobstore.Progress)
 	return blobstore.NewSessionStore(objects, layout, blobstore.StoreOptions{Parallelism: f.parallel, Progress: progress,
 		VerifyStored: f.verifyStored}), loc, nil
 }
+
+// storeAdvice adds what to do about the failures of a store command that a flag can fix.
+func storeAdvice(err error) error {
+	if errors.Is(err, blobstore.ErrTooSlow) {
+		return fmt.Errorf("%w: if the link is that slow, lower --min-throughput", err)
+	}
+	return err
+}
+
+// byteRate is a --min-throughput value: bytes per second, written 1048576, 1MiB, 256KiB or 1MB.
+type byteRate int64
+
+var byteUnits = []struct {
+	suffix string
+	factor int64
+}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"GB", 1e9}, {"MB", 1e6}, {"KB", 1e3}, {"kB", 1e3}, {"B", 1}, {"", 1}}
+
+func (r *byteRate) String() string { return storeBytes(int64(*r)) + "/s" }
+
+func (r *byteRate) Type() string { return "rate" }
+
+func (r *byteRate) Set(s string) error {
+	v := strings.TrimSuffix(strings.TrimSpace(s), "/s")
+	for _, u := range byteUnits {
+		num, ok := strings.CutSuffix(v, u.suffix)
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+		if err != nil || n <= 0 || n*float64(u.factor) > 1<<50 {
+			break
+		}
+		*r = byteRate(max(int64(n*float64(u.factor)), 1))
+		return nil
+	}
+	return fmt.Errorf("%q is not a positive rate: write it like 1MiB, 256KiB or 1048576 (bytes per second)", s)
+}
+
+// storeTimeHelp says which time limits hold, in every store command's help.
+var storeTimeHelp = fmt.Sprintf(`Time limits: each request attempt waits at most --request-timeout (%s) for an answer, and a
+download at most that long for its next byte; a failed attempt is retried, %d attempts in all with
+backoff, so an endpoint that does not answer fails the command within %s. A download that averages
+less than --min-throughput (1 MiB/s, shared by the parallel transfers) once its first
+--request-timeout is over is abandoned, however many times it resumed; an upload attempt that takes
+longer than --request-timeout plus one second per --min-throughput of its size is retried. The
+whole command stops at --timeout (%s).`, defaultRequestTimeout, blobstore.RetryPolicy{}.Attempts(),
+	blobstore.Config{RequestTimeout: defaultRequestTimeout}.NoAnswerBudget(), defaultTimeout)
 
 func newPushCommand() *cobra.Command {
 	var f storeFlags
@@ -101,18 +181,22 @@ the Kubernetes Secret or the local 0600 key file. The vault must match the vault
 or nothing is pushed; a vault.enc that meta.json does not declare stays on this machine.
 
 An interrupted push leaves nothing visible; run it again to finish it. Credentials come from
-AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN.`,
+AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN.
+
+` + storeTimeHelp,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := f.context(cmd.Context())
+			defer cancel()
 			progress := newStoreProgress(cmd.ErrOrStderr())
-			store, loc, err := f.open(cmd.Context(), progress.update)
+			store, loc, err := f.open(ctx, progress.update)
 			if err != nil {
 				return err
 			}
-			res, err := store.Push(cmd.Context(), args[0])
+			res, err := store.Push(ctx, args[0])
 			progress.finish()
 			if err != nil {
-				return classify(fmt.Errorf("push %s to %s: %w", args[0], loc, err))
+				return classify(storeAdvice(fmt.Errorf("push %s to %s: %w", args[0], loc, err)))
 			}
 			return printPush(cmd.OutOrStdout(), f.output, loc, res)
 		},
@@ -170,23 +254,38 @@ func newPullCommand() *cobra.Command {
 eventsHash of meta.json, every blob against its hash, and vault.enc, when the session has one,
 against its vaultHash. Nothing is left in <dir> if any check fails.
 
+meta.json itself is checked against meta.json.sha256, stored beside it, and must hold exactly the
+keys this agentrewind knows. An object that does not match its hash is fetched again, three reads
+in all, before the pull fails: damage on the way goes away, damage in the store does not.
+
+The session is assembled in a temporary directory .<dir>.pull-* beside <dir> and renamed into
+place. The temporary directories of pulls into the same <dir> that were killed (their process is
+gone, or they are a day old) are removed.
+
 vault.enc arrives sealed, as it was stored: its key is never in the store. Replaying or forking
-the session unseals it with the key from the Kubernetes Secret or the local key file.`,
+the session unseals it with the key from the Kubernetes Secret or the local key file.
+
+` + storeTimeHelp,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := f.context(cmd.Context())
+			defer cancel()
 			progress := newStoreProgress(cmd.ErrOrStderr())
-			store, loc, err := f.open(cmd.Context(), progress.update)
+			store, loc, err := f.open(ctx, progress.update)
 			if err != nil {
 				return err
 			}
-			res, err := store.Pull(cmd.Context(), args[0], args[1])
+			res, err := store.Pull(ctx, args[0], args[1])
 			progress.finish()
 			if err != nil {
 				var dm *session.DigestMismatchError
 				if errors.As(err, &dm) {
 					err = fmt.Errorf("%w\nnothing was written; to repair the store, push an intact copy of the session with --verify-stored", err)
 				}
-				return classify(fmt.Errorf("pull %s from %s: %w", args[0], loc, err))
+				return classify(storeAdvice(fmt.Errorf("pull %s from %s: %w", args[0], loc, err)))
+			}
+			for _, tmp := range res.RemovedStale {
+				fmt.Fprintf(cmd.ErrOrStderr(), "removed %s, left by a pull into %s that did not finish\n", tmp, res.Dir)
 			}
 			if f.output == "json" {
 				return writeJSON(cmd.OutOrStdout(), map[string]any{"session": res.ID, "store": loc.String(), "dir": res.Dir,
@@ -212,16 +311,20 @@ func newLsCommand() *cobra.Command {
 		Short: "List the committed sessions in S3-compatible storage",
 		Long: `List the committed sessions in the store, oldest first. Uploads that were interrupted before
 meta.json are not sessions yet and are not listed; a session whose meta.json cannot be read is
-listed with the problem.`,
+listed with the problem.
+
+` + storeTimeHelp,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			store, loc, err := f.open(cmd.Context(), nil)
+			ctx, cancel := f.context(cmd.Context())
+			defer cancel()
+			store, loc, err := f.open(ctx, nil)
 			if err != nil {
 				return err
 			}
-			list, err := store.List(cmd.Context())
+			list, err := store.List(ctx)
 			if err != nil {
-				return fmt.Errorf("listing %s: %w", loc, err)
+				return storeAdvice(fmt.Errorf("listing %s: %w", loc, err))
 			}
 			if f.output == "json" {
 				return writeJSON(cmd.OutOrStdout(), lsRows(list))

@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/spf13/cobra"
@@ -271,5 +273,169 @@ func TestStoreProgressDrawsABarOrPlainLines(t *testing.T) {
 	p.finish()
 	if !strings.Contains(bar.String(), "\r\033[K") || !strings.Contains(bar.String(), "[##############################] 100%") || !strings.HasSuffix(bar.String(), "\n") {
 		t.Errorf("bar progress: %q", bar.String())
+	}
+}
+
+// urlSecret is a generated secret over the base64 alphabet plus the characters that end or escape
+// a URL's parts, each appearing, so no delimiter rule can mistake where it ends.
+func urlSecret(seed int) string {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=#?@:%"
+	var b strings.Builder
+	for i := range 40 + seed%7 {
+		b.WriteByte(alphabet[(i*31+seed*17+i*i*7)%len(alphabet)])
+	}
+	b.WriteString("/#?@:%zz") // every special character, and a bad escape
+	return "S3cr" + b.String()
+}
+
+// secretRuns are the pieces of a secret an error could echo: its runs of letters and digits.
+func secretRuns(secret string) []string {
+	var runs []string
+	for _, r := range strings.FieldsFunc(secret, func(c rune) bool {
+		return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9')
+	}) {
+		if len(r) >= 5 {
+			runs = append(runs, r)
+		}
+	}
+	return runs
+}
+
+func TestStoreErrorsNeverEchoURLCredentialsOrQueries(t *testing.T) {
+	dir := storeFixture(t, "run-1")
+	t.Setenv(blobstore.EnvAccessKeyID, "AKIDENV")
+	t.Setenv(blobstore.EnvSecretAccessKey, "env-secret")
+	for seed := range 12 {
+		secret := urlSecret(seed)
+		const user = "AKIAUSERINFOKEY"
+		endpoints := []string{
+			"https://" + user + ":" + secret + "@s3.example.com:9000",
+			user + ":" + secret + "@s3.example.com",
+			"ftp://" + user + ":" + secret + "@s3.example.com",
+			"https://s3.example.com:9000/?X-Amz-Credential=" + user + "&X-Amz-Signature=" + secret,
+			"https://s3.example.com:bad?X-Amz-Signature=" + secret,
+			"https://s3.example.com#" + secret,
+		}
+		stores := []string{
+			"s3://" + user + ":" + secret + "@bucket/prefix",
+			"s4://" + user + ":" + secret + "@bucket",
+			"s3://bucket/prefix?token=" + secret,
+			"s3://Bad_Bucket/p#" + secret,
+		}
+		check := func(what string, outs ...string) {
+			t.Helper()
+			all := strings.Join(outs, "\n")
+			for _, s := range append(secretRuns(secret), user) {
+				if strings.Contains(all, s) {
+					t.Errorf("%s echoes %q of the secret %q:\n%s", what, s, secret, all)
+				}
+			}
+		}
+		for _, ep := range endpoints {
+			for _, viaEnv := range []bool{false, true} {
+				args := []string{"--store", "s3://bucket"}
+				t.Setenv(blobstore.EnvEndpoint, "")
+				if viaEnv {
+					t.Setenv(blobstore.EnvEndpoint, ep)
+				} else {
+					args = append(args, "--endpoint", ep)
+				}
+				for _, c := range []struct {
+					cmd  func() *cobra.Command
+					args []string
+				}{{newLsCommand, nil}, {newPushCommand, []string{dir}}, {newPullCommand, []string{"run-1", filepath.Join(t.TempDir(), "o")}}} {
+					out, errOut, err := runStoreCommand(t, c.cmd, append(c.args, args...)...)
+					if err == nil {
+						t.Fatalf("endpoint %q was accepted", ep)
+					}
+					check("endpoint "+ep, err.Error(), out, errOut)
+				}
+			}
+		}
+		t.Setenv(blobstore.EnvEndpoint, "https://s3.example.com")
+		for _, st := range stores {
+			for _, viaEnv := range []bool{false, true} {
+				var args []string
+				t.Setenv(envStore, "")
+				if viaEnv {
+					t.Setenv(envStore, st)
+				} else {
+					args = []string{"--store", st}
+				}
+				out, errOut, err := runStoreCommand(t, newLsCommand, args...)
+				if err == nil {
+					t.Fatalf("store %q was accepted", st)
+				}
+				check("store "+st, err.Error(), out, errOut)
+			}
+		}
+		// --help prints flag defaults: an endpoint or store from the environment must not show.
+		t.Setenv(blobstore.EnvEndpoint, endpoints[0])
+		t.Setenv(envStore, stores[0])
+		out, errOut, _ := runStoreCommand(t, newPullCommand, "--help")
+		check("pull --help", out, errOut)
+		t.Setenv(envStore, "")
+	}
+}
+
+func TestStoreSilentEndpointFailsWithinTheStatedTime(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() { // accept, and never answer
+		var held []net.Conn
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				for _, c := range held {
+					c.Close()
+				}
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	t.Setenv(blobstore.EnvAccessKeyID, "AK")
+	t.Setenv(blobstore.EnvSecretAccessKey, "SK")
+	t.Setenv(envStore, "")
+	stated := blobstore.Config{RequestTimeout: 200 * time.Millisecond}.NoAnswerBudget()
+	start := time.Now()
+	_, _, err = runStoreCommand(t, newLsCommand, "--store", "s3://bucket", "--endpoint", "http://"+l.Addr().String(), "--request-timeout", "200ms")
+	if elapsed := time.Since(start); err == nil || elapsed > stated+300*time.Millisecond {
+		t.Fatalf("ls against a silent endpoint: %v after %s, want a failure within the stated %s", err, elapsed, stated)
+	}
+	if !strings.Contains(err.Error(), "gave up after 5 attempts") || !strings.Contains(err.Error(), "no complete answer within 200ms") {
+		t.Errorf("the error does not say what happened: %v", err)
+	}
+
+	// The help states the same budget, for the default timeout.
+	out, _, _ := runStoreCommand(t, newLsCommand, "--help")
+	def := blobstore.Config{RequestTimeout: defaultRequestTimeout}.NoAnswerBudget()
+	if !strings.Contains(out, "5 attempts") || !strings.Contains(out, def.String()) || !strings.Contains(out, "--timeout") {
+		t.Errorf("ls --help does not state the retries and the %s they take:\n%s", def, out)
+	}
+
+	// --timeout bounds the command as a whole, however patient each request is.
+	start = time.Now()
+	_, _, err = runStoreCommand(t, newLsCommand, "--store", "s3://bucket", "--endpoint", "http://"+l.Addr().String(), "--timeout", "300ms")
+	if elapsed := time.Since(start); err == nil || elapsed > 2*time.Second || !strings.Contains(err.Error(), "did not finish within --timeout 300ms") {
+		t.Fatalf("ls with --timeout 300ms against a silent endpoint: %v after %s", err, elapsed)
+	}
+}
+
+func TestStoreMinThroughputTakesARate(t *testing.T) {
+	for in, want := range map[string]int64{"1MiB": 1 << 20, "256KiB": 256 << 10, "1MB/s": 1e6, "1048576": 1 << 20, "1.5KiB": 1536} {
+		var r byteRate
+		if err := r.Set(in); err != nil || int64(r) != want {
+			t.Errorf("--min-throughput %s = %d, %v; want %d", in, r, err, want)
+		}
+	}
+	for _, in := range []string{"", "0", "-1MiB", "fast", "1XB"} {
+		var r byteRate
+		if err := r.Set(in); err == nil {
+			t.Errorf("--min-throughput %q was accepted as %d", in, r)
+		}
 	}
 }

@@ -46,10 +46,14 @@ type Config struct {
 	Credentials Credentials
 	// CreateBucket creates the bucket when it does not exist, instead of failing.
 	CreateBucket bool
-	// RequestTimeout bounds one attempt of a request without a body (default 30s); an attempt that
-	// moves a body also gets one second per MinThroughput bytes.
+	// RequestTimeout bounds one attempt of a request without a body, and how long a download may
+	// wait for its next byte (default 30s); an upload attempt also gets one second per MinThroughput
+	// bytes. With the retries, a silent endpoint fails a request after NoAnswerBudget.
 	RequestTimeout time.Duration
-	// MinThroughput is the slowest transfer, in bytes per second, that is not abandoned (default 1 MiB/s).
+	// MinThroughput is the slowest transfer, in bytes per second, that is not abandoned (default
+	// 1 MiB/s): a download that has averaged less once RequestTimeout is over, counting every resumed
+	// attempt, fails with ErrTooSlow; an upload attempt that takes longer than its size allows at this
+	// rate is retried, up to the attempts of Retry.
 	MinThroughput int64
 	// Retry bounds the attempts of each request.
 	Retry RetryPolicy
@@ -102,7 +106,7 @@ func (s Secret) LogValue() slog.Value { return slog.StringValue(s.redacted()) }
 
 // String describes the configuration without its secrets.
 func (c Config) String() string {
-	return fmt.Sprintf("s3 store %s at %s (region %s; %v)", StoreURL{Bucket: c.Bucket, Prefix: c.Prefix}, c.Endpoint, c.Region, c.Credentials)
+	return fmt.Sprintf("s3 store %s at %s (region %s; %v)", StoreURL{Bucket: c.Bucket, Prefix: c.Prefix}, redactURL(c.Endpoint), c.Region, c.Credentials)
 }
 
 // CredentialsFromEnv reads AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and the optional
@@ -136,6 +140,16 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// NoAnswerBudget is how long a request, and so a command, takes to fail when the endpoint accepts
+// connections and never answers: RetryPolicy.Budget of the request timeout.
+func (c Config) NoAnswerBudget() time.Duration {
+	c = c.withDefaults()
+	return c.Retry.Budget(c.RequestTimeout)
+}
+
+// GoString keeps %#v from printing the endpoint whole.
+func (c Config) GoString() string { return c.String() }
+
 // Validate checks the configuration without contacting the server.
 func (c Config) Validate() error {
 	if _, _, err := parseEndpoint(c.Endpoint); err != nil {
@@ -151,12 +165,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("no S3 credentials: set %s and %s, or name a credentials Secret", EnvAccessKeyID, EnvSecretAccessKey)
 	}
 	if _, secure, _ := parseEndpoint(c.Endpoint); !secure && (c.TLS.CAFile != "" || c.TLS.InsecureSkipVerify) {
-		return fmt.Errorf("endpoint %s is plain HTTP but TLS options are set: use an https:// endpoint or drop the TLS options", c.Endpoint)
+		return fmt.Errorf("endpoint %s is plain HTTP but TLS options are set: use an https:// endpoint or drop the TLS options", redactURL(c.Endpoint))
 	}
 	return nil
 }
 
-// parseEndpoint splits an endpoint into the host:port minio-go takes and whether it uses TLS.
+// parseEndpoint splits an endpoint into the host:port minio-go takes and whether it uses TLS. Its
+// errors show the endpoint only through redactURL: never its userinfo, query or fragment.
 func parseEndpoint(endpoint string) (host string, secure bool, err error) {
 	if endpoint == "" {
 		return "", false, fmt.Errorf("no S3 endpoint: pass --endpoint https://host[:port] or set %s", EnvEndpoint)
@@ -164,20 +179,25 @@ func parseEndpoint(endpoint string) (host string, secure bool, err error) {
 	if carriesCredentials(endpoint) {
 		return "", false, errors.New("S3 endpoint: credentials do not belong in the URL: use AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a Secret")
 	}
+	shown := redactURL(endpoint)
+	if strings.ContainsAny(endpoint, "?#") {
+		return "", false, fmt.Errorf("S3 endpoint %q: a query or fragment is not part of an endpoint (a presigned URL is not one): give only scheme, host and port, like https://s3.example.com:9000", shown)
+	}
 	if !strings.Contains(endpoint, "://") {
 		endpoint = "https://" + endpoint
 	}
 	u, err := url.Parse(endpoint)
 	if err != nil {
-		return "", false, fmt.Errorf("S3 endpoint %q: %v", endpoint, err)
+		// url.Parse's message quotes the whole input; say what is wrong without it.
+		return "", false, fmt.Errorf("S3 endpoint %q is not a valid URL: give only scheme, host and port, like https://s3.example.com:9000", shown)
 	}
 	switch {
 	case u.Scheme != "http" && u.Scheme != "https":
-		return "", false, fmt.Errorf("S3 endpoint %q: scheme %q is not http or https", endpoint, u.Scheme)
+		return "", false, fmt.Errorf("S3 endpoint %q: the scheme is not http or https", shown)
 	case u.User != nil:
 		return "", false, errors.New("S3 endpoint: credentials do not belong in the URL: use AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a Secret")
-	case u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "":
-		return "", false, fmt.Errorf("S3 endpoint %q: give only scheme, host and port, like https://s3.example.com:9000", endpoint)
+	case u.Host == "" || (u.Path != "" && u.Path != "/"):
+		return "", false, fmt.Errorf("S3 endpoint %q: give only scheme, host and port, like https://s3.example.com:9000", shown)
 	}
 	return u.Host, u.Scheme == "https", nil
 }
@@ -236,7 +256,7 @@ func Open(ctx context.Context, cfg Config) (*S3ObjectStore, error) {
 		MaxRetries: 1,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("S3 client for %s: %w", cfg.Endpoint, err)
+		return nil, fmt.Errorf("S3 client for %s: %w", redactURL(cfg.Endpoint), err)
 	}
 	s := &S3ObjectStore{client: client, core: minio.Core{Client: client}, bucket: cfg.Bucket,
 		timeout: cfg.RequestTimeout, minThroughput: cfg.MinThroughput, retry: cfg.Retry}
@@ -284,42 +304,53 @@ func (u StoreURL) String() string {
 }
 
 // ParseStoreURL parses s3://bucket[/prefix]. The endpoint is not part of it: S3-compatible servers
-// are many, so it comes from --endpoint or AGENTREWIND_S3_ENDPOINT.
+// are many, so it comes from --endpoint or AGENTREWIND_S3_ENDPOINT. Its errors show the URL only
+// through redactURL: never its userinfo, query or fragment.
 func ParseStoreURL(s string) (StoreURL, error) {
 	if carriesCredentials(s) {
 		return StoreURL{}, errors.New("store URL: credentials do not belong in the URL: use AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a Secret")
 	}
+	shown := redactURL(s)
+	if strings.ContainsAny(s, "?#") {
+		return StoreURL{}, fmt.Errorf("store URL %q: a query or fragment is not supported: write it as s3://bucket/prefix", shown)
+	}
 	u, err := url.Parse(s)
 	if err != nil {
-		return StoreURL{}, fmt.Errorf("store URL %q: %v: write it as s3://bucket/prefix", s, err)
+		// url.Parse's message quotes the whole input; say what is wrong without it.
+		return StoreURL{}, fmt.Errorf("store URL %q is not a valid URL: write it as s3://bucket/prefix", shown)
 	}
 	switch {
 	case u.Scheme != "s3" || u.Opaque != "":
-		return StoreURL{}, fmt.Errorf("store URL %q: write it as s3://bucket/prefix", s)
+		return StoreURL{}, fmt.Errorf("store URL %q: write it as s3://bucket/prefix", shown)
 	case u.User != nil:
 		return StoreURL{}, errors.New("store URL: credentials do not belong in the URL: use AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a Secret")
-	case u.RawQuery != "" || u.Fragment != "":
-		return StoreURL{}, fmt.Errorf("store URL %q: a query or fragment is not supported: write it as s3://bucket/prefix", s)
 	}
 	if err := s3utils.CheckValidBucketNameStrict(u.Host); err != nil {
-		return StoreURL{}, fmt.Errorf("store URL %q: bucket %q: %v", s, u.Host, err)
+		return StoreURL{}, fmt.Errorf("store URL %q: bucket %q: %v", shown, u.Host, err)
 	}
 	layout, err := NewLayout(u.Path)
 	if err != nil {
-		return StoreURL{}, fmt.Errorf("store URL %q: %w", s, err)
+		return StoreURL{}, fmt.Errorf("store URL %q: %w", shown, err)
 	}
 	return StoreURL{Bucket: u.Host, Prefix: layout.Prefix()}, nil
 }
 
-// carriesCredentials reports whether a URL's authority holds user information. It looks at the raw
-// text before any parsing, so that no error message can echo a key that a malformed URL carried.
+// carriesCredentials reports whether a URL may hold user information: any "@" at all. It looks at
+// the raw text before any parsing, and does not try to find where the authority ends: a secret key
+// may itself contain "/", "?", "#" or "@" (AWS keys are base64), so no delimiter can be trusted to
+// end it. Endpoints and store URLs have no other use for "@".
 func carriesCredentials(raw string) bool {
-	rest := raw
-	if i := strings.Index(rest, "://"); i >= 0 {
-		rest = rest[i+3:]
+	return strings.Contains(raw, "@")
+}
+
+// redactURL is how an error shows an endpoint or store URL: without its userinfo, query and
+// fragment, whatever characters they hold. A URL with an "@" anywhere is not shown at all.
+func redactURL(raw string) string {
+	if carriesCredentials(raw) {
+		return "[a URL with credentials, not shown]"
 	}
-	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
-		rest = rest[:i]
+	if i := strings.IndexAny(raw, "?#"); i >= 0 {
+		return raw[:i] + "[query not shown]"
 	}
-	return strings.Contains(rest, "@")
+	return raw
 }

@@ -1,6 +1,7 @@
 package blobstore
 
 import (
+	"bytes"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -25,10 +26,14 @@ const (
 	faultLatency           // forward after a delay
 	faultStall             // hold the request past the client's timeout
 	faultFalseOK           // answer 200 with an empty body without forwarding: an upload lost unseen
+	faultFlip              // forward, then alter the body of a GET's answer: damage on the way down
+	faultTrickle           // forward, then send a GET's body one byte per trickle interval
+	faultAlterUpload       // alter the body of a PUT before forwarding it: damage on the way up
 	numFaults
 )
 
-var faultNames = [...]string{"none", "500", "503-slowdown", "reset-before", "reset-after", "truncate", "latency", "stall", "false-ok"}
+var faultNames = [...]string{"none", "500", "503-slowdown", "reset-before", "reset-after", "truncate", "latency", "stall", "false-ok",
+	"flip", "trickle", "alter-upload"}
 
 func (f fault) String() string { return faultNames[f] }
 
@@ -43,6 +48,11 @@ type faultProxy struct {
 	weights       [numFaults]int // relative weights; faultNone's weight is the chance of no fault
 	maxPerRequest int
 	stall         time.Duration
+	trickle       time.Duration // between two bytes of a trickled body
+	// only, when set, limits the faults to the requests it accepts.
+	only func(r *http.Request) bool
+	// flip alters a body for faultFlip and faultAlterUpload (default: one bit of its middle byte).
+	flip func(body []byte)
 
 	addr      string
 	transport *http.Transport
@@ -54,7 +64,8 @@ type faultProxy struct {
 
 func startFaultProxy(t testing.TB, upstream string, seed uint64, weights map[fault]int, maxPerRequest int) *faultProxy {
 	t.Helper()
-	p := &faultProxy{upstream: upstream, seed: seed, maxPerRequest: maxPerRequest, stall: 2 * time.Second,
+	p := &faultProxy{upstream: upstream, seed: seed, maxPerRequest: maxPerRequest, stall: 2 * time.Second, trickle: 20 * time.Millisecond,
+		flip: func(b []byte) { b[len(b)/2] ^= 0x01 },
 		seen: map[string]int{}, transport: &http.Transport{DisableCompression: true, MaxIdleConnsPerHost: 64}}
 	for f, w := range weights {
 		p.weights[f] = w
@@ -72,6 +83,9 @@ func startFaultProxy(t testing.TB, upstream string, seed uint64, weights map[fau
 
 // decide picks the fault for this sighting of the request.
 func (p *faultProxy) decide(r *http.Request) fault {
+	if p.only != nil && !p.only(r) {
+		return faultNone
+	}
 	id := r.Method + " " + r.URL.RequestURI() + " " + r.Header.Get("Range")
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -138,6 +152,17 @@ func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case faultLatency:
 		time.Sleep(time.Duration(1+len(r.URL.Path)%20) * time.Millisecond)
 		p.forward(w, r, faultNone)
+	case faultAlterUpload:
+		if r.Method == http.MethodPut && r.ContentLength > 0 {
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				drop(w, true)
+				return
+			}
+			p.flip(body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		p.forward(w, r, faultNone)
 	default:
 		p.forward(w, r, f)
 	}
@@ -164,7 +189,36 @@ func (p *faultProxy) forward(w http.ResponseWriter, r *http.Request, f fault) {
 	for k, vs := range resp.Header {
 		w.Header()[k] = vs
 	}
+	ok := resp.StatusCode/100 == 2 && r.Method == http.MethodGet && resp.ContentLength > 0
+	if f == faultFlip && ok {
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			drop(w, true)
+			return
+		}
+		p.flip(body)
+		w.WriteHeader(resp.StatusCode)
+		_, _ = w.Write(body)
+		return
+	}
 	w.WriteHeader(resp.StatusCode)
+	if f == faultTrickle && ok {
+		one := make([]byte, 1)
+		for {
+			if _, err := io.ReadFull(resp.Body, one); err != nil {
+				return
+			}
+			if _, err := w.Write(one); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+			select {
+			case <-time.After(p.trickle):
+			case <-r.Context().Done():
+				return
+			}
+		}
+	}
 	if f == faultTruncate && resp.ContentLength > 1 && r.Method == http.MethodGet {
 		_, _ = io.CopyN(w, resp.Body, resp.ContentLength/2)
 		w.(http.Flusher).Flush() // the status is sent already; push the half body out before closing

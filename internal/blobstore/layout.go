@@ -14,6 +14,7 @@ import (
 //
 //	<prefix>/blobs/sha256/<hh>/<hash>        content-addressed, shared by sessions, forks and checkpoints
 //	<prefix>/sessions/<id>/meta.json         written last: its presence commits the session
+//	<prefix>/sessions/<id>/meta.json.sha256  written just before it: the SHA-256 that verifies it
 //	<prefix>/sessions/<id>/events.jsonl
 //	<prefix>/sessions/<id>/vault.enc         the sealed vault, when meta.json declares one (vaultHash)
 //	<prefix>/checkpoints/<id>/manifest.json
@@ -77,6 +78,16 @@ func (l Layout) SessionsPrefix() string { return l.join(sessionsDir) + "/" }
 
 // SessionMeta is the key of a session's meta.json, the commit marker.
 func (l Layout) SessionMeta(id string) string { return l.join(sessionsDir, id, session.MetaFile) }
+
+// SessionMetaSum is the key of the record that verifies a session's meta.json: its SHA-256 in
+// sha256sum's format. It is an object rather than user metadata on meta.json because S3-compatible
+// servers, gateways and copy tools may drop or rewrite user metadata, never an object's bytes.
+func (l Layout) SessionMetaSum(id string) string {
+	return l.join(sessionsDir, id, session.MetaFile+metaSumSuffix)
+}
+
+// metaSumSuffix names the record that verifies meta.json.
+const metaSumSuffix = ".sha256"
 
 // SessionEvents is the key of a session's events.jsonl.
 func (l Layout) SessionEvents(id string) string { return l.join(sessionsDir, id, session.EventsFile) }

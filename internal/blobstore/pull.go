@@ -22,6 +22,9 @@ type PullResult struct {
 	// meta.json. It is still sealed: its key is not in the store.
 	Vault bool
 	Bytes int64
+	// RemovedStale lists the temporary directories of earlier pulls into the same place that were
+	// killed before they finished, found and removed by this one.
+	RemovedStale []string
 }
 
 // ErrDestinationNotEmpty is wrapped when Pull is pointed at a directory with content: pulling over
@@ -45,16 +48,25 @@ func (s *SessionStore) Pull(ctx context.Context, id, dir string) (*PullResult, e
 	if err := checkDestination(dir); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+	parent := filepath.Dir(dir)
+	created, err := mkdirAllCreated(parent)
+	if err != nil {
 		return nil, err
 	}
-	tmp, err := os.MkdirTemp(filepath.Dir(dir), "."+filepath.Base(dir)+".pull-*")
+	removed := removeStalePulls(dir)
+	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+pullTempInfix+"*")
 	if err != nil {
+		removeCreated(created)
 		return nil, err
 	}
 	defer os.RemoveAll(tmp) // a no-op once renamed into place
-	res, err := s.pullInto(ctx, tmp, meta, metaBytes)
+	res, err := s.pullInto(ctx, tmp, dir, meta, metaBytes)
+	if err == nil {
+		err = os.Remove(filepath.Join(tmp, pullMarker))
+	}
 	if err != nil {
+		os.RemoveAll(tmp)
+		removeCreated(created)
 		return nil, err
 	}
 	// os.Rename will not replace a directory, even an empty one; os.Remove only removes an empty one,
@@ -65,8 +77,33 @@ func (s *SessionStore) Pull(ctx context.Context, id, dir string) (*PullResult, e
 	if err := os.Rename(tmp, dir); err != nil {
 		return nil, fmt.Errorf("moving the pulled session into %s: %w", dir, err)
 	}
-	res.Dir = dir
+	res.Dir, res.RemovedStale = dir, removed
 	return res, nil
+}
+
+// mkdirAllCreated makes dir and its missing parents, and returns those it made, deepest first, so
+// that a failed pull can take them away again.
+func mkdirAllCreated(dir string) ([]string, error) {
+	var missing []string
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); err == nil || filepath.Dir(d) == d {
+			break
+		}
+		missing = append(missing, d)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	return missing, nil
+}
+
+// removeCreated removes the directories a failed pull made, if they are still empty.
+func removeCreated(dirs []string) {
+	for _, d := range dirs {
+		if os.Remove(d) != nil {
+			return
+		}
+	}
 }
 
 func checkDestination(dir string) error {
@@ -85,8 +122,11 @@ func checkDestination(dir string) error {
 
 // pullInto writes the session into tmp: events.jsonl, then the blobs it references, then the sealed
 // vault when meta.json declares one, then meta.json.
-func (s *SessionStore) pullInto(ctx context.Context, tmp string, meta session.Meta, metaBytes []byte) (*PullResult, error) {
+func (s *SessionStore) pullInto(ctx context.Context, tmp, dir string, meta session.Meta, metaBytes []byte) (*PullResult, error) {
 	if err := checkVaultHash(meta, s.name(s.layout.SessionMeta(meta.ID))); err != nil {
+		return nil, err
+	}
+	if err := markPull(tmp, dir); err != nil {
 		return nil, err
 	}
 	if err := os.Mkdir(filepath.Join(tmp, session.BlobsDir), 0o755); err != nil {
@@ -202,8 +242,26 @@ func (s *SessionStore) pullBlobs(ctx context.Context, tmp string, hashes []strin
 }
 
 // download streams the object at key into a new file at path, verifying that it hashes to want.
-// The file is synced so that meta.json, written after, never commits data still in flight.
+// A copy that does not match is fetched again, up to verifyReads times in all: bytes damaged on
+// the way are not the store's fault, and only a mismatch on every copy is reported. The file is
+// synced so that meta.json, written after, never commits data still in flight.
 func (s *SessionStore) download(ctx context.Context, key, path, want string) (int64, error) {
+	var dm *session.DigestMismatchError
+	for reads := 1; ; reads++ {
+		n, err := s.downloadOnce(ctx, key, path, want)
+		if !errors.As(err, &dm) {
+			return n, err
+		}
+		if rerr := os.Remove(path); rerr != nil {
+			return 0, rerr
+		}
+		if reads >= verifyReads {
+			return 0, fmt.Errorf("%w (read %d times, never matching: the stored object is damaged, not just its transfer)", err, reads)
+		}
+	}
+}
+
+func (s *SessionStore) downloadOnce(ctx context.Context, key, path, want string) (int64, error) {
 	rc, err := s.objects.Get(ctx, key)
 	if err != nil {
 		return 0, err

@@ -93,7 +93,8 @@ func (s *SessionStore) Push(ctx context.Context, dir string) (*PushResult, error
 		res.VaultSkipped, res.VaultSkipReason = true, undeclaredVault
 	}
 
-	if res.AlreadyCommitted, err = s.storedAlready(ctx, local); err != nil {
+	var repair metaRepair
+	if res.AlreadyCommitted, repair, err = s.storedAlready(ctx, local); err != nil {
 		return nil, err
 	}
 	t := newTracker(s.progress, "push", id, local.objects(), local.size())
@@ -119,14 +120,14 @@ func (s *SessionStore) Push(ctx context.Context, dir string) (*PushResult, error
 	t.phase(PhaseMeta, 0)
 	metaKey := s.layout.SessionMeta(id)
 	if !res.AlreadyCommitted {
-		if err := s.commit(ctx, metaKey, local.metaBytes); err != nil {
-			return nil, fmt.Errorf("committing session %s (its other objects are stored; push again to finish): %w", id, err)
-		}
+		repair = metaRepair{sum: true, meta: true}
 	}
-	if !res.AlreadyCommitted {
-		res.BytesSent += int64(len(local.metaBytes))
+	sent, err := s.commit(ctx, id, local.metaBytes, repair)
+	if err != nil {
+		return nil, fmt.Errorf("committing session %s (its other objects are stored; push again to finish): %w", id, err)
 	}
-	t.done(metaKey, int64(len(local.metaBytes)), res.AlreadyCommitted)
+	res.BytesSent += sent
+	t.done(metaKey, int64(len(local.metaBytes)), !repair.meta)
 	t.phase(PhaseDone, 0)
 	return res, nil
 }
@@ -151,21 +152,38 @@ func (l *localSession) size() int64 {
 }
 
 // storedAlready reads the commit marker before anything is uploaded: a committed session must not
-// have its events overwritten. It reports whether the store holds this exact session, and fails with
-// *ConflictError when it holds other content under the same id. (Two pushes of different content
-// racing for one id are not detected; ids are UUIDs or Kubernetes names, unique by construction.)
-func (s *SessionStore) storedAlready(ctx context.Context, local *localSession) (bool, error) {
-	stored, storedMeta, err := s.readMeta(ctx, local.meta.ID)
+// have its events overwritten. It reports whether the store holds this session, and fails with
+// *ConflictError when it holds other content under the same id. The session is this one when
+// meta.json.sha256 names the local meta.json or the stored meta.json is byte for byte the local
+// one: a meta.json or record damaged on the way is read again, and one damaged at rest is
+// returned in repair to be rewritten, so that damage never passes for a conflict. (Two pushes of
+// different content racing for one id are not detected; ids are UUIDs or Kubernetes names, unique
+// by construction.)
+func (s *SessionStore) storedAlready(ctx context.Context, local *localSession) (committed bool, repair metaRepair, err error) {
+	id := local.meta.ID
+	localSum := sha256Hex(local.metaBytes)
+	ours := func(m storedMeta) bool { return m.sum == localSum || bytes.Equal(m.data, local.metaBytes) }
+	m, reads, err := s.readStoredMeta(ctx, id, func(m storedMeta) bool { return ours(m) })
 	switch {
-	case err == nil && bytes.Equal(stored, local.metaBytes):
-		return true, nil
-	case err == nil:
-		return false, &ConflictError{ID: local.meta.ID, LocalEventsHash: local.meta.EventsHash, StoredEventsHash: storedMeta.EventsHash}
-	case errors.Is(err, ErrNotFound), errors.Is(err, session.ErrNotCommitted):
-		return false, nil // never pushed, or an interrupted push this one completes
+	case err != nil:
+		return false, repair, fmt.Errorf("checking whether session %s is already stored: %w", id, err)
+	case m.data == nil:
+		return false, repair, nil // never pushed, or an interrupted push this one completes
+	case ours(m):
+		return true, metaRepair{sum: m.sum != localSum, meta: !bytes.Equal(m.data, local.metaBytes)}, nil
+	case m.verified() || errors.Is(m.sumErr, ErrNotFound):
+		// The store holds other content under this id (committed by an older agentrewind when the
+		// record is missing).
+		stored, _ := session.DecodeMeta(m.data, s.name(s.layout.SessionMeta(id)))
+		return false, repair, &ConflictError{ID: id, LocalEventsHash: local.meta.EventsHash, StoredEventsHash: stored.EventsHash}
 	}
-	return false, fmt.Errorf("checking whether session %s is already stored: %w", local.meta.ID, err)
+	_, err = s.checkStoredMeta(id, m, reads)
+	return false, repair, fmt.Errorf("session %s is in the store, damaged, and its meta.json.sha256 names other content than this one, so it is not replaced: %w", id, err)
 }
+
+// metaRepair says which of a committed session's meta.json and meta.json.sha256 a push rewrites,
+// because the store holds them damaged or, for the record, not at all.
+type metaRepair struct{ sum, meta bool }
 
 // openLocal reads meta.json, verifies events.jsonl against its eventsHash and the sealed vault
 // against its vaultHash, and finds the blobs the events reference. Blob contents are verified as
@@ -179,7 +197,7 @@ func openLocal(dir string) (*localSession, error) {
 	if err != nil {
 		return nil, err
 	}
-	meta, err := session.DecodeMeta(metaBytes, metaPath)
+	meta, err := decodeMetaStrict(metaBytes, metaPath)
 	if err != nil {
 		return nil, err
 	}
@@ -420,12 +438,32 @@ func (s *SessionStore) confirm(ctx context.Context, key string, size int64) erro
 	return nil
 }
 
-// commit writes meta.json and confirms it is stored: until it is, the session is not pushed.
-func (s *SessionStore) commit(ctx context.Context, key string, meta []byte) error {
-	if err := s.objects.Put(ctx, key, bytes.NewReader(meta), int64(len(meta))); err != nil {
-		return err
+// commit writes meta.json.sha256 and then meta.json, as repair says, confirming each is stored:
+// until meta.json is, the session is not pushed. It returns the bytes it sent.
+func (s *SessionStore) commit(ctx context.Context, id string, meta []byte, repair metaRepair) (int64, error) {
+	var sent int64
+	if repair.sum {
+		rec := metaSumRecord(meta)
+		key := s.layout.SessionMetaSum(id)
+		if err := s.objects.Put(ctx, key, bytes.NewReader(rec), int64(len(rec))); err != nil {
+			return sent, err
+		}
+		if err := s.confirm(ctx, key, int64(len(rec))); err != nil {
+			return sent, err
+		}
+		sent += int64(len(rec))
 	}
-	return s.confirm(ctx, key, int64(len(meta)))
+	if repair.meta {
+		key := s.layout.SessionMeta(id)
+		if err := s.objects.Put(ctx, key, bytes.NewReader(meta), int64(len(meta))); err != nil {
+			return sent, err
+		}
+		if err := s.confirm(ctx, key, int64(len(meta))); err != nil {
+			return sent, err
+		}
+		sent += int64(len(meta))
+	}
+	return sent, nil
 }
 
 func fileExists(path string) bool {

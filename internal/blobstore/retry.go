@@ -42,11 +42,32 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 // delay is the backoff after failed attempt number attempt (0-based): exponential, capped, with the
 // upper half jittered by u in [0,1) so parallel uploads that failed together do not retry together.
 func (p RetryPolicy) delay(attempt int, u float64) time.Duration {
+	d := p.longestDelay(attempt)
+	return d/2 + time.Duration(u*float64(d/2))
+}
+
+// longestDelay is the upper bound of delay(attempt, u).
+func (p RetryPolicy) longestDelay(attempt int) time.Duration {
 	d := p.BaseDelay << min(attempt, 30)
 	if d <= 0 || d > p.MaxDelay {
 		d = p.MaxDelay
 	}
-	return d/2 + time.Duration(u*float64(d/2))
+	return d
+}
+
+// Attempts is the number of attempts per request, defaults applied.
+func (p RetryPolicy) Attempts() int { return p.withDefaults().MaxAttempts }
+
+// Budget is the longest a request can take against a server that never answers: every attempt
+// waiting timeout, plus the longest backoff between attempts. A command fails within it when its
+// endpoint is silent (5 × 30s + 1.5s = 2m31.5s with the defaults).
+func (p RetryPolicy) Budget(timeout time.Duration) time.Duration {
+	p = p.withDefaults()
+	b := time.Duration(p.MaxAttempts) * timeout
+	for attempt := range p.MaxAttempts - 1 {
+		b += p.longestDelay(attempt)
+	}
+	return b
 }
 
 // retry runs attempt until it succeeds, fails permanently, the attempts run out or ctx ends. It
@@ -91,6 +112,10 @@ func retryable(parent context.Context, err error) bool {
 		return false
 	}
 	var resp minio.ErrorResponse
+	var altered *alteredError
+	if errors.As(err, &altered) {
+		return true // the bytes were altered on the way: sending them again may get them through
+	}
 	if errors.As(err, &resp) && (resp.StatusCode != 0 || resp.Code != "") {
 		return retryableCodes[resp.Code] || resp.StatusCode >= 500 ||
 			resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusRequestTimeout

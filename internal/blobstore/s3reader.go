@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -12,51 +14,88 @@ import (
 
 var errReaderClosed = errors.New("read after Close")
 
+// ErrTooSlow is wrapped by the error of a transfer abandoned for moving slower than the minimum
+// throughput: retrying it would be as slow.
+var ErrTooSlow = errors.New("transfer slower than the minimum throughput")
+
+// TooSlowError says how slow an abandoned transfer was.
+type TooSlowError struct {
+	Bytes   int64         // moved before it was abandoned
+	Elapsed time.Duration // since the first answer, resumed attempts included
+	Min     int64         // bytes per second
+}
+
+func (e *TooSlowError) Error() string {
+	return fmt.Sprintf("%v: %d bytes in %s (%s/s) since the server first answered, below the minimum of %s/s",
+		ErrTooSlow, e.Bytes, e.Elapsed.Round(time.Millisecond), rate(float64(e.Bytes)/max(e.Elapsed.Seconds(), 1e-9)), rate(float64(e.Min)))
+}
+
+func (e *TooSlowError) Unwrap() error { return ErrTooSlow }
+
+func rate(bps float64) string {
+	switch {
+	case bps >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", bps/(1<<20))
+	case bps >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", bps/(1<<10))
+	}
+	return fmt.Sprintf("%.0f B", bps)
+}
+
 func (s *S3ObjectStore) Get(ctx context.Context, key string) (io.ReadCloser, error) {
-	r := &s3Reader{s: s, parent: ctx, key: key, size: -1}
-	if err := r.open(); err != nil {
-		return nil, err
+	tctx, cancel := context.WithCancelCause(ctx)
+	r := &s3Reader{s: s, ctx: tctx, cancel: cancel, key: key, size: -1}
+	for r.body == nil && r.err == nil {
+		if err := r.openOnce(); err != nil {
+			r.failed("get", err)
+		}
+	}
+	if r.err != nil {
+		r.stopFloor()
+		return nil, r.err
 	}
 	return r, nil
 }
 
-// s3Reader reads one object. When the transfer breaks (a reset, a truncated body, a stalled
-// connection) it reopens the object at the offset it reached, pinned to the ETag it started with so
-// that it never splices two versions of an object together. Reopenings that make no progress are
-// bounded by the retry policy; each one that does brings the end closer.
+// s3Reader reads one object. When the transfer breaks (a reset, a truncated body, no byte for the
+// request timeout) it reopens the object at the offset it reached, pinned to the ETag it started
+// with so that it never splices two versions of an object together. Attempts that make no progress
+// are bounded by the retry policy. Progress alone does not keep it going: from the first answer on,
+// the whole read, resumed attempts included, must average the minimum throughput once the request
+// timeout is over, or it is abandoned with a *TooSlowError, so a server that trickles cannot keep a
+// read alive for hours.
 type s3Reader struct {
-	s        *S3ObjectStore
-	parent   context.Context
-	key      string
-	etag     string
-	size     int64 // -1 until the first response
-	off      int64
-	body     io.ReadCloser
-	stop     func() // cancels the attempt's context and its watchdog
-	failures int    // consecutive failed reads without progress
-	err      error  // sticky: once a read fails for good, it keeps failing
+	s      *S3ObjectStore
+	ctx    context.Context // the caller's, cancelled with a *TooSlowError when the read falls below the floor
+	cancel context.CancelCauseFunc
+	key    string
+	etag   string
+	size   int64        // -1 until the first response
+	off    atomic.Int64 // bytes delivered; read by the floor's timer
+	body   io.ReadCloser
+	idle   *time.Timer // cancels the attempt when no byte arrives for the request timeout
+	stop   func()      // cancels the attempt's context and its idle timer
+
+	floorOnce sync.Once
+	floor     atomic.Pointer[time.Timer] // from the first answer on, checks the throughput floor
+
+	failures int   // consecutive failed attempts without progress
+	err      error // sticky: once a read fails for good, it keeps failing
 }
 
-func (r *s3Reader) open() error {
-	n, err := r.s.retry.retry(r.parent, r.openOnce)
-	if err != nil {
-		return r.s.fail(r.parent, "get", r.key, n, err)
-	}
-	return nil
-}
-
-// openOnce sends one GET. Its context lives as long as the body: a watchdog cancels it when the
-// headers take longer than the request timeout, or the body longer than its size allows.
+// openOnce sends one GET. Its context lives as long as the body; it is cancelled when the headers,
+// or any next byte of the body, take longer than the request timeout.
 func (r *s3Reader) openOnce() error {
-	ctx, cancel := context.WithCancel(r.parent)
-	watchdog := time.AfterFunc(r.s.deadline(0), cancel)
-	stop := func() { watchdog.Stop(); cancel() }
+	ctx, cancel := context.WithCancel(r.ctx)
+	idle := time.AfterFunc(r.s.timeout, cancel)
+	stop := func() { idle.Stop(); cancel() }
 	opts := minio.GetObjectOptions{}
 	if r.etag != "" {
 		_ = opts.SetMatchETag(r.etag)
 	}
-	if r.off > 0 {
-		_ = opts.SetRange(r.off, 0)
+	off := r.off.Load()
+	if off > 0 {
+		_ = opts.SetRange(off, 0)
 	}
 	body, info, header, err := r.s.core.GetObject(ctx, r.s.bucket, r.key, opts)
 	if err != nil {
@@ -68,29 +107,70 @@ func (r *s3Reader) openOnce() error {
 		stop()
 		return err
 	}
+	r.s.signed.Store(true)
 	if r.size < 0 {
 		r.etag, r.size = info.ETag, info.Size
 	}
-	watchdog.Reset(r.s.deadline(info.Size))
-	r.body, r.stop = body, stop
+	r.startFloor()
+	idle.Reset(r.s.timeout)
+	r.body, r.idle, r.stop = body, idle, stop
 	return nil
+}
+
+// startFloor starts the throughput check at the first answer: before it, the request timeout and
+// the retry bound apply.
+func (r *s3Reader) startFloor() {
+	r.floorOnce.Do(func() {
+		start := time.Now()
+		t := time.AfterFunc(time.Hour, func() { r.checkFloor(start) })
+		r.floor.Store(t)
+		t.Reset(r.s.timeout)
+	})
+}
+
+// checkFloor abandons the read when it has moved fewer bytes than the minimum throughput allows
+// for the time since the first answer, less a grace of one request timeout; otherwise it looks
+// again when the bytes so far would no longer be enough.
+func (r *s3Reader) checkFloor(start time.Time) {
+	n := r.off.Load()
+	allowed := r.s.timeout + time.Duration(float64(n)/float64(r.s.minThroughput)*float64(time.Second))
+	elapsed := time.Since(start)
+	if elapsed < allowed {
+		r.floor.Load().Reset(allowed - elapsed)
+		return
+	}
+	r.cancel(&TooSlowError{Bytes: n, Elapsed: elapsed, Min: r.s.minThroughput})
+}
+
+func (r *s3Reader) stopFloor() {
+	r.floorOnce.Do(func() {}) // no floor may start after this
+	if t := r.floor.Load(); t != nil {
+		t.Stop()
+	}
+	r.cancel(nil)
 }
 
 func (r *s3Reader) Read(p []byte) (int, error) {
 	for r.err == nil {
 		if r.body == nil {
-			if err := r.open(); err != nil {
-				r.err = err
-				break
+			if err := r.openOnce(); err != nil {
+				r.failed("read", err)
+				continue
 			}
 		}
 		n, err := r.body.Read(p)
-		r.off += int64(n)
 		if n > 0 {
+			r.off.Add(int64(n))
 			r.failures = 0
+			r.idle.Reset(r.s.timeout)
 		}
-		if err == nil || (err == io.EOF && r.off == r.size) {
-			return n, err
+		if err == nil {
+			return n, nil
+		}
+		if err == io.EOF && r.off.Load() == r.size {
+			r.closeBody()
+			r.stopFloor()
+			return n, io.EOF
 		}
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF // fewer bytes than the object has: never a short object
@@ -99,27 +179,37 @@ func (r *s3Reader) Read(p []byte) (int, error) {
 		if n > 0 {
 			return n, nil // deliver what arrived; the next Read resumes after it
 		}
-		r.failures++
-		if r.failures >= r.s.retry.MaxAttempts || !retryable(r.parent, err) {
-			r.err = r.s.fail(r.parent, "read", r.key, r.failures, err)
-			break
-		}
-		if !sleep(r.parent, r.s.retry.delay(r.failures-1, 0.5)) {
-			r.err = r.s.fail(r.parent, "read", r.key, r.failures, r.parent.Err())
-		}
+		r.failed("read", err)
 	}
 	return 0, r.err
+}
+
+// failed counts an attempt that made no progress and waits before the next one, or ends the read
+// for good: the attempts are used up, the error is permanent, or the caller's context or the
+// throughput floor ended it.
+func (r *s3Reader) failed(op string, err error) {
+	r.failures++
+	if r.failures < r.s.retry.MaxAttempts && retryable(r.ctx, err) &&
+		sleep(r.ctx, r.s.retry.delay(r.failures-1, 0.5)) {
+		return
+	}
+	if errors.Is(context.Cause(r.ctx), ErrTooSlow) {
+		err = context.Cause(r.ctx)
+	}
+	r.err = r.s.fail(r.ctx, op, r.key, r.failures, err)
+	r.stopFloor()
 }
 
 // checkRange makes sure a resumed read starts where the last one stopped: a server that ignored the
 // Range header would send the object from its start, and splicing that on would corrupt it.
 func (r *s3Reader) checkRange(contentRange string) error {
-	if r.off == 0 {
+	off := r.off.Load()
+	if off == 0 {
 		return nil
 	}
 	var start, end, total int64
-	if _, err := fmt.Sscanf(contentRange, "bytes %d-%d/%d", &start, &end, &total); err != nil || start != r.off || total != r.size {
-		return fmt.Errorf("resuming the read at byte %d, the server answered with range %q: it cannot resume reads", r.off, contentRange)
+	if _, err := fmt.Sscanf(contentRange, "bytes %d-%d/%d", &start, &end, &total); err != nil || start != off || total != r.size {
+		return fmt.Errorf("resuming the read at byte %d, the server answered with range %q: it cannot resume reads", off, contentRange)
 	}
 	return nil
 }
@@ -128,12 +218,13 @@ func (r *s3Reader) closeBody() {
 	if r.body != nil {
 		r.body.Close()
 		r.stop()
-		r.body, r.stop = nil, nil
+		r.body, r.stop, r.idle = nil, nil, nil
 	}
 }
 
 func (r *s3Reader) Close() error {
 	r.closeBody()
+	r.stopFloor()
 	if r.err == nil {
 		r.err = errReaderClosed
 	}

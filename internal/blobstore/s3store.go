@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -22,6 +23,9 @@ type S3ObjectStore struct {
 	timeout       time.Duration
 	minThroughput int64
 	retry         RetryPolicy
+	// signed says a request signed with these credentials was accepted, so a later signature
+	// mismatch on an upload means its bytes were altered on the way, not that the keys are wrong.
+	signed atomic.Bool
 }
 
 // partSize is the size above which minio-go switches to a multipart upload. Session objects are
@@ -44,15 +48,59 @@ func (s *S3ObjectStore) do(ctx context.Context, op, key string, size int64, atte
 	policy := s.retry
 	policy.MaxAttempts = min(policy.MaxAttempts, attempts)
 	n, err := policy.retry(ctx, func() error {
-		actx, cancel := context.WithTimeout(ctx, s.deadline(size))
+		limit := s.deadline(size)
+		actx, cancel := context.WithTimeout(ctx, limit)
 		defer cancel()
-		return fn(actx)
+		err := fn(actx)
+		switch {
+		case err == nil:
+			s.signed.Store(true)
+		case errors.Is(actx.Err(), context.DeadlineExceeded) && ctx.Err() == nil:
+			err = fmt.Errorf("%w: no complete answer within %s (the request timeout %s%s)", err, limit, s.timeout, sizeAllowance(size, s.minThroughput))
+		case s.alteredInTransit(op, err):
+			err = &alteredError{err}
+		}
+		return err
 	})
 	if err != nil {
 		return s.fail(ctx, op, key, n, err)
 	}
 	return nil
 }
+
+// sizeAllowance explains the part of an attempt's deadline that a body adds.
+func sizeAllowance(size, minThroughput int64) string {
+	if size <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(", plus one second per %d bytes of the %d sent", minThroughput, size)
+}
+
+// alteredInTransit says whether an upload was refused because its bytes changed on the way: the
+// server found a body hash other than the one signed, or a signature mismatch once other requests
+// signed with the same credentials were accepted. Re-sending it may succeed; blaming the
+// credentials would send the user after the wrong problem.
+func (s *S3ObjectStore) alteredInTransit(op string, err error) bool {
+	if op != "put" {
+		return false
+	}
+	switch minio.ToErrorResponse(err).Code {
+	case "XAmzContentSHA256Mismatch", "BadDigest", "InvalidDigest", "IncompleteBody":
+		return true
+	case "SignatureDoesNotMatch":
+		return s.signed.Load()
+	}
+	return false
+}
+
+// alteredError is an upload the server refused because its bytes were altered on the way.
+type alteredError struct{ err error }
+
+func (e *alteredError) Error() string {
+	return e.err.Error() + ": the server received other bytes than were sent and signed (other requests with these credentials succeeded, so they are not the cause): something on the path altered the upload; check proxies and the network"
+}
+
+func (e *alteredError) Unwrap() error { return e.err }
 
 // fail turns the last error of a request into the error callers see: ErrNotFound and
 // ErrBucketNotFound for what is missing, the context's error when the caller gave up, OpError else.
@@ -147,6 +195,7 @@ func (s *S3ObjectStore) List(ctx context.Context, prefix string) ([]ObjectInfo, 
 		before := len(out)
 		err := s.listFrom(ctx, prefix, &out)
 		if err == nil {
+			s.signed.Store(true)
 			return out, nil
 		}
 		if len(out) > before {
@@ -215,7 +264,8 @@ func (e *OpError) Unwrap() error { return e.Err }
 // hintFor says what to do next about an S3 error a user can fix.
 func hintFor(err error) string {
 	var resp minio.ErrorResponse
-	if !errors.As(err, &resp) {
+	var altered *alteredError
+	if !errors.As(err, &resp) || errors.As(err, &altered) {
 		return ""
 	}
 	switch resp.Code {

@@ -76,8 +76,10 @@ func (s *SessionStore) name(key string) string {
 	return key
 }
 
-// ReadMeta reads and checks a committed session's meta.json. A session whose upload was
-// interrupted fails with session.ErrNotCommitted, one never pushed with ErrSessionNotFound.
+// ReadMeta reads a committed session's meta.json, verified against meta.json.sha256 and decoded
+// strictly. A session whose upload was interrupted fails with session.ErrNotCommitted, one never
+// pushed with ErrSessionNotFound, one whose meta.json does not match with
+// *session.DigestMismatchError, and one without a usable record with ErrMetaUnverified.
 func (s *SessionStore) ReadMeta(ctx context.Context, id string) (session.Meta, error) {
 	_, meta, err := s.readMeta(ctx, id)
 	return meta, err
@@ -87,22 +89,18 @@ func (s *SessionStore) readMeta(ctx context.Context, id string) ([]byte, session
 	if err := ValidateID(id); err != nil {
 		return nil, session.Meta{}, err
 	}
-	key := s.layout.SessionMeta(id)
-	data, err := s.readSmall(ctx, key, maxMetaSize)
-	if errors.Is(err, ErrNotFound) {
+	m, reads, err := s.readStoredMeta(ctx, id, nil)
+	if err != nil {
+		return nil, session.Meta{}, err
+	}
+	if m.data == nil {
 		return nil, session.Meta{}, s.missingSession(ctx, id)
 	}
+	meta, err := s.checkStoredMeta(id, m, reads)
 	if err != nil {
 		return nil, session.Meta{}, err
 	}
-	meta, err := session.DecodeMeta(data, s.name(key))
-	if err != nil {
-		return nil, session.Meta{}, err
-	}
-	if meta.ID != id {
-		return nil, session.Meta{}, fmt.Errorf("%s names session %q, not %q: the store is inconsistent; push the session again", s.name(key), meta.ID, id)
-	}
-	return data, meta, nil
+	return m.data, meta, nil
 }
 
 // missingSession tells a session never pushed from one whose upload stopped before meta.json.
@@ -223,6 +221,19 @@ func (b storeBlobs) ReadBlob(hash string) ([]byte, error) {
 		return nil, fmt.Errorf("blob reference %q is not a sha256 hex digest", hash)
 	}
 	key := b.s.layout.Blob(hash)
+	var dm *session.DigestMismatchError
+	for reads := 1; ; reads++ {
+		data, err := b.readOnce(key, hash)
+		if !errors.As(err, &dm) {
+			return data, err
+		}
+		if reads >= verifyReads { // a copy damaged on the way is fetched again; one damaged at rest fails
+			return nil, fmt.Errorf("%w (read %d times, never matching: the stored object is damaged, not just its transfer)", err, reads)
+		}
+	}
+}
+
+func (b storeBlobs) readOnce(key, hash string) ([]byte, error) {
 	rc, err := b.s.objects.Get(b.ctx, key)
 	if err != nil {
 		return nil, err

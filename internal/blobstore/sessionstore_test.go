@@ -49,7 +49,7 @@ func TestPushRefusesAnUncommittedSession(t *testing.T) {
 	}
 }
 
-func TestPushStoresBlobsThenEventsThenVaultThenMetaLast(t *testing.T) {
+func TestPushStoresBlobsThenEventsThenVaultThenMetaSumThenMetaLast(t *testing.T) {
 	dir, meta, store, mem := memSession(t)
 	var mu sync.Mutex
 	var order []string
@@ -64,8 +64,9 @@ func TestPushStoresBlobsThenEventsThenVaultThenMetaLast(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := store.Layout()
-	if len(order) != 6 || order[3] != l.SessionEvents(meta.ID) || order[4] != l.SessionVault(meta.ID) || order[5] != l.SessionMeta(meta.ID) {
-		t.Fatalf("upload order %v: want 3 blobs, then events.jsonl, then vault.enc, then meta.json", order)
+	if len(order) != 7 || order[3] != l.SessionEvents(meta.ID) || order[4] != l.SessionVault(meta.ID) ||
+		order[5] != l.SessionMetaSum(meta.ID) || order[6] != l.SessionMeta(meta.ID) {
+		t.Fatalf("upload order %v: want 3 blobs, then events.jsonl, then vault.enc, then meta.json.sha256, then meta.json", order)
 	}
 	for _, key := range order[:3] {
 		if !strings.HasPrefix(key, "pfx/blobs/sha256/") {

@@ -1,0 +1,278 @@
+package blobstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentrewind/agentrewind/internal/engine/session"
+)
+
+// proxiedStore pushes a session cleanly, then opens a store on the same prefix through a fault
+// proxy that injects f, on the requests only accepts, up to maxPerRequest times per request.
+func proxiedStore(t *testing.T, payloads []payload, f fault, maxPerRequest int, only func(*http.Request) bool, tune func(*Config)) (dir string, clean, faulty *SessionStore, proxy *faultProxy) {
+	t.Helper()
+	env := startS3(t)
+	clean, _ = env.sessionStore(t, StoreOptions{Parallelism: 4})
+	dir = filepath.Join(t.TempDir(), "run-1")
+	writeSession(t, dir, "run-1", "", payloads)
+	if _, err := clean.Push(context.Background(), dir); err != nil {
+		t.Fatal(err)
+	}
+	proxy = startFaultProxy(t, env.srv.Endpoint, 1, map[fault]int{f: 1}, maxPerRequest)
+	proxy.only = only
+	cfg := env.config(proxy.addr)
+	if tune != nil {
+		tune(&cfg)
+	}
+	faulty = NewSessionStore(env.open(t, cfg), clean.Layout(), StoreOptions{Parallelism: 4})
+	return dir, clean, faulty, proxy
+}
+
+func isBlob(r *http.Request) bool { return strings.Contains(r.URL.Path, "/blobs/") }
+
+func isMeta(r *http.Request) bool { return strings.HasSuffix(r.URL.Path, "/"+session.MetaFile) }
+
+// TestS3PullAbandonsATricklingServer: a server that sends one byte every 20 ms makes progress on
+// every attempt, so progress alone would keep resuming it for hours; the throughput floor, counted
+// over all the resumed attempts, must end it within seconds with a clear error.
+func TestS3PullAbandonsATricklingServer(t *testing.T) {
+	_, _, faulty, proxy := proxiedStore(t, payloads(1, 1, 320<<10), faultTrickle, 1<<30, isBlob, func(c *Config) {
+		c.RequestTimeout = 300 * time.Millisecond
+		c.MinThroughput = 64 << 10
+	})
+	out := filepath.Join(t.TempDir(), "out")
+	start := time.Now()
+	_, err := faulty.Pull(context.Background(), "run-1", out)
+	elapsed := time.Since(start)
+	var slow *TooSlowError
+	if !errors.Is(err, ErrTooSlow) || !errors.As(err, &slow) || !strings.Contains(err.Error(), "below the minimum of 64.0 KiB/s") {
+		t.Fatalf("pull from a trickling server: %v, want ErrTooSlow saying the minimum", err)
+	}
+	if elapsed > 3*time.Second {
+		t.Fatalf("the trickling pull took %s to be abandoned, want about the 300ms grace", elapsed)
+	}
+	if proxy.counts()["trickle"] == 0 {
+		t.Fatal("the proxy trickled nothing")
+	}
+	if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("an abandoned pull left %s", out)
+	}
+}
+
+// TestS3SlowButSteadyPullIsNotAbandoned keeps the floor honest: a transfer above it completes even
+// when it takes many request timeouts.
+func TestS3SlowButSteadyPullIsNotAbandoned(t *testing.T) {
+	dir, _, faulty, proxy := proxiedStore(t, payloads(1, 1, 2<<10), faultTrickle, 1<<30, isBlob, func(c *Config) {
+		c.RequestTimeout = 100 * time.Millisecond
+		c.MinThroughput = 200 // bytes per second; the trickle moves several hundred
+	})
+	proxy.trickle = time.Millisecond
+	out := filepath.Join(t.TempDir(), "out")
+	if _, err := faulty.Pull(context.Background(), "run-1", out); err != nil {
+		t.Fatalf("a pull above the minimum throughput: %v", err)
+	}
+	assertSameSession(t, dir, out)
+}
+
+// TestS3SilentEndpointFailsWithinTheBudget: a listener that accepts and never answers must fail
+// the first request within NoAnswerBudget, the time the documentation states.
+func TestS3SilentEndpointFailsWithinTheBudget(t *testing.T) {
+	addr := silentListener(t)
+	cfg := Config{Endpoint: "http://" + addr, Bucket: "silent", CreateBucket: true, RequestTimeout: 200 * time.Millisecond,
+		Credentials: Credentials{AccessKeyID: "AK", SecretAccessKey: "SK"}}
+	budget := cfg.NoAnswerBudget()
+	if budget != 5*200*time.Millisecond+1500*time.Millisecond {
+		t.Fatalf("NoAnswerBudget = %s, want 5 × 200ms + 1.5s of backoff", budget)
+	}
+	start := time.Now()
+	_, err := Open(context.Background(), cfg)
+	elapsed := time.Since(start)
+	var op *OpError
+	if !errors.As(err, &op) || op.Attempts != 5 || !strings.Contains(err.Error(), "no complete answer within 200ms") {
+		t.Fatalf("open against a silent endpoint: %v, want 5 attempts without an answer", err)
+	}
+	if elapsed > budget+300*time.Millisecond || elapsed < 5*200*time.Millisecond {
+		t.Fatalf("a silent endpoint failed after %s, want within the stated %s", elapsed, budget)
+	}
+}
+
+// silentListener accepts connections and never answers.
+func silentListener(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return l.Addr().String()
+}
+
+// TestS3BlobDamagedOnTheWayIsFetchedAgain: a blob whose answer is altered once on the way is
+// fetched again and the pull succeeds; one altered on every read fails as damaged, after three.
+func TestS3BlobDamagedOnTheWayIsFetchedAgain(t *testing.T) {
+	dir, _, faulty, proxy := proxiedStore(t, payloads(1, 6, 8<<10), faultFlip, 1, isBlob, nil)
+	out := filepath.Join(t.TempDir(), "out")
+	if _, err := faulty.Pull(context.Background(), "run-1", out); err != nil {
+		t.Fatalf("pull through blobs damaged once on the way: %v", err)
+	}
+	assertSameSession(t, dir, out)
+	if n := proxy.counts()["flip"]; n != 6 {
+		t.Fatalf("the proxy damaged %d blob answers, want all 6", n)
+	}
+
+	_, _, always, _ := proxiedStore(t, payloads(1, 2, 8<<10), faultFlip, 1<<30, isBlob, nil)
+	_, err := always.Pull(context.Background(), "run-1", filepath.Join(t.TempDir(), "out"))
+	var dm *session.DigestMismatchError
+	if !errors.As(err, &dm) || !strings.Contains(err.Error(), "read 3 times") {
+		t.Fatalf("pull through blobs damaged on every read: %v, want a DigestMismatchError after 3 reads", err)
+	}
+}
+
+// TestS3MetaJSONDamagedOnTheWay: a meta.json whose answer is altered on the way into other valid
+// JSON (a renamed key) is read again by a pull, and never passes for a conflict on a re-push.
+func TestS3MetaJSONDamagedOnTheWay(t *testing.T) {
+	renameKey := func(b []byte) {
+		if i := bytes.Index(b, []byte(`"createdAt"`)); i >= 0 {
+			b[i+9] ^= 0x01 // "createdAu": valid JSON that encoding/json would take without createdAt
+		}
+	}
+	dir, _, once, proxy := proxiedStore(t, payloads(1, 2, 8<<10), faultFlip, 1, isMeta, nil)
+	proxy.flip = renameKey
+	out := filepath.Join(t.TempDir(), "out")
+	if _, err := once.Pull(context.Background(), "run-1", out); err != nil {
+		t.Fatalf("pull through a meta.json damaged once on the way: %v", err)
+	}
+	assertSameSession(t, dir, out)
+	if proxy.counts()["flip"] == 0 {
+		t.Fatal("the proxy damaged no meta.json")
+	}
+
+	dir, clean, always, proxy := proxiedStore(t, payloads(1, 2, 8<<10), faultFlip, 1<<30, isMeta, nil)
+	proxy.flip = renameKey
+	_, err := always.Pull(context.Background(), "run-1", filepath.Join(t.TempDir(), "out"))
+	var dm *session.DigestMismatchError
+	if !errors.As(err, &dm) || !strings.HasSuffix(dm.Object, "/sessions/run-1/meta.json") {
+		t.Fatalf("pull through a meta.json damaged on every read: %v, want a DigestMismatchError naming it", err)
+	}
+	res, err := always.Push(context.Background(), dir)
+	if err != nil || !res.AlreadyCommitted {
+		t.Fatalf("re-push while every meta.json read is damaged: %+v, %v; want it found committed, not a conflict", res, err)
+	}
+	if _, err := clean.Pull(context.Background(), "run-1", filepath.Join(t.TempDir(), "clean")); err != nil {
+		t.Fatalf("the store after that re-push: %v", err)
+	}
+}
+
+// TestS3MetaJSONDamagedAtRest flips a bit of meta.json on the server's disk, keeping it valid JSON.
+func TestS3MetaJSONDamagedAtRest(t *testing.T) {
+	env := startS3(t)
+	store, _ := env.sessionStore(t, StoreOptions{})
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "run-1")
+	writeSession(t, dir, "run-1", "", payloads(1, 2, 8<<10))
+	if _, err := store.Push(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	path := env.srv.ObjectPath(env.bucket, store.Layout().SessionMeta("run-1"))
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(data, []byte(`"fingerprintMode"`))
+	data[i+15] ^= 0x01 // "fingerprintModd"
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var dm *session.DigestMismatchError
+	if err := pullErr(t, store); !errors.As(err, &dm) || !strings.HasSuffix(dm.Object, "/meta.json") {
+		t.Fatalf("pull of a meta.json damaged at rest: %v, want a DigestMismatchError naming it", err)
+	}
+	if res, err := store.Push(ctx, dir); err != nil || !res.AlreadyCommitted {
+		t.Fatalf("re-push over a meta.json damaged at rest: %+v, %v; want a repair", res, err)
+	}
+	if err := pullErr(t, store); err != nil {
+		t.Fatalf("pull after the repair: %v", err)
+	}
+}
+
+// TestS3UnknownAccessKeyIsReportedAsBadCredentials: an access key the server does not know is a
+// credentials problem, never a missing bucket.
+func TestS3UnknownAccessKeyIsReportedAsBadCredentials(t *testing.T) {
+	env := startS3(t)
+	env.open(t, env.config("")) // the bucket exists
+	for _, create := range []bool{false, true} {
+		for _, bucket := range []string{env.bucket, "no-such-bucket"} {
+			cfg := env.config("")
+			cfg.Bucket, cfg.CreateBucket = bucket, create
+			cfg.Credentials.AccessKeyID = "AKIAUNKNOWNKEY000000"
+			_, err := Open(context.Background(), cfg)
+			if err == nil || errors.Is(err, ErrBucketNotFound) || !strings.Contains(err.Error(), "check the credentials") {
+				t.Errorf("open of %s (create %v) with an unknown access key: %v, want a credentials error", bucket, create, err)
+			}
+		}
+	}
+}
+
+// TestS3UploadDamagedOnTheWayDoesNotBlameTheCredentials: the server refuses an upload whose bytes
+// were altered after signing. Once is retried away; every time fails, saying so, not blaming keys
+// that signed every other request.
+func TestS3UploadDamagedOnTheWayDoesNotBlameTheCredentials(t *testing.T) {
+	isPut := func(r *http.Request) bool { return r.Method == http.MethodPut && isBlob(r) }
+	for _, tc := range []struct {
+		name          string
+		maxPerRequest int
+		succeed       bool
+	}{{"once", 1, true}, {"always", 1 << 30, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := startS3(t)
+			env.open(t, env.config(""))
+			proxy := startFaultProxy(t, env.srv.Endpoint, 1, map[fault]int{faultAlterUpload: 1}, tc.maxPerRequest)
+			proxy.only = isPut
+			store := env.storeVia(t, proxy.addr, "team/prod", 0)
+			dir := filepath.Join(t.TempDir(), "run-1")
+			writeSession(t, dir, "run-1", "", payloads(1, 3, 8<<10))
+			_, err := store.Push(context.Background(), dir)
+			if proxy.counts()["alter-upload"] == 0 {
+				t.Fatal("the proxy altered no upload")
+			}
+			if tc.succeed {
+				if err != nil {
+					t.Fatalf("push through uploads altered once: %v", err)
+				}
+				return
+			}
+			if err == nil || strings.Contains(err.Error(), "check the credentials") || !strings.Contains(err.Error(), "altered the upload") {
+				t.Fatalf("push through uploads altered every time: %v, want an error about the path, not the credentials", err)
+			}
+		})
+	}
+}
