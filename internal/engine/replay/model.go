@@ -224,9 +224,9 @@ func (r *runner) redactResponse(resp *session.Response) (*session.Response, erro
 }
 
 // redactChunks redacts a recorded stream as a whole, so that a secret the provider delivered in pieces
-// is redacted however the chunks cut it (redact.Redactor.Stream): each text lane of the replayed stream
-// assembles to exactly the redacted response, and with the vault the token restores the secret in the
-// chunk where it started.
+// is redacted however the chunks cut it (redact.Redactor.Stream): each lane of text in the replayed
+// stream assembles to exactly its redacted text, and with the vault the token restores the secret in
+// the chunk where it started.
 //
 // It fails closed. When a secret the redactor knows would still be readable from the chunks — most
 // likely one straddling two lanes, such as a content block's start and its deltas — none of them is

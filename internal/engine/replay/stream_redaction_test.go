@@ -29,7 +29,15 @@ import (
 type streamCanary struct {
 	kind    string // the pattern name it is counted under
 	secret  string
-	literal bool // learned with AddLiteral rather than matched by a built-in pattern
+	literal bool   // learned with AddLiteral rather than matched by a built-in pattern
+	name    string // what the secret is called in the text ("apiKey" unless set), for key-anchored shapes
+}
+
+func (c streamCanary) named() string {
+	if c.name == "" {
+		return "apiKey"
+	}
+	return c.name
 }
 
 var streamCanaries = []streamCanary{
@@ -37,6 +45,7 @@ var streamCanaries = []streamCanary{
 	{kind: "openai-api-key", secret: "sk-" + "proj-" + "CanaryOPENAIkeyPLMOKNijbuhvYGCTFXrdzqwS"},
 	{kind: "github-token", secret: "ghp" + "_" + "CanaryGITHUBtokenQAZWSXplmoknIJBUHVyg"},
 	{kind: "aws-access-key-id", secret: "AKIA" + "CANARYQZWXRTYUPK"},
+	{kind: "aws-secret-access-key", secret: "CanaryAWSQZKEYqrtvwxyzJ/QRTVWXYZ+mnGHPLK", name: "aws_secret_access_key"},
 	{kind: "env-secret", secret: "lit-CanaryFromTheEnvQRSTUVWXYZ-zyxw", literal: true},
 }
 
@@ -44,8 +53,8 @@ var streamCanaries = []streamCanary{
 // assembles from chunks.
 type streamShape struct {
 	name string
-	// wrap embeds the secret in the text the stream carries; pad makes that text long.
-	wrap   func(secret string) string
+	// wrap embeds the secret, under its name, in the text the stream carries; pad makes that text long.
+	wrap   func(name, secret string) string
 	pad    func(filler, text string) string
 	chunks func(pieces []string) []json.RawMessage
 	lane   func(t *testing.T, chunks []json.RawMessage) string
@@ -56,7 +65,7 @@ type streamShape struct {
 var streamShapes = []streamShape{
 	{
 		name:   "generic delta",
-		wrap:   func(s string) string { return "key: " + s + " done" },
+		wrap:   func(name, s string) string { return "key: " + name + "=" + s + " done" },
 		pad:    func(filler, text string) string { return filler + text },
 		chunks: genericChunks,
 		lane: func(t *testing.T, chunks []json.RawMessage) string {
@@ -69,7 +78,7 @@ var streamShapes = []streamShape{
 	},
 	{
 		name: "anthropic text_delta",
-		wrap: func(s string) string { return "key: " + s + " done" },
+		wrap: func(name, s string) string { return "key: " + name + "=" + s + " done" },
 		pad:  func(filler, text string) string { return filler + text },
 		chunks: func(pieces []string) []json.RawMessage {
 			return anthropicChunks(textBlockStart, "text_delta", "text", pieces)
@@ -79,7 +88,7 @@ var streamShapes = []streamShape{
 	},
 	{
 		name: "anthropic input_json_delta",
-		wrap: func(s string) string { return `{"apiKey":"` + s + `","retries":2}` },
+		wrap: func(name, s string) string { return `{"` + name + `":"` + s + `","retries":2}` },
 		pad:  func(filler, text string) string { return `{"filler":"` + filler + `",` + text[1:] },
 		chunks: func(pieces []string) []json.RawMessage {
 			return anthropicChunks(toolBlockStart, "input_json_delta", "partial_json", pieces)
@@ -275,7 +284,7 @@ func TestAStreamedSecretIsRedactedWhateverTheChunkBoundaries(t *testing.T) {
 			t.Run(canary.kind+"/"+shape.name, func(t *testing.T) {
 				t.Parallel()
 				checkCanaryIsWellChosen(t, canary.secret)
-				text := shape.wrap(canary.secret)
+				text := shape.wrap(canary.named(), canary.secret)
 				want := strings.Replace(text, canary.secret, redact.Token(canary.secret), 1)
 				scripts := streamScript{}
 				var keys []string
@@ -481,7 +490,7 @@ func TestASecretStraddlingTwoLanesIsNotStoredInTheClear(t *testing.T) {
 		codec       Codec
 		synthesizes bool
 	}{{"generic", GenericCodec{}, false}, {"anthropic", anthropic.Codec{}, true}}
-	for _, canary := range []streamCanary{streamCanaries[0], streamCanaries[4]} {
+	for _, canary := range []streamCanary{streamCanaries[0], streamCanaries[5]} {
 		for _, cd := range codecs {
 			t.Run(canary.kind+"/"+cd.name, func(t *testing.T) {
 				t.Parallel()
