@@ -2,8 +2,8 @@
 //
 // An agent run declares what it means to do and how far it believes it got by appending ledger
 // records to its session (session.KindLedger events): INTENT (goal, declared steps, start SHA),
-// STEP_CLAIMED, STEP_VERIFIED (sha, via), SUSPEND (turn index, transcript digest, resume SHA) and
-// RESUME_PROPOSED. Every record carries a schema tag ("agentrewind.io/ledger/v1"). Fold turns the
+// STEP_CLAIMED, STEP_VERIFIED (sha, via), SUSPEND (turn index, transcript digest, resume SHA),
+// RESUME_PROPOSED and START (the workspace HEAD the recorder saw when the recording began). Every record carries a schema tag ("agentrewind.io/ledger/v1"). Fold turns the
 // records of a session into a State that the verdicts read.
 //
 // The ledger is written by the run it describes, so almost everything in it is a claim. The fold
@@ -15,7 +15,9 @@
 //     boundary and hashes it; the agent cannot. A SUSPEND record is therefore honoured only when its
 //     event's Author is session.AuthorRecorder (OS_RECORDED). An agent-authored SUSPEND is treated as
 //     absent — no checkpoint, no suspended flag, no resume SHA — and only counted in
-//     State.UnmintedSuspends, so a run cannot forge the anchor a rewind would roll back to.
+//     State.UnmintedSuspends, so a run cannot forge the anchor a rewind would roll back to. Two minted
+//     stamps of one turn that disagree leave no anchor (State.ConflictingStamps). START follows the
+//     same rule and outranks the INTENT's start SHA, which is only the agent's word.
 //   - Damage is counted, never fatal. A record that cannot be read (not JSON, unknown op, a step
 //     without an id, a foreign schema) is counted in State.Corrupt and skipped; a record with a newer
 //     schema than this build reads is counted in State.UnreadableNewer; an untagged legacy record is

@@ -42,8 +42,12 @@ type State struct {
 	HasIntent bool   `json:"hasIntent"`
 	Goal      string `json:"goal,omitempty"`
 	// Steps are the declared steps of the latest INTENT, in plan order.
-	Steps    []Step `json:"steps,omitempty"`
-	StartSHA string `json:"startSHA,omitempty"`
+	Steps []Step `json:"steps,omitempty"`
+	// StartSHA is the commit the run started from: the recorder's START when there is one
+	// (StartMinted), else the INTENT's startSHA — the agent's word, which verdicts re-check against
+	// ancestry but cannot otherwise confirm.
+	StartSHA    string `json:"startSHA,omitempty"`
+	StartMinted bool   `json:"startMinted"`
 
 	// Claimed and Verified are keyed by step id; the latest record for a step wins.
 	Claimed  map[string]Claim        `json:"claimed,omitempty"`
@@ -58,12 +62,17 @@ type State struct {
 	PredecessorRunID string `json:"predecessorRunId,omitempty"`
 
 	// Records counts every ledger event seen; the counters below say what was wrong with some of them.
-	Records          int       `json:"records"`
-	Corrupt          int       `json:"corrupt"`
-	Untagged         int       `json:"untagged"`
-	UnreadableNewer  int       `json:"unreadableNewer"`
-	UnmintedSuspends int       `json:"unmintedSuspends"`
-	Problems         []Problem `json:"problems,omitempty"`
+	Records          int `json:"records"`
+	Corrupt          int `json:"corrupt"`
+	Untagged         int `json:"untagged"`
+	UnreadableNewer  int `json:"unreadableNewer"`
+	UnmintedSuspends int `json:"unmintedSuspends"`
+	// UnmintedStarts counts START records the agent wrote; they are ignored.
+	UnmintedStarts int `json:"unmintedStarts"`
+	// ConflictingStamps counts minted SUSPENDs that stamped a turn already stamped with another digest:
+	// the transcript under the turn changed between them, so no stamp for it is an anchor.
+	ConflictingStamps int       `json:"conflictingStamps"`
+	Problems          []Problem `json:"problems,omitempty"`
 }
 
 // StepIDs returns the declared step ids in plan order.
@@ -109,6 +118,8 @@ func Fold(events []session.Event) State {
 // session (the residual history convergence is judged on).
 type Folder struct {
 	s State
+	// stamps are the digests minted for each turn so far, to catch two stamps that disagree.
+	stamps map[int]string
 }
 
 // Add folds one event; events that are not ledger events are ignored.
@@ -160,6 +171,8 @@ func (f *Folder) apply(r Record, author session.Author) {
 			Verification{SHA: strings.TrimSpace(r.SHA), Via: strings.TrimSpace(r.Via)})
 	case OpSuspend:
 		f.suspend(r, author)
+	case OpStart:
+		f.start(r, author)
 	case OpResumeProposed:
 		f.s.ResumeProposed = true
 		if r.PredecessorRunID != "" {
@@ -177,7 +190,9 @@ func (f *Folder) intent(r Record) {
 		f.s.RunID = r.RunID
 	}
 	f.s.Goal = strings.TrimSpace(r.Goal)
-	f.s.StartSHA = strings.TrimSpace(r.StartSHA)
+	if !f.s.StartMinted {
+		f.s.StartSHA = strings.TrimSpace(r.StartSHA)
+	}
 	f.s.Steps = make([]Step, len(r.Steps))
 	for i, st := range r.Steps {
 		f.s.Steps[i] = Step{ID: strings.TrimSpace(st.ID), Text: st.Text, Paths: slices.Clone(st.Paths)}
@@ -198,8 +213,34 @@ func (f *Folder) suspend(r Record, author session.Author) {
 	// The latest suspension defines the anchor: a SUSPEND without a complete stamp leaves none, rather
 	// than silently falling back to an older stamp from a different suspension.
 	f.s.Checkpoint = Checkpoint{}
-	if r.TurnIndex != nil && *r.TurnIndex >= 0 && strings.TrimSpace(r.TranscriptDigest) != "" {
-		f.s.Checkpoint = Checkpoint{Present: true, TurnIndex: *r.TurnIndex, TranscriptDigest: strings.TrimSpace(r.TranscriptDigest)}
+	if r.TurnIndex == nil || *r.TurnIndex < 0 || strings.TrimSpace(r.TranscriptDigest) == "" {
+		return
+	}
+	turn, digest := *r.TurnIndex, strings.ToLower(strings.TrimSpace(r.TranscriptDigest))
+	if f.stamps == nil {
+		f.stamps = map[int]string{}
+	}
+	if prev, seen := f.stamps[turn]; seen && prev != digest {
+		// Two recorder stamps of one turn that disagree: the turn's history changed between the
+		// suspensions, so neither digest identifies it. No anchor, and it stays that way for this turn.
+		// The marker is no hex digest, so every later stamp of this turn conflicts too.
+		f.s.ConflictingStamps++
+		f.stamps[turn] = "conflict"
+		return
+	}
+	f.stamps[turn] = digest
+	f.s.Checkpoint = Checkpoint{Present: true, TurnIndex: turn, TranscriptDigest: strings.TrimSpace(r.TranscriptDigest)}
+}
+
+// start takes the recorder's word on the starting commit; the agent's START is the agent naming the
+// history its work is measured against, which is the claim being checked.
+func (f *Folder) start(r Record, author session.Author) {
+	if author != session.AuthorRecorder {
+		f.s.UnmintedStarts++
+		return
+	}
+	if sha := strings.TrimSpace(r.StartSHA); sha != "" {
+		f.s.StartSHA, f.s.StartMinted = sha, true
 	}
 }
 

@@ -153,6 +153,67 @@ func TestOnlyARecorderMintedSuspendIsTrusted(t *testing.T) {
 	}
 }
 
+func TestTwoStampsOfOneTurnMustAgree(t *testing.T) {
+	cases := []struct {
+		name      string
+		events    []session.Event
+		anchor    bool
+		turn      int
+		conflicts int
+	}{
+		{"the same digest twice is one anchor", []session.Event{
+			rec(session.AuthorRecorder, Suspend(2, "d1", "")), rec(session.AuthorRecorder, Suspend(2, "D1", ""))}, true, 2, 0},
+		{"two digests for one turn are no anchor", []session.Event{
+			rec(session.AuthorRecorder, Suspend(2, "d1", "")), rec(session.AuthorRecorder, Suspend(2, "d2", ""))}, false, 0, 1},
+		{"a third stamp agreeing with the first does not heal the conflict", []session.Event{
+			rec(session.AuthorRecorder, Suspend(2, "d1", "")), rec(session.AuthorRecorder, Suspend(2, "d2", "")),
+			rec(session.AuthorRecorder, Suspend(2, "d1", ""))}, false, 0, 2},
+		{"a later stamp of another turn anchors", []session.Event{
+			rec(session.AuthorRecorder, Suspend(2, "d1", "")), rec(session.AuthorRecorder, Suspend(2, "d2", "")),
+			rec(session.AuthorRecorder, Suspend(4, "d4", ""))}, true, 4, 1},
+		{"an agent's stamp cannot create the conflict", []session.Event{
+			rec(session.AuthorRecorder, Suspend(2, "d1", "")), rec(session.AuthorAgent, Suspend(2, "d2", ""))}, true, 2, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := Fold(tc.events)
+			if s.Checkpoint.Present != tc.anchor || s.Checkpoint.TurnIndex != tc.turn || s.ConflictingStamps != tc.conflicts {
+				t.Fatalf("checkpoint %+v, conflicts %d", s.Checkpoint, s.ConflictingStamps)
+			}
+		})
+	}
+}
+
+func TestOnlyTheRecordersStartOutranksTheIntent(t *testing.T) {
+	intent := Intent("r", "goal", "agentsha1", Step{ID: "s1"})
+	cases := []struct {
+		name     string
+		events   []session.Event
+		sha      string
+		minted   bool
+		unminted int
+	}{
+		{"without a minted start the intent's is used", []session.Event{rec(session.AuthorAgent, intent)}, "agentsha1", false, 0},
+		{"the recorder's start wins, before the intent", []session.Event{
+			rec(session.AuthorRecorder, Start("headsha1")), rec(session.AuthorAgent, intent)}, "headsha1", true, 0},
+		{"the recorder's start wins, after the intent", []session.Event{
+			rec(session.AuthorAgent, intent), rec(session.AuthorRecorder, Start("headsha1"))}, "headsha1", true, 0},
+		{"a re-plan cannot move a minted start", []session.Event{
+			rec(session.AuthorRecorder, Start("headsha1")), rec(session.AuthorAgent, intent),
+			rec(session.AuthorAgent, Intent("r", "goal", "othersha", Step{ID: "s1"}))}, "headsha1", true, 0},
+		{"an agent's start is ignored and counted", []session.Event{
+			rec(session.AuthorAgent, intent), rec(session.AuthorAgent, Start("forged"))}, "agentsha1", false, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := Fold(tc.events)
+			if s.StartSHA != tc.sha || s.StartMinted != tc.minted || s.UnmintedStarts != tc.unminted {
+				t.Fatalf("start %q minted=%v unminted=%d", s.StartSHA, s.StartMinted, s.UnmintedStarts)
+			}
+		})
+	}
+}
+
 func TestARePlanReplacesTheDeclaredSteps(t *testing.T) {
 	s := Fold([]session.Event{
 		rec(session.AuthorAgent, Intent("r", "g1", "", Step{ID: "a"}, Step{ID: "b"})),

@@ -31,6 +31,9 @@ const (
 	OpSuspend Op = "SUSPEND"
 	// OpResumeProposed records that a continuation was already proposed, so it is not proposed twice.
 	OpResumeProposed Op = "RESUME_PROPOSED"
+	// OpStart is the recorder's word on the workspace commit the run started from (its HEAD when the
+	// recording began). Only the recorder may append it; it outranks the INTENT's startSHA.
+	OpStart Op = "START"
 )
 
 // Step is one declared step of an INTENT.
@@ -50,7 +53,7 @@ type Record struct {
 	Op     Op     `json:"op"`
 	RunID  string `json:"runId,omitempty"`
 
-	// INTENT
+	// INTENT and START
 	Goal     string `json:"goal,omitempty"`
 	Steps    []Step `json:"steps,omitempty"`
 	StartSHA string `json:"startSHA,omitempty"`
@@ -88,6 +91,12 @@ func Verified(step, sha, via string) Record {
 // the fold ignores one the agent wrote.
 func Suspend(turnIndex int, transcriptDigest, resumeSHA string) Record {
 	return Record{Schema: SchemaV1, Op: OpSuspend, TurnIndex: &turnIndex, TranscriptDigest: transcriptDigest, ResumeSHA: resumeSHA}
+}
+
+// Start builds a tagged START record. Only the recorder may append it (with Author OS_RECORDED); the
+// fold ignores one the agent wrote.
+func Start(startSHA string) Record {
+	return Record{Schema: SchemaV1, Op: OpStart, StartSHA: startSHA}
 }
 
 // ResumeProposed builds a tagged RESUME_PROPOSED record.
@@ -186,7 +195,7 @@ func checkShape(r Record) Damage {
 		if strings.TrimSpace(r.Step) == "" {
 			return DamageMissingStep
 		}
-	case OpSuspend, OpResumeProposed:
+	case OpSuspend, OpResumeProposed, OpStart:
 	default:
 		return DamageUnknownOp
 	}
