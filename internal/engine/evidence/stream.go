@@ -41,15 +41,42 @@ func TurnDigest(req *session.Request) string {
 	return rewind.DigestTurn(doc)
 }
 
-// Turns lists the session's turns with their digests.
+// Turns lists the session's turns with their live digests. Turn i is the i-th model call; the stamp
+// the recorder mints for it digests the transcript that call sent (its system prompt and its m
+// messages). The live digest is computed from the latest transcript the agent sent on the same lane
+// that still holds the turn — at least m messages — over its system prompt and first m messages, not
+// from the request the stamp was taken from: an edit after the stamp to anything under the turn (a
+// rewritten tool result, a changed system prompt, a renumbered tool_use id) stops the turn digesting
+// to its stamp, and the rewind verdict says UNANCHORED.
 func Turns(events []session.Event) []rewind.Turn {
-	turns := []rewind.Turn{}
+	var calls []session.Event
 	for _, ev := range events {
 		if ev.Kind == session.KindModelCall {
-			turns = append(turns, rewind.Turn{Index: len(turns), Digest: TurnDigest(ev.Request)})
+			calls = append(calls, ev)
 		}
 	}
+	turns := make([]rewind.Turn, len(calls))
+	for i := range calls {
+		turns[i] = rewind.Turn{Index: i, Digest: liveDigest(calls, i)}
+	}
 	return turns
+}
+
+// liveDigest is the digest of turn i in the latest transcript on its lane that holds it.
+func liveDigest(calls []session.Event, i int) string {
+	turn := calls[i].Request
+	if turn == nil {
+		return ""
+	}
+	held := len(turn.Messages)
+	for j := len(calls) - 1; j >= i; j-- {
+		later := calls[j].Request
+		if calls[j].Lane != calls[i].Lane || later == nil || len(later.Messages) < held {
+			continue
+		}
+		return TurnDigest(&session.Request{System: later.System, Messages: later.Messages[:held]})
+	}
+	return "" // unreachable: call i itself holds its own turn
 }
 
 // Rounds groups the recorded tool stream into rounds for plan coherence: a model call opens a round

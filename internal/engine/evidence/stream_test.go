@@ -240,3 +240,48 @@ func TestGatherAgainstAWorkspace(t *testing.T) {
 		t.Fatalf("report = %+v", r.Resume)
 	}
 }
+
+// TestARewindAnchorCanFail judges a recorder-minted stamp of turn 1 against what the agent sent
+// afterwards: the live digest comes from the latest transcript holding the turn, so an edit under it
+// after SUSPEND leaves the rewind UNANCHORED.
+func TestARewindAnchorCanFail(t *testing.T) {
+	onLane := func(ev session.Event, lane string) session.Event { ev.Lane = lane; return ev }
+	system := func(ev session.Event, s string) session.Event { ev.Request.System = s; return ev }
+	turn0, turn1 := model("fix the bug"), model("fix the bug", "tests fail at a.go:3")
+	stamp := func(author session.Author, turn int, of session.Event) session.Event {
+		return led(author, ledger.Suspend(turn, TurnDigest(of.Request), ""))
+	}
+	cases := []struct {
+		name   string
+		events []session.Event
+		want   rewind.Decision
+		reason rewind.Reason
+	}{
+		{"an untouched history rewinds", []session.Event{turn0, turn1, stamp(session.AuthorRecorder, 1, turn1),
+			model("fix the bug", "tests fail at a.go:3", "try again")}, rewind.Rewind, rewind.ReasonAnchoredRewind},
+		{"a message under the turn edited after SUSPEND is unanchored", []session.Event{turn0, turn1, stamp(session.AuthorRecorder, 1, turn1),
+			model("fix the bug", "tests pass", "try again")}, rewind.Unanchored, rewind.ReasonDigestMismatch},
+		{"a system prompt changed after SUSPEND is unanchored", []session.Event{turn0, turn1, stamp(session.AuthorRecorder, 1, turn1),
+			system(model("fix the bug", "tests fail at a.go:3", "try again"), "be brief")}, rewind.Unanchored, rewind.ReasonDigestMismatch},
+		{"a turn index past the transcript is unanchored", []session.Event{turn0, turn1, stamp(session.AuthorRecorder, 5, turn1)},
+			rewind.Unanchored, rewind.ReasonNoLiveTurn},
+		{"two stamps of one turn that disagree are no anchor", []session.Event{turn0, turn1, stamp(session.AuthorRecorder, 1, turn1),
+			stamp(session.AuthorRecorder, 1, turn0)}, rewind.Unanchored, rewind.ReasonNoCheckpoint},
+		{"an agent-authored stamp is no anchor", []session.Event{turn0, turn1, stamp(session.AuthorAgent, 1, turn1)},
+			rewind.Unanchored, rewind.ReasonNoCheckpoint},
+		{"an edit on another lane's transcript does not touch this turn", []session.Event{turn0, turn1, stamp(session.AuthorRecorder, 1, turn1),
+			onLane(model("other work", "other result", "more"), "0.1")}, rewind.Rewind, rewind.ReasonAnchoredRewind},
+		{"a later, shorter (compacted) transcript leaves the turn as it was sent", []session.Event{turn0, turn1,
+			stamp(session.AuthorRecorder, 1, turn1), model("summary")}, rewind.Rewind, rewind.ReasonAnchoredRewind},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			state := ledger.Fold(tc.events)
+			p := rewind.Decide(rewind.Input{Turns: Turns(tc.events), Checkpoint: state.Checkpoint, Fire: rewind.FireFromResume(resume.Diverged)},
+				nil, rewind.DefaultPolicy())
+			if p.Decision != tc.want || (tc.reason != "" && p.Reason != tc.reason) {
+				t.Fatalf("rewind = %s/%s (%s), want %s/%s", p.Decision, p.Reason, p.Message, tc.want, tc.reason)
+			}
+		})
+	}
+}
