@@ -4,7 +4,8 @@
 // small primitive ObjectStore interface with a minio-go implementation (timeouts, bounded retries,
 // resumable reads) and an in-memory fake for unit tests, and the SessionStore above them that pushes,
 // pulls, lists and streams sessions. Blobs are content-addressed and shared by every session, fork and
-// checkpoint that references them; meta.json is written last and its presence commits a session.
+// checkpoint that references them; meta.json is written last and its presence commits a session,
+// just after meta.json.sha256, the record that verifies it.
 //
 // A session's vault.enc is stored beside it, sealed: it is AES-256-GCM ciphertext that forks and
 // replays in the cluster fetch to restore the secrets redaction took out. Its key is never stored:
@@ -15,9 +16,11 @@
 // What this package must not do:
 //   - store a vault's key or any credential: they stay on the machine or in the Kubernetes Secret
 //     that holds them, and are never logged, printed or put in an error;
-//   - serve bytes it has not verified: every blob is checked against its hash, events.jsonl against
-//     the eventsHash of meta.json and vault.enc against its vaultHash, and a mismatch is an error
-//     naming the object;
+//   - serve bytes it has not verified: every blob is checked against its hash, meta.json against
+//     meta.json.sha256 (and decoded strictly), events.jsonl against the eventsHash of meta.json and
+//     vault.enc against its vaultHash, and a mismatch is an error naming the object;
+//   - wait without bound: every request has a bounded number of attempts, each with a deadline,
+//     and a download slower than the minimum throughput is abandoned;
 //   - make a session visible before all of its objects are stored (a declared vault included), or
 //     overwrite a committed session with different content;
 //   - interpret events beyond finding the blobs they reference: the format belongs to

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -21,12 +19,12 @@ var ErrTooSlow = errors.New("transfer slower than the minimum throughput")
 // TooSlowError says how slow an abandoned transfer was.
 type TooSlowError struct {
 	Bytes   int64         // moved before it was abandoned
-	Elapsed time.Duration // since the first answer, resumed attempts included
+	Elapsed time.Duration // spent waiting on the server, resumed attempts included
 	Min     int64         // bytes per second
 }
 
 func (e *TooSlowError) Error() string {
-	return fmt.Sprintf("%v: %d bytes in %s (%s/s) since the server first answered, below the minimum of %s/s",
+	return fmt.Sprintf("%v: %d bytes in %s of waiting on the server, resumed attempts included (%s/s), below the minimum of %s/s",
 		ErrTooSlow, e.Bytes, e.Elapsed.Round(time.Millisecond), rate(float64(e.Bytes)/max(e.Elapsed.Seconds(), 1e-9)), rate(float64(e.Min)))
 }
 
@@ -51,7 +49,6 @@ func (s *S3ObjectStore) Get(ctx context.Context, key string) (io.ReadCloser, err
 		}
 	}
 	if r.err != nil {
-		r.stopFloor()
 		return nil, r.err
 	}
 	return r, nil
@@ -60,31 +57,29 @@ func (s *S3ObjectStore) Get(ctx context.Context, key string) (io.ReadCloser, err
 // s3Reader reads one object. When the transfer breaks (a reset, a truncated body, no byte for the
 // request timeout) it reopens the object at the offset it reached, pinned to the ETag it started
 // with so that it never splices two versions of an object together. Attempts that make no progress
-// are bounded by the retry policy. Progress alone does not keep it going: from the first answer on,
-// the whole read, resumed attempts included, must average the minimum throughput once the request
-// timeout is over, or it is abandoned with a *TooSlowError, so a server that trickles cannot keep a
-// read alive for hours.
+// are bounded by the retry policy. Progress alone does not keep it going: the time spent waiting in
+// Read, resumed attempts included, may exceed one request timeout only by what the bytes delivered
+// allow at the minimum throughput, or the read is abandoned with a *TooSlowError, so a server that
+// trickles cannot keep a read alive for hours. Time the caller spends between reads is not counted.
 type s3Reader struct {
 	s      *S3ObjectStore
 	ctx    context.Context // the caller's, cancelled with a *TooSlowError when the read falls below the floor
 	cancel context.CancelCauseFunc
 	key    string
 	etag   string
-	size   int64        // -1 until the first response
-	off    atomic.Int64 // bytes delivered; read by the floor's timer
+	size   int64 // -1 until the first response
+	off    int64 // bytes delivered
 	body   io.ReadCloser
-	idle   *time.Timer // cancels the attempt when no byte arrives for the request timeout
+	idle   *time.Timer // cancels the attempt when the server sends nothing for the request timeout
 	stop   func()      // cancels the attempt's context and its idle timer
-
-	floorOnce sync.Once
-	floor     atomic.Pointer[time.Timer] // from the first answer on, checks the throughput floor
+	waited time.Duration
 
 	failures int   // consecutive failed attempts without progress
 	err      error // sticky: once a read fails for good, it keeps failing
 }
 
 // openOnce sends one GET. Its context lives as long as the body; it is cancelled when the headers,
-// or any next byte of the body, take longer than the request timeout.
+// or any next byte of the body while Read waits for one, take longer than the request timeout.
 func (r *s3Reader) openOnce() error {
 	ctx, cancel := context.WithCancel(r.ctx)
 	idle := time.AfterFunc(r.s.timeout, cancel)
@@ -93,9 +88,8 @@ func (r *s3Reader) openOnce() error {
 	if r.etag != "" {
 		_ = opts.SetMatchETag(r.etag)
 	}
-	off := r.off.Load()
-	if off > 0 {
-		_ = opts.SetRange(off, 0)
+	if r.off > 0 {
+		_ = opts.SetRange(r.off, 0)
 	}
 	body, info, header, err := r.s.core.GetObject(ctx, r.s.bucket, r.key, opts)
 	if err != nil {
@@ -111,46 +105,34 @@ func (r *s3Reader) openOnce() error {
 	if r.size < 0 {
 		r.etag, r.size = info.ETag, info.Size
 	}
-	r.startFloor()
-	idle.Reset(r.s.timeout)
+	idle.Stop() // Read arms it while it waits
 	r.body, r.idle, r.stop = body, idle, stop
 	return nil
 }
 
-// startFloor starts the throughput check at the first answer: before it, the request timeout and
-// the retry bound apply.
-func (r *s3Reader) startFloor() {
-	r.floorOnce.Do(func() {
-		start := time.Now()
-		t := time.AfterFunc(time.Hour, func() { r.checkFloor(start) })
-		r.floor.Store(t)
-		t.Reset(r.s.timeout)
-	})
-}
-
-// checkFloor abandons the read when it has moved fewer bytes than the minimum throughput allows
-// for the time since the first answer, less a grace of one request timeout; otherwise it looks
-// again when the bytes so far would no longer be enough.
-func (r *s3Reader) checkFloor(start time.Time) {
-	n := r.off.Load()
-	allowed := r.s.timeout + time.Duration(float64(n)/float64(r.s.minThroughput)*float64(time.Second))
-	elapsed := time.Since(start)
-	if elapsed < allowed {
-		r.floor.Load().Reset(allowed - elapsed)
-		return
+// floor arms the throughput check for one Read: the time waited so far plus this call's may not
+// exceed a request timeout plus what the bytes already delivered allow at the minimum throughput.
+// The returned function disarms it and adds this call's time.
+func (r *s3Reader) floor() func() {
+	allowed := r.s.timeout + time.Duration(float64(r.off)/float64(r.s.minThroughput)*float64(time.Second))
+	enter, off, waited := time.Now(), r.off, r.waited
+	abandon := func() {
+		r.cancel(&TooSlowError{Bytes: off, Elapsed: waited + time.Since(enter), Min: r.s.minThroughput})
 	}
-	r.cancel(&TooSlowError{Bytes: n, Elapsed: elapsed, Min: r.s.minThroughput})
-}
-
-func (r *s3Reader) stopFloor() {
-	r.floorOnce.Do(func() {}) // no floor may start after this
-	if t := r.floor.Load(); t != nil {
-		t.Stop()
+	if allowed <= waited {
+		abandon()
+		return func() {}
 	}
-	r.cancel(nil)
+	t := time.AfterFunc(allowed-waited, abandon)
+	return func() { t.Stop(); r.waited += time.Since(enter) }
 }
 
 func (r *s3Reader) Read(p []byte) (int, error) {
+	if r.err != nil {
+		return 0, r.err
+	}
+	done := r.floor()
+	defer done()
 	for r.err == nil {
 		if r.body == nil {
 			if err := r.openOnce(); err != nil {
@@ -158,19 +140,15 @@ func (r *s3Reader) Read(p []byte) (int, error) {
 				continue
 			}
 		}
+		r.idle.Reset(r.s.timeout)
 		n, err := r.body.Read(p)
+		r.idle.Stop()
+		r.off += int64(n)
 		if n > 0 {
-			r.off.Add(int64(n))
 			r.failures = 0
-			r.idle.Reset(r.s.timeout)
 		}
-		if err == nil {
-			return n, nil
-		}
-		if err == io.EOF && r.off.Load() == r.size {
-			r.closeBody()
-			r.stopFloor()
-			return n, io.EOF
+		if err == nil || (err == io.EOF && r.off == r.size) {
+			return n, err
 		}
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF // fewer bytes than the object has: never a short object
@@ -193,23 +171,20 @@ func (r *s3Reader) failed(op string, err error) {
 		sleep(r.ctx, r.s.retry.delay(r.failures-1, 0.5)) {
 		return
 	}
-	if errors.Is(context.Cause(r.ctx), ErrTooSlow) {
-		err = context.Cause(r.ctx)
-	}
 	r.err = r.s.fail(r.ctx, op, r.key, r.failures, err)
-	r.stopFloor()
+	r.closeBody()
+	r.cancel(nil)
 }
 
 // checkRange makes sure a resumed read starts where the last one stopped: a server that ignored the
 // Range header would send the object from its start, and splicing that on would corrupt it.
 func (r *s3Reader) checkRange(contentRange string) error {
-	off := r.off.Load()
-	if off == 0 {
+	if r.off == 0 {
 		return nil
 	}
 	var start, end, total int64
-	if _, err := fmt.Sscanf(contentRange, "bytes %d-%d/%d", &start, &end, &total); err != nil || start != off || total != r.size {
-		return fmt.Errorf("resuming the read at byte %d, the server answered with range %q: it cannot resume reads", off, contentRange)
+	if _, err := fmt.Sscanf(contentRange, "bytes %d-%d/%d", &start, &end, &total); err != nil || start != r.off || total != r.size {
+		return fmt.Errorf("resuming the read at byte %d, the server answered with range %q: it cannot resume reads", r.off, contentRange)
 	}
 	return nil
 }
@@ -224,7 +199,7 @@ func (r *s3Reader) closeBody() {
 
 func (r *s3Reader) Close() error {
 	r.closeBody()
-	r.stopFloor()
+	r.cancel(nil)
 	if r.err == nil {
 		r.err = errReaderClosed
 	}

@@ -20,7 +20,7 @@ import (
 )
 
 // keyRE is every key a session store may write under the test prefix.
-var keyRE = regexp.MustCompile(`^team/prod/(blobs/sha256/([0-9a-f]{2})/([0-9a-f]{64})|sessions/[A-Za-z0-9._-]+/(meta\.json|events\.jsonl|vault\.enc))$`)
+var keyRE = regexp.MustCompile(`^team/prod/(blobs/sha256/([0-9a-f]{2})/([0-9a-f]{64})|sessions/[A-Za-z0-9._-]+/(meta\.json|meta\.json\.sha256|events\.jsonl|vault\.enc))$`)
 
 func TestS3RoundTripWithLargeAndSmallBlobs(t *testing.T) {
 	env := startS3(t)
@@ -37,8 +37,8 @@ func TestS3RoundTripWithLargeAndSmallBlobs(t *testing.T) {
 		t.Fatalf("push: %+v", res)
 	}
 	all := keys(t, objs, "")
-	if len(all) != 46 {
-		t.Fatalf("bucket holds %d objects, want 43 blobs + events.jsonl + vault.enc + meta.json", len(all))
+	if len(all) != 47 {
+		t.Fatalf("bucket holds %d objects, want 43 blobs + events.jsonl + vault.enc + meta.json.sha256 + meta.json", len(all))
 	}
 	for _, key := range all {
 		m := keyRE.FindStringSubmatch(key)
@@ -91,8 +91,8 @@ func TestS3ForksSharingAPrefixStoreTheSharedBlobsOnce(t *testing.T) {
 	if n := len(keys(t, objs, store.Layout().BlobsPrefix())); n != 13 {
 		t.Fatalf("the store holds %d blobs, want 13 (8 shared once + 2 + 3)", n)
 	}
-	if n := len(keys(t, objs, store.Layout().SessionsPrefix())); n != 6 {
-		t.Fatalf("the store holds %d session objects, want 6 (events.jsonl, vault.enc and meta.json each)", n)
+	if n := len(keys(t, objs, store.Layout().SessionsPrefix())); n != 8 {
+		t.Fatalf("the store holds %d session objects, want 8 (events.jsonl, vault.enc, meta.json.sha256 and meta.json each)", n)
 	}
 	for _, fork := range []string{"fork-a", "fork-b"} {
 		out := filepath.Join(t.TempDir(), fork)
