@@ -29,6 +29,10 @@ type AgentContext interface {
 	Note(ctx context.Context, text string)
 	// Ledger appends an intent-ledger record (INTENT, STEP_CLAIMED, ...), agent-authored.
 	Ledger(ctx context.Context, record any) error
+	// Suspend parks the run. The agent only asks: the recorder mints the SUSPEND stamp itself (the
+	// latest turn, the digest of the transcript it saw, the workspace HEAD), so the rewind anchor is
+	// never the agent's word.
+	Suspend(ctx context.Context) error
 	// Go returns a context for a new concurrent branch: calls made with it get their own lane.
 	Go(ctx context.Context) context.Context
 }

@@ -136,6 +136,9 @@ func Fork(ctx context.Context, opts ForkOptions, harness Harness) (*ForkResult, 
 		return nil, err
 	}
 	r := newRunner(cfg)
+	if err := r.prepare(opts.Parent); err != nil {
+		return nil, err
+	}
 	if err := r.openVault(ctx, opts.Parent); err != nil {
 		return nil, err
 	}

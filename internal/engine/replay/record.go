@@ -38,6 +38,9 @@ type RecordResult struct {
 func Record(ctx context.Context, opts RecordOptions, harness Harness) (*RecordResult, error) {
 	r := newRunner(opts.Config)
 	r.model, r.tools, r.atStep = opts.Model, opts.Tools, 0
+	if err := r.prepare(nil); err != nil {
+		return nil, err
+	}
 	id := opts.ID
 	if id == "" {
 		id = r.cfg.NewUUID()
@@ -89,6 +92,7 @@ func (r *runner) run(ctx context.Context, meta session.Meta, harness Harness) er
 	ev := r.event(start, session.KindSessionStart)
 	ev.Meta = &meta
 	r.finish(&ev)
+	r.mintStart(ctx)
 
 	harnessErr := runHarness(withLane(ctx, r.root), r, harness)
 

@@ -46,6 +46,9 @@ func Replay(ctx context.Context, opts ReplayOptions, harness Harness) (*ReplayRe
 		return nil, err
 	}
 	r := newRunner(cfg)
+	if err := r.prepare(opts.Session); err != nil {
+		return nil, err
+	}
 	r.policy = orStrict(opts.DriftPolicy)
 	if r.policy == Passthrough && opts.Model == nil {
 		return nil, fmt.Errorf("replay: the Passthrough drift policy needs a live model: %w", ErrLiveModelRequired)

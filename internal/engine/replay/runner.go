@@ -32,8 +32,17 @@ type Config struct {
 	Now     func() time.Time
 	Random  func() float64
 	NewUUID func() string
-	// Getenv reads the environment for AgentContext.Env.
-	Getenv func(string) string
+	// Getenv reads the environment for AgentContext.Env; Environ lists it, so credential-like values
+	// are learned as secrets before the harness runs, whether or not the agent reads them through Env.
+	Getenv  func(string) string
+	Environ func() []string
+	// Secrets are values redacted wherever they appear, whatever their shape: the operator passes every
+	// value of the Secrets it injects into an agent's container. Each must be at least
+	// MinDeclaredSecretLen bytes.
+	Secrets []string
+	// Workspace is a git work tree the recorder reads HEAD from: the commit the run starts from (a
+	// minted START) and the resume SHA of a minted SUSPEND. Empty means the run has no workspace.
+	Workspace string
 	// Logf receives diagnostics: reordered lanes and drifts tolerated by the Warn policy.
 	Logf func(format string, args ...any)
 }
@@ -59,6 +68,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Getenv == nil {
 		c.Getenv = os.Getenv
+	}
+	if c.Environ == nil {
+		c.Environ = os.Environ
 	}
 	if c.Logf == nil {
 		c.Logf = func(string, ...any) {}
@@ -124,6 +136,8 @@ type runner struct {
 	fork    *forkState
 	timing  bool // re-emit streamed chunks with their recorded timing
 	sleep   func(context.Context, time.Duration) error
+	// startSHA is the workspace HEAD prepare read, minted as START when the run begins.
+	startSHA string
 
 	root *lane
 

@@ -75,6 +75,14 @@ type State struct {
 	Problems          []Problem `json:"problems,omitempty"`
 }
 
+// MintedStart is the recorder's START commit, or "" when the recorder minted none.
+func (s State) MintedStart() string {
+	if !s.StartMinted {
+		return ""
+	}
+	return s.StartSHA
+}
+
 // StepIDs returns the declared step ids in plan order.
 func (s State) StepIDs() []string {
 	ids := make([]string, len(s.Steps))

@@ -1,0 +1,107 @@
+package replay
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/agentrewind/agentrewind/internal/engine/evidence"
+	"github.com/agentrewind/agentrewind/internal/engine/session"
+	"github.com/agentrewind/agentrewind/internal/engine/verdict/ledger"
+)
+
+// MinDeclaredSecretLen is the shortest declared secret a recording accepts: a shorter value would be
+// redacted out of ordinary text everywhere it occurs, and a secret that short protects nothing anyway.
+const MinDeclaredSecretLen = 4
+
+// prepare is what the recorder learns before the harness runs: the declared secrets, the credential-
+// like values of its environment (an agent may read them with os.Getenv and send them on, never
+// telling us), and the commit the run starts from. A recording reads it from the workspace; a replay
+// or a fork of a recording (from) mints the recorded START again, so its steps line up with the
+// recording's step for step.
+func (r *runner) prepare(from *session.Session) error {
+	for i, v := range r.cfg.Secrets {
+		if len(v) < MinDeclaredSecretLen {
+			return fmt.Errorf("declared secret #%d is %d bytes; secrets shorter than %d bytes cannot be redacted "+
+				"without redacting ordinary text", i+1, len(v), MinDeclaredSecretLen)
+		}
+		r.cfg.Redactor.AddLiteral("declared-secret", v)
+	}
+	for _, kv := range r.cfg.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok && secretEnvName.MatchString(k) && len(v) >= minEnvSecretLen {
+			r.cfg.Redactor.AddLiteral("env-secret", v)
+		}
+	}
+	if from != nil {
+		r.startSHA = ledger.Fold(from.Events).MintedStart()
+		return nil
+	}
+	if r.cfg.Workspace != "" {
+		head, err := workspaceHead(r.cfg.Workspace)
+		if err != nil {
+			return fmt.Errorf("reading the commit the run starts from: %w", err)
+		}
+		r.startSHA = head
+	}
+	return nil
+}
+
+func workspaceHead(dir string) (string, error) {
+	ws, err := evidence.OpenGit(dir, "")
+	if err != nil {
+		return "", err
+	}
+	return ws.Head(), nil
+}
+
+// mintStart records the recorder's START: the workspace HEAD the run began at, OS_RECORDED, so the
+// verdicts measure the run's work from a commit the agent did not name.
+func (r *runner) mintStart(ctx context.Context) {
+	if r.startSHA == "" {
+		return
+	}
+	c := r.begin(ctx, session.KindLedger, nil, "recorder")
+	ev := r.event(c, session.KindLedger)
+	ev.Author, ev.Ledger = session.AuthorRecorder, ledger.Start(r.startSHA).JSON()
+	r.finish(&ev)
+}
+
+// Suspend implements AgentContext. The stamp is the recorder's: the index of the latest model call it
+// recorded, the digest of the transcript that call sent (evidence.TurnDigest, the function the
+// verdicts recompute it with) and the workspace HEAD as the resume SHA. A model call still in flight
+// when Suspend is called is not the stamped turn; if it lands before the stamp in the log, the turn's
+// index no longer digests to the stamp and the rewind verdict says UNANCHORED — it fails closed.
+func (r *runner) Suspend(ctx context.Context) error {
+	c := r.begin(ctx, session.KindLedger, nil, "recorder")
+	r.mu.Lock()
+	turn, digest := latestTurn(r.events)
+	r.mu.Unlock()
+	var resumeSHA string
+	if r.cfg.Workspace != "" {
+		head, err := workspaceHead(r.cfg.Workspace)
+		if err != nil {
+			r.skip(c.step)
+			return fmt.Errorf("suspend: reading the workspace HEAD: %w", err)
+		}
+		resumeSHA = head
+	}
+	ev := r.event(c, session.KindLedger)
+	ev.Author, ev.Ledger = session.AuthorRecorder, ledger.Suspend(turn, digest, resumeSHA).JSON()
+	r.finish(&ev)
+	return nil
+}
+
+// latestTurn is the index and digest of the latest model call in events; -1 when there is none, which
+// the ledger fold reads as a suspension without an anchor.
+func latestTurn(events []session.Event) (int, string) {
+	turn, last := -1, -1
+	for i, ev := range events {
+		if ev.Kind == session.KindModelCall {
+			turn, last = turn+1, i
+		}
+	}
+	if last < 0 {
+		return -1, ""
+	}
+	return turn, evidence.TurnDigest(events[last].Request)
+}
