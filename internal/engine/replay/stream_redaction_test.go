@@ -176,11 +176,10 @@ type streamScript map[string][]json.RawMessage
 // scriptedModel streams the chunks its script holds for a request and answers with the response
 // they assemble, as a real provider does. It fails any request it has no script for.
 type scriptedModel struct {
-	t         *testing.T
-	shape     streamShape
-	scripts   streamScript
-	full      string // the text every script carries, for the generic shape's response
-	streamOut int
+	t       *testing.T
+	shape   streamShape
+	scripts streamScript
+	full    string // the text every script carries, for the generic shape's response
 }
 
 func (m *scriptedModel) Create(context.Context, session.Request) (*session.Response, error) {
@@ -199,7 +198,6 @@ func (m *scriptedModel) Stream(_ context.Context, req session.Request, emit func
 			return nil, err
 		}
 	}
-	m.streamOut++
 	if m.shape.anthropic {
 		resp := assemble(m.t, chunks)
 		return &resp, nil
