@@ -45,12 +45,12 @@ func TestNormPath(t *testing.T) {
 }
 
 func TestStepTargetsReadPathsOutOfProse(t *testing.T) {
-	tg := StepTargets("Write lib/store.go, then add store.test.go (and docs).")
-	// A multi-dot name in prose is read up to its second extension; its stem is still "store".
-	if !reflect.DeepEqual(tg.Paths, []string{"lib/store.go", "store.test"}) {
+	tg := StepTargets("Write lib/store.go, then add store.test.go (and docs). Bump to v1.2.3.")
+	// A multi-dot name in prose is that whole name; its stem is still "store". A version is no path.
+	if !reflect.DeepEqual(tg.Paths, []string{"lib/store.go", "store.test.go"}) {
 		t.Fatalf("paths = %v", tg.Paths)
 	}
-	if !reflect.DeepEqual(tg.Basenames, []string{"store.go", "store.test"}) || !tg.Stems["store"] {
+	if !reflect.DeepEqual(tg.Basenames, []string{"store.go", "store.test.go"}) || !tg.Stems["store"] {
 		t.Fatalf("basenames %v stems %v", tg.Basenames, tg.Stems)
 	}
 	if !tg.Words["store"] || tg.Words["then"] || tg.Words["and"] {

@@ -34,7 +34,8 @@ func primaryStem(p string) string {
 
 // pathToken finds path-shaped tokens in prose. It is deliberately loose ("node.js" in a sentence counts
 // as a path): it feeds attribution, where failing open costs nothing and failing shut invents drift.
-var pathToken = regexp.MustCompile(`[A-Za-z0-9_.-]+(?:[/\\][A-Za-z0-9_.-]+)+|[A-Za-z0-9_-]+\.[A-Za-z][A-Za-z0-9]{0,7}`)
+// A bare name may have several dots: store.test.go is that file, not "store.test".
+var pathToken = regexp.MustCompile(`[A-Za-z0-9_.-]+(?:[/\\][A-Za-z0-9_.-]+)+|[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*\.[A-Za-z][A-Za-z0-9]{0,7}`)
 
 var trailingPunct = regexp.MustCompile("[.,;:)\"'`]+$")
 
