@@ -82,6 +82,8 @@ endif
 .PHONY: test
 test: $(TEST_PREREQS) vet envtest-assets s3-server ## Run all tests against a real API server and a real S3 server.
 	go test $(GOTEST_FLAGS) ./...
+	@# The public SDK from a module of its own: what a Go agent in another repository can import.
+	cd examples/sdk-agent && go vet ./... && go test $(GOTEST_FLAGS) ./...
 
 .PHONY: bench
 bench: ## Run the benchmarks side by side with their peers (compare the ratios, not absolute times).

@@ -1,4 +1,4 @@
-package replaytest
+package rewindtest
 
 import (
 	"context"
@@ -8,8 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentrewind/agentrewind/internal/engine/replay"
-	"github.com/agentrewind/agentrewind/internal/engine/session"
+	"github.com/agentrewind/agentrewind/pkg/rewind"
 )
 
 // recordingT captures a fatal failure instead of ending the test, so a test can assert on it.
@@ -27,35 +26,35 @@ func (r *recordingT) Fatalf(format string, args ...any) {
 
 type model struct{}
 
-func (model) Create(_ context.Context, req session.Request) (*session.Response, error) {
-	return &session.Response{Content: json.RawMessage(`"ok"`)}, nil
+func (model) Create(_ context.Context, req rewind.Request) (*rewind.Response, error) {
+	return &rewind.Response{Content: json.RawMessage(`"ok"`)}, nil
 }
 
-func agent(prompt string) replay.Harness {
-	return func(ctx context.Context, ac replay.AgentContext) error {
-		_, err := ac.Model(ctx, session.Request{Model: "m", System: prompt, Messages: []session.Message{{Role: "user", Content: json.RawMessage(`"hi"`)}}}, replay.Site("greet"))
+func agent(prompt string) rewind.Harness {
+	return func(ctx context.Context, ac rewind.AgentContext) error {
+		_, err := ac.Model(ctx, rewind.Request{Model: "m", System: prompt, Messages: []rewind.Message{{Role: "user", Content: json.RawMessage(`"hi"`)}}}, rewind.Site("greet"))
 		return err
 	}
 }
 
 func TestFromSessionPassesAnUnchangedAgentAndExplainsADrift(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "golden")
-	if _, err := replay.Record(context.Background(), replay.RecordOptions{Dir: dir, Model: model{}}, agent("be kind")); err != nil {
+	if _, err := rewind.Record(context.Background(), rewind.RecordOptions{Dir: dir, Model: model{}}, agent("be kind")); err != nil {
 		t.Fatal(err)
 	}
 	rt := &recordingT{TB: t}
-	if res := FromSession(rt, dir, agent("be kind"), replay.Config{}); rt.failed || res == nil || len(res.Events) != 3 {
+	if res := FromSession(rt, dir, agent("be kind"), rewind.Config{}); rt.failed || res == nil || len(res.Events) != 3 {
 		t.Fatalf("unchanged agent failed: %s", rt.msg)
 	}
 	rt = &recordingT{TB: t}
-	FromSession(rt, dir, agent("be blunt"), replay.Config{})
+	FromSession(rt, dir, agent("be blunt"), rewind.Config{})
 	for _, want := range []string{"no longer behaves as recorded", "drift at step 1", `system: "be kind" → "be blunt"`, "record the session again"} {
 		if !rt.failed || !strings.Contains(rt.msg, want) {
 			t.Errorf("failure message lacks %q:\n%s", want, rt.msg)
 		}
 	}
 	rt = &recordingT{TB: t}
-	FromSession(rt, filepath.Join(t.TempDir(), "missing"), agent("be kind"), replay.Config{})
+	FromSession(rt, filepath.Join(t.TempDir(), "missing"), agent("be kind"), rewind.Config{})
 	if !rt.failed || !strings.Contains(rt.msg, "cannot be used") {
 		t.Fatalf("missing recording: %q", rt.msg)
 	}
