@@ -11,7 +11,7 @@ type ForkMode string
 
 const (
 	// ModeFork serves the steps before atStep from the recording, then calls live models with the
-	// overrides applied.
+	// overrides applied; the tail's entropy (clock, random, UUID) is drawn live and recorded in the child.
 	ModeFork ForkMode = "Fork"
 	// ModeReplay replays the whole session with zero live calls: a regression test of the agent.
 	ModeReplay ForkMode = "Replay"
@@ -24,7 +24,8 @@ type DriftPolicy string
 const (
 	// DriftStrict fails the run at the first request that matches no recorded call.
 	DriftStrict DriftPolicy = "Strict"
-	// DriftWarn serves the nearest recorded call and records the divergence.
+	// DriftWarn fails like Strict on a request the recording does not hold, and also reports a request
+	// matched only from another call site as a tolerated drift; it never serves another request's answer.
 	DriftWarn DriftPolicy = "Warn"
 	// DriftPassthrough sends unmatched requests live (Fork mode only).
 	DriftPassthrough DriftPolicy = "Passthrough"
@@ -67,7 +68,9 @@ type ForkRunSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self >= 0",message="atStep must be zero or greater: it is the first step that goes live"
 	AtStep int64 `json:"atStep"`
 
-	// mode is Fork (steps from atStep on go live) or Replay (zero live calls).
+	// mode is Fork (steps from atStep on go live) or Replay (zero live calls). In Fork mode the live
+	// tail also draws its clock, random and UUID values live and records them in the child session;
+	// only the served prefix replays the parent's.
 	// +optional
 	// +kubebuilder:default=Fork
 	Mode ForkMode `json:"mode,omitempty"`
@@ -80,7 +83,9 @@ type ForkRunSpec struct {
 	// +optional
 	Tools *ToolPolicy `json:"tools,omitempty"`
 
-	// driftPolicy says what happens when a replayed request matches nothing recorded.
+	// driftPolicy says what happens when a replayed request matches nothing recorded: Strict fails the
+	// run; Warn fails too, and also counts requests matched only from another call site as tolerated
+	// drifts; Passthrough sends the request live and counts it.
 	// +optional
 	// +kubebuilder:default=Strict
 	DriftPolicy DriftPolicy `json:"driftPolicy,omitempty"`

@@ -60,8 +60,12 @@ type DriftPolicy string
 const (
 	// Strict fails the call with a *DriftError.
 	Strict DriftPolicy = "Strict"
-	// Warn serves the nearest recorded call and reports the drift in the result.
+	// Warn is Strict that reports more: a call matched only by fingerprint from another call site is
+	// served (it is the recorded request) and counted as a tolerated drift; a call the recording does
+	// not hold fails with a *DriftError, and an entropy draw with no recorded value left fails too. It
+	// never answers a request with the recording of a different request.
 	Warn DriftPolicy = "Warn"
-	// Passthrough sends the call live (a live model or tool is required) and reports it.
+	// Passthrough sends the call live (a live model or tool is required), draws entropy live when no
+	// recorded value is left, and reports each as a tolerated drift.
 	Passthrough DriftPolicy = "Passthrough"
 )

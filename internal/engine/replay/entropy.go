@@ -89,7 +89,9 @@ func (r *runner) draw(ctx context.Context, src session.EntropySource, live func(
 	r.mu.Unlock()
 	d := &DriftError{Step: c.step, Kind: session.KindEntropy, Lane: c.lane.id, CallSite: c.site, Expected: expected,
 		Reason: fmt.Sprintf("a %s draw in lane %s has no recorded value left", src, c.lane.id)}
-	if r.policy != Strict {
+	if r.policy == Passthrough {
+		// Passthrough is the policy that asked for live values; Warn never draws entropy live, since a
+		// live value would silently change every later request that carries it.
 		r.tolerate(d)
 		ev.Value = live()
 		r.finish(&ev)

@@ -111,16 +111,30 @@ func fallbackKey(kind session.Kind, fp string) string { return string(kind) + "\
 
 func entropyKey(lane string, src session.EntropySource) string { return lane + "\x00" + string(src) }
 
+// Resolution is how a call was matched.
+type Resolution int
+
+const (
+	// Unresolved: no unserved recorded call has this kind and fingerprint.
+	Unresolved Resolution = iota
+	// ResolvedExact: same kind, call site and fingerprint.
+	ResolvedExact
+	// ResolvedFallback: same kind and fingerprint, recorded from another call site (the code around
+	// the call moved); the request is the recorded one, byte for byte after canonicalisation.
+	ResolvedFallback
+)
+
 // Resolve serves the first unserved recorded call with this kind, call site and fingerprint, or else
 // with this kind and fingerprint from any call site. It reports a Reorder when the served event is not
 // the next one its lane recorded.
-func (m *Matcher) Resolve(kind session.Kind, site, lane, fp string) (*session.Event, *Reorder, bool) {
+func (m *Matcher) Resolve(kind session.Kind, site, lane, fp string) (*session.Event, *Reorder, Resolution) {
+	how := ResolvedExact
 	e := m.primary[primaryKey(kind, site, fp)].first("")
 	if e == nil {
-		e = m.fallback[fallbackKey(kind, fp)].first("")
+		e, how = m.fallback[fallbackKey(kind, fp)].first(""), ResolvedFallback
 	}
 	if e == nil {
-		return nil, nil, false
+		return nil, nil, Unresolved
 	}
 	var reorder *Reorder
 	if e.ev.Lane == lane {
@@ -129,7 +143,7 @@ func (m *Matcher) Resolve(kind session.Kind, site, lane, fp string) (*session.Ev
 		}
 	}
 	e.consumed = true
-	return e.ev, reorder, true
+	return e.ev, reorder, how
 }
 
 // NextEntropy serves the lane's next recorded draw from src.
@@ -140,15 +154,6 @@ func (m *Matcher) NextEntropy(lane string, src session.EntropySource) (*session.
 	}
 	e.consumed = true
 	return e.ev, true
-}
-
-// Take serves a specific recorded event, for the Warn policy that answers with the nearest candidate.
-func (m *Matcher) Take(ev *session.Event) {
-	for _, e := range m.all {
-		if e.ev == ev {
-			e.consumed = true
-		}
-	}
 }
 
 // Expected is the next unserved event the lane recorded, of the given kind ("" for any), or nil.

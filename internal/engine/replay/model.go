@@ -45,13 +45,7 @@ func (r *runner) modelCall(ctx context.Context, req session.Request, emit func(j
 		b, _ := json.Marshal(ev.Request)
 		return b
 	})
-	switch r.policy {
-	case Warn:
-		if rec := r.takeNearest(d, ""); rec != nil {
-			r.tolerate(d)
-			return r.serveModel(ctx, c, rec, emit)
-		}
-	case Passthrough:
+	if r.policy == Passthrough {
 		r.tolerate(d)
 		return r.liveModel(ctx, c, req, emit)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -269,13 +270,11 @@ func TestAReplayThatEndsEarlyIsADrift(t *testing.T) {
 func TestDriftPolicies(t *testing.T) {
 	s, _ := recordTriage(t, liveEntropy())
 	changed := triageAgent("You are a careful triage bot.")
-	t.Run("Warn serves the nearest recorded call and reports the drift", func(t *testing.T) {
-		res, err := Replay(context.Background(), ReplayOptions{Config: liveEntropy(), Session: s, DriftPolicy: Warn}, changed)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(res.Drifts) != 2 || res.Drifts[0].Step != 3 || res.LiveCalls != 0 {
-			t.Fatalf("drifts %v, live calls %d; want the two changed model calls tolerated and no live call", res.Drifts, res.LiveCalls)
+	t.Run("Warn never answers a changed request with another request's recording", func(t *testing.T) {
+		_, err := Replay(context.Background(), ReplayOptions{Config: liveEntropy(), Session: s, DriftPolicy: Warn, Model: failingModel{t}}, changed)
+		var d *DriftError
+		if !errors.As(err, &d) || d.Step != 3 || d.Kind != session.KindModelCall {
+			t.Fatalf("got %v, want the changed model call at step 3 to fail", err)
 		}
 	})
 	t.Run("Passthrough sends unmatched calls live", func(t *testing.T) {
@@ -609,5 +608,56 @@ func TestReplayRefusesARedactorWithoutTheRecordingsPatterns(t *testing.T) {
 	_, err = Replay(context.Background(), ReplayOptions{Session: s}, func(context.Context, AgentContext) error { return nil })
 	if err == nil || !strings.Contains(err.Error(), "internal-token") {
 		t.Fatalf("got %v, want a refusal naming the missing pattern", err)
+	}
+}
+
+// TestWarnServesARequestFromAMovedCallSiteAndCountsIt records two model calls from named call sites,
+// then replays with the same requests from renamed sites: Warn serves each its own recorded answer (the
+// bytes are asserted) and counts both as tolerated drifts; Strict serves them silently. An entropy draw
+// with nothing recorded left fails under Warn instead of drawing live.
+func TestWarnServesARequestFromAMovedCallSiteAndCountsIt(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "moved")
+	model := &fakeModel{answer: func(req session.Request) string { return "answer to " + lastUser(req) }}
+	agent := func(first, second string, extraDraw bool) Harness {
+		return func(ctx context.Context, ac AgentContext) error {
+			for _, q := range []struct{ site, text string }{{first, "one"}, {second, "two"}} {
+				resp, err := ac.Model(ctx, session.Request{Model: "m", Messages: []session.Message{userMessage(q.text)}}, Site(q.site))
+				if err != nil {
+					return err
+				}
+				if got := textOf(resp); got != "answer to "+q.text {
+					return fmt.Errorf("%s was answered %q", q.text, got)
+				}
+			}
+			if extraDraw {
+				_, err := ac.UUID(ctx)
+				return err
+			}
+			return nil
+		}
+	}
+	if _, err := Record(context.Background(), RecordOptions{Dir: dir, Model: model}, agent("ask-one", "ask-two", false)); err != nil {
+		t.Fatal(err)
+	}
+	s, err := session.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Replay(context.Background(), ReplayOptions{Session: s, DriftPolicy: Warn, Model: failingModel{t}}, agent("first-question", "second-question", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Drifts) != 2 || res.Drifts[0].CallSite != "first-question" || res.Drifts[0].Nearest.CallSite != "ask-one" ||
+		res.Drifts[1].Fingerprint != s.Events[2].RequestHash || res.LiveCalls != 0 {
+		t.Fatalf("tolerated drifts %+v, live calls %d", res.Drifts, res.LiveCalls)
+	}
+	strict, err := Replay(context.Background(), ReplayOptions{Session: s, Model: failingModel{t}}, agent("first-question", "second-question", false))
+	if err != nil || len(strict.Drifts) != 0 {
+		t.Fatalf("strict: %v, drifts %v", err, strict.Drifts)
+	}
+	_, err = Replay(context.Background(), ReplayOptions{Session: s, DriftPolicy: Warn, Model: failingModel{t}}, agent("ask-one", "ask-two", true))
+	var d *DriftError
+	if !errors.As(err, &d) || d.Kind != session.KindEntropy {
+		t.Fatalf("an unrecorded draw under Warn: %v, want an entropy drift", err)
 	}
 }

@@ -284,12 +284,20 @@ func (r *runner) prepareRequest(req session.Request) (session.Request, string, e
 func (r *runner) resolve(c call, kind session.Kind, key string) (*session.Event, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ev, reorder, ok := r.matcher.Resolve(kind, c.site, c.lane.id, key)
+	ev, reorder, how := r.matcher.Resolve(kind, c.site, c.lane.id, key)
 	if reorder != nil {
 		r.reorders = append(r.reorders, *reorder)
 		r.cfg.Logf("lane %s served seq %d before seq %d: the calls completed in another order than recorded", reorder.Lane, reorder.ServedSeq, reorder.ExpectedSeq)
 	}
-	return ev, ok
+	if how == ResolvedFallback && r.policy == Warn {
+		// The same request from a call site that moved: served, because it is the recorded request,
+		// and reported, because Warn is the policy that wants to hear about every difference.
+		d := &DriftError{Step: c.step, Kind: kind, Lane: c.lane.id, CallSite: c.site, Fingerprint: key, Nearest: ev,
+			Reason: fmt.Sprintf("%s from %s matched the call recorded from %s at step %d by fingerprint only", kind, c.site, ev.CallSite, ev.Step)}
+		r.drifts = append(r.drifts, d)
+		r.cfg.Logf("tolerated (%s): %v", r.policy, d)
+	}
+	return ev, how != Unresolved
 }
 
 // drift builds the error for a call the recording does not hold.
@@ -304,25 +312,12 @@ func (r *runner) drift(c call, kind session.Kind, fp string, actual []byte, reco
 	return d
 }
 
-// tolerate records a drift the Warn or Passthrough policy let through.
+// tolerate records a drift the Passthrough policy let through.
 func (r *runner) tolerate(d *DriftError) {
 	r.mu.Lock()
 	r.drifts = append(r.drifts, d)
 	r.mu.Unlock()
 	r.cfg.Logf("tolerated (%s): %v", r.policy, d)
-}
-
-// takeNearest serves the nearest recorded call in place of a drifted one (Warn policy). A tool call is
-// only ever answered by a recording of the same tool (name non-empty); otherwise nothing is consumed,
-// so the recorded call stays available to the call that really matches it.
-func (r *runner) takeNearest(d *DriftError, name string) *session.Event {
-	if d.Nearest == nil || (name != "" && d.Nearest.Name != name) {
-		return nil
-	}
-	r.mu.Lock()
-	r.matcher.Take(d.Nearest)
-	r.mu.Unlock()
-	return d.Nearest
 }
 
 func (r *runner) countLive() {

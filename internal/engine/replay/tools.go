@@ -48,17 +48,9 @@ func (r *runner) Tool(ctx context.Context, name string, args any, opts ...CallOp
 		func(rec *session.Event) []byte {
 			return []byte(fmt.Sprintf(`{"name":%q,"args":%s}`, rec.Name, rec.Args))
 		})
-	switch r.policy {
-	case Warn:
-		if rec := r.takeNearest(d, name); rec != nil {
-			r.tolerate(d)
-			return r.serveTool(ev, rec)
-		}
-	case Passthrough:
-		if r.tools[name] != nil {
-			r.tolerate(d)
-			return r.liveTool(ctx, ev, argsJSON)
-		}
+	if r.policy == Passthrough && r.tools[name] != nil {
+		r.tolerate(d)
+		return r.liveTool(ctx, ev, argsJSON)
 	}
 	r.failed(c, session.KindToolCall, d)
 	return nil, d
