@@ -35,10 +35,15 @@ func newPlanRepo(t *testing.T, foreign bool) planRepo {
 	return r
 }
 
-func planModel(text string) session.Event {
-	b, _ := json.Marshal(text)
-	return session.Event{Kind: session.KindModelCall, Lane: "0", Request: &session.Request{Model: "m",
-		Messages: []session.Message{{Role: "user", Content: b}}}}
+// planModel is a model call whose transcript is texts: each turn's transcript extends the last, as an
+// agent's conversation does, so the turn the recorder stamped still digests to its stamp.
+func planModel(texts ...string) session.Event {
+	msgs := make([]session.Message, len(texts))
+	for i, text := range texts {
+		b, _ := json.Marshal(text)
+		msgs[i] = session.Message{Role: "user", Content: b}
+	}
+	return session.Event{Kind: session.KindModelCall, Lane: "0", Request: &session.Request{Model: "m", Messages: msgs}}
 }
 
 func planLedgerEvent(author session.Author, r ledger.Record) session.Event {
@@ -46,7 +51,7 @@ func planLedgerEvent(author session.Author, r ledger.Record) session.Event {
 }
 
 // planSession records a run that declared two steps, verified the first at s1, failed a test run and
-// was parked by the recorder at turn 1.
+// was parked by the recorder at turn 1. Like a crashed run, it has no session_end: plan must judge it.
 func planSession(t *testing.T, repo planRepo) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "run")
@@ -54,8 +59,9 @@ func planSession(t *testing.T, repo planRepo) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	turn1 := planModel("next")
+	turn1 := planModel("start", "next")
 	events := []session.Event{
+		{Kind: session.KindSessionStart, Lane: "0"},
 		planModel("start"),
 		planLedgerEvent(session.AuthorAgent, ledger.Intent("run-7", "port the store", repo.start,
 			ledger.Step{ID: "s1", Text: "write lib/store.go"}, ledger.Step{ID: "s2", Text: "write lib/parse.go"})),
@@ -65,7 +71,7 @@ func planSession(t *testing.T, repo planRepo) string {
 		{Kind: session.KindToolCall, Lane: "0", Name: "run_command", Args: json.RawMessage(`{"command":"go test ./..."}`),
 			Result: json.RawMessage(`{"exitCode":1,"stderr":"FAIL lib/parse_test.go"}`)},
 		planLedgerEvent(session.AuthorRecorder, ledger.Suspend(1, evidence.TurnDigest(turn1.Request), repo.s1)),
-		planModel("after the suspend"),
+		planModel("start", "next", "after the suspend"),
 	}
 	for i, ev := range events {
 		ev.Step, ev.Seq = int64(i), int64(i)

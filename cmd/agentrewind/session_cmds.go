@@ -11,6 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentrewind/agentrewind/internal/blobstore"
+	"github.com/agentrewind/agentrewind/internal/engine/bundle"
+	"github.com/agentrewind/agentrewind/internal/engine/codec/anthropic"
 	"github.com/agentrewind/agentrewind/internal/engine/replay"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
@@ -33,21 +35,36 @@ func (e *codedError) Unwrap() error { return e.err }
 
 // classify gives an error its exit code: corruption and drift get their own.
 func classify(err error) error {
-	if err == nil {
-		return nil
-	}
-	var dm *session.DigestMismatchError
-	var ce *session.CorruptEventError
-	var me *session.MigrationError
-	var de *replay.DriftError
 	switch {
-	case errors.As(err, &de):
+	case err == nil:
+		return nil
+	case isType[*replay.DriftError](err):
 		return &codedError{exitDrift, err}
-	case errors.As(err, &dm), errors.As(err, &ce), errors.As(err, &me), errors.Is(err, session.ErrNotCommitted),
-		errors.Is(err, blobstore.ErrVaultMissing):
+	case isCorrupt(err):
 		return &codedError{exitCorrupt, err}
 	}
 	return err
+}
+
+// isCorrupt reports whether err says a session or bundle is corrupt, tampered with, not committed or
+// incomplete — what the session, bundle and blob store readers return about the bytes they read,
+// as opposed to a failure to read them.
+func isCorrupt(err error) bool {
+	for _, sentinel := range []error{session.ErrNotCommitted, session.ErrIncomplete, blobstore.ErrVaultMissing, blobstore.ErrMetaUnverified} {
+		if errors.Is(err, sentinel) {
+			return true
+		}
+	}
+	return isType[*session.DigestMismatchError](err) || isType[*session.CorruptEventError](err) ||
+		isType[*session.CorruptMetaError](err) || isType[*session.MigrationError](err) ||
+		isType[*session.MissingError](err) || isType[*session.BlobRefError](err) || isType[*session.TextError](err) ||
+		isType[*replay.FingerprintMismatchError](err) ||
+		isType[*bundle.UnsafeEntryError](err) || isType[*bundle.BlobHashError](err) || isType[*bundle.MissingEntryError](err)
+}
+
+func isType[E error](err error) bool {
+	_, ok := errors.AsType[E](err)
+	return ok
 }
 
 // exitCode maps an error returned by the root command to the process exit code.
@@ -265,10 +282,16 @@ func newVerifyCommand() *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
 		Use:   "verify <session-dir>",
-		Short: "Check a session: committed, every line readable, the events hash and every blob hash intact",
-		Long: `Check a session: committed, every line readable, the events hash and every blob hash intact.
+		Short: "Check a session: committed, complete, every line readable and in order, every hash intact",
+		Long: `Check a session: committed (meta.json), complete (it ends with session_end), every line readable,
+the log's structure (steps, lane sequence numbers, session markers, the event count), the events hash
+and every blob hash.
 
-Exits 0 when the session is intact, 2 when it is corrupt, tampered with or not committed.`,
+Exits 0 when the session is intact, 2 when it is corrupt, tampered with, not committed or incomplete (a
+run that crashed before session_end: still readable by plan, but not a finished recording).
+
+meta.json is not signed: verify detects accidents and inconsistent edits, not someone who rewrites
+meta.json to match an edited log.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(output); err != nil {
@@ -276,25 +299,43 @@ Exits 0 when the session is intact, 2 when it is corrupt, tampered with or not c
 			}
 			s, err := openSession(args[0])
 			result := map[string]any{"session": args[0], "ok": err == nil}
+			if err == nil {
+				blobs := session.Blobs(s.Events)
+				result["id"], result["events"], result["blobs"], result["eventsHash"] = s.Meta.ID, len(s.Events), len(blobs), s.Meta.EventsHash
+				if cerr := s.CheckComplete(); cerr != nil {
+					err = classify(cerr)
+					result["ok"], result["incomplete"] = false, true
+				}
+			}
 			if err != nil {
 				result["error"] = err.Error()
 				if output == "json" {
 					_ = writeJSON(cmd.OutOrStdout(), result)
+				} else if s != nil {
+					fmt.Fprintf(cmd.OutOrStdout(), "session %s is incomplete (no session_end): %d events, hashes intact, but the run did not finish\n",
+						s.Meta.ID, len(s.Events))
 				}
 				return err
 			}
-			blobs := session.Blobs(s.Events)
-			result["id"], result["events"], result["blobs"], result["eventsHash"] = s.Meta.ID, len(s.Events), len(blobs), s.Meta.EventsHash
 			if output == "json" {
 				return writeJSON(cmd.OutOrStdout(), result)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "session %s is intact: %d events, %d blobs, events hash %s\n",
-				s.Meta.ID, len(s.Events), len(blobs), s.Meta.EventsHash)
+				s.Meta.ID, len(s.Events), result["blobs"], s.Meta.EventsHash)
 			return nil
 		},
 	}
 	outputFlag(cmd, &output)
 	return cmd
+}
+
+// codecFor is the codec the recorder used for a provider, so compare recomputes fingerprints the same
+// way; providers without a codec of their own were recorded with the generic one.
+func codecFor(provider string) replay.Codec {
+	if provider == anthropic.Provider {
+		return anthropic.Codec{}
+	}
+	return nil
 }
 
 func newCompareCommand() *cobra.Command {
@@ -306,7 +347,9 @@ func newCompareCommand() *cobra.Command {
 requests, tool calls and entropy draws, in the same per-lane order, from the same call sites.
 
 Exits 0 when the trajectories agree and 3 at the first divergent step, with a diff of the two requests —
-the check a replay suite runs after re-recording an agent whose prompt or code changed.`,
+the check a replay suite runs after re-recording an agent whose prompt or code changed. Fingerprints are
+recomputed from the stored requests, not trusted: a mismatch, an incomplete run (no session_end) or a
+corrupt session exits 2.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(output); err != nil {
@@ -320,7 +363,10 @@ the check a replay suite runs after re-recording an agent whose prompt or code c
 			if err != nil {
 				return err
 			}
-			d := replay.Compare(golden.Events, candidate.Events)
+			d, err := replay.CompareSessions(golden, candidate, codecFor)
+			if err != nil {
+				return classify(err)
+			}
 			if output == "json" {
 				result := map[string]any{"golden": golden.Meta.ID, "candidate": candidate.Meta.ID, "match": d == nil}
 				if d != nil {

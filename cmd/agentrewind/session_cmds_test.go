@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -190,5 +192,132 @@ func TestCompareExitsWithTheDriftCode(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), `request.model: "fake-1" → "fake-2"`) {
 		t.Fatalf("the drift does not show the changed field: %v", err)
+	}
+}
+
+// blobSession records a committed session whose tool result is stored as a blob, and returns its
+// directory and the blob's hash.
+func blobSession(t *testing.T) (string, string) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "blobbed")
+	w, err := session.Create(dir, session.Meta{ID: "blobbed", FingerprintMode: "strict"}, session.WriterOptions{BlobThreshold: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range []session.Event{
+		{Step: 0, Lane: "0", Kind: session.KindSessionStart},
+		{Step: 1, Seq: 1, Lane: "0", Kind: session.KindToolCall, Name: "fetch", Args: json.RawMessage(`{}`),
+			ArgsHash: "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a", Result: json.RawMessage(`"a result longer than sixteen bytes"`)},
+		{Step: 2, Seq: 2, Lane: "0", Kind: session.KindSessionEnd},
+	} {
+		if err := w.Append(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	meta, err := w.Close(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := session.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blobs := session.Blobs(s.Events)
+	if len(blobs) != 1 || meta.Events != 3 {
+		t.Fatalf("fixture: blobs %v, meta %+v", blobs, meta)
+	}
+	return dir, blobs[0]
+}
+
+// rehash rewrites events.jsonl and recomputes meta.json's hash and count to match.
+func rehash(t *testing.T, dir string, edit func(string) string) {
+	t.Helper()
+	path := filepath.Join(dir, session.EventsFile)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := edit(string(data))
+	meta, err := session.ReadMeta(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(log))
+	meta.EventsHash, meta.Events = hex.EncodeToString(sum[:]), int64(strings.Count(log, "\n"))
+	metaJSON, _ := json.Marshal(meta)
+	if err := os.WriteFile(path, []byte(log), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, session.MetaFile), metaJSON, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDamagedSessionsExitWithTheCorruptCode runs verify, inspect and compare on every kind of damage
+// the readers report; each must exit 2.
+func TestDamagedSessionsExitWithTheCorruptCode(t *testing.T) {
+	cases := []struct {
+		name   string
+		damage func(t *testing.T, dir, blob string)
+		want   string
+	}{
+		{"missing blob", func(t *testing.T, dir, blob string) { _ = os.Remove(filepath.Join(dir, session.BlobPath(blob))) }, "is missing"},
+		{"meta.json is not JSON", func(t *testing.T, dir, _ string) { _ = os.WriteFile(filepath.Join(dir, session.MetaFile), []byte("not json"), 0o644) }, "meta.json"},
+		{"eventsHash is not hex", func(t *testing.T, dir, _ string) {
+			meta, _ := session.ReadMeta(dir)
+			meta.EventsHash = strings.ToUpper(meta.EventsHash)
+			b, _ := json.Marshal(meta)
+			_ = os.WriteFile(filepath.Join(dir, session.MetaFile), b, 0o644)
+		}, "eventsHash"},
+		{"events.jsonl is missing", func(t *testing.T, dir, _ string) { _ = os.Remove(filepath.Join(dir, session.EventsFile)) }, "events.jsonl is missing"},
+		{"malformed blob reference", func(t *testing.T, dir, blob string) {
+			rehash(t, dir, func(log string) string { return strings.Replace(log, blob, "../../../etc/passwd", 1) })
+		}, "not a sha256 hex digest"},
+		{"duplicate key renames the tool", func(t *testing.T, dir, _ string) {
+			rehash(t, dir, func(log string) string { return strings.Replace(log, `"name":"fetch"`, `"name":"fetch","name":"wipe"`, 1) })
+		}, `duplicate key "name"`},
+		{"events out of step order", func(t *testing.T, dir, _ string) {
+			rehash(t, dir, func(log string) string { return strings.Replace(log, `"step":2`, `"step":1`, 1) })
+		}, "steps must strictly increase"},
+		{"meta.json miscounts the events", func(t *testing.T, dir, _ string) {
+			meta, _ := session.ReadMeta(dir)
+			meta.Events = 7
+			b, _ := json.Marshal(meta)
+			_ = os.WriteFile(filepath.Join(dir, session.MetaFile), b, 0o644)
+		}, "records 7 events"},
+		{"no session_end", func(t *testing.T, dir, _ string) {
+			rehash(t, dir, func(log string) string { lines := strings.SplitAfter(log, "\n"); return strings.Join(lines[:2], "") })
+		}, "incomplete (no session_end)"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, blob := blobSession(t)
+			good, _ := blobSession(t)
+			tc.damage(t, dir, blob)
+			for _, args := range [][]string{{"verify", dir}, {"verify", dir, "-o", "json"}, {"compare", good, dir}, {"compare", dir, good}} {
+				out, err := runCLI(t, args...)
+				if exitCode(err) != exitCorrupt || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("%v: exit %d, %v; want exit 2 with %q\n%s", args, exitCode(err), err, tc.want, out)
+				}
+			}
+		})
+	}
+}
+
+func TestVerifyReportsAnIncompleteRunDistinctly(t *testing.T) {
+	dir, _ := blobSession(t)
+	rehash(t, dir, func(log string) string { lines := strings.SplitAfter(log, "\n"); return strings.Join(lines[:2], "") })
+	out, err := runCLI(t, "verify", dir)
+	if exitCode(err) != exitCorrupt || !strings.Contains(out, "session blobbed is incomplete (no session_end): 2 events") {
+		t.Fatalf("verify: exit %d (%v)\n%s", exitCode(err), err, out)
+	}
+	out, _ = runCLI(t, "verify", dir, "-o", "json")
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || doc["ok"] != false || doc["incomplete"] != true {
+		t.Fatalf("verify -o json: %s (%v)", out, err)
+	}
+	// The crashed run still opens for everything that reads it, e.g. inspect (and plan, for resuming).
+	if _, err := runCLI(t, "inspect", dir); err != nil {
+		t.Fatalf("inspect of a crashed run: %v", err)
 	}
 }
