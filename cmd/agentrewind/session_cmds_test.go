@@ -262,7 +262,9 @@ func TestDamagedSessionsExitWithTheCorruptCode(t *testing.T) {
 		want   string
 	}{
 		{"missing blob", func(t *testing.T, dir, blob string) { _ = os.Remove(filepath.Join(dir, session.BlobPath(blob))) }, "is missing"},
-		{"meta.json is not JSON", func(t *testing.T, dir, _ string) { _ = os.WriteFile(filepath.Join(dir, session.MetaFile), []byte("not json"), 0o644) }, "meta.json"},
+		{"meta.json is not JSON", func(t *testing.T, dir, _ string) {
+			_ = os.WriteFile(filepath.Join(dir, session.MetaFile), []byte("not json"), 0o644)
+		}, "meta.json"},
 		{"eventsHash is not hex", func(t *testing.T, dir, _ string) {
 			meta, _ := session.ReadMeta(dir)
 			meta.EventsHash = strings.ToUpper(meta.EventsHash)
@@ -274,7 +276,9 @@ func TestDamagedSessionsExitWithTheCorruptCode(t *testing.T) {
 			rehash(t, dir, func(log string) string { return strings.Replace(log, blob, "../../../etc/passwd", 1) })
 		}, "not a sha256 hex digest"},
 		{"duplicate key renames the tool", func(t *testing.T, dir, _ string) {
-			rehash(t, dir, func(log string) string { return strings.Replace(log, `"name":"fetch"`, `"name":"fetch","name":"wipe"`, 1) })
+			rehash(t, dir, func(log string) string {
+				return strings.Replace(log, `"name":"fetch"`, `"name":"fetch","name":"wipe"`, 1)
+			})
 		}, `duplicate key "name"`},
 		{"events out of step order", func(t *testing.T, dir, _ string) {
 			rehash(t, dir, func(log string) string { return strings.Replace(log, `"step":2`, `"step":1`, 1) })
