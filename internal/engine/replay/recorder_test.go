@@ -15,6 +15,7 @@ import (
 	"github.com/agentrewind/agentrewind/internal/engine/bundle"
 	"github.com/agentrewind/agentrewind/internal/engine/evidence"
 	"github.com/agentrewind/agentrewind/internal/engine/evidence/gittest"
+	"github.com/agentrewind/agentrewind/internal/engine/fingerprint"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 	"github.com/agentrewind/agentrewind/internal/engine/verdict"
 	"github.com/agentrewind/agentrewind/internal/engine/verdict/ledger"
@@ -285,5 +286,33 @@ func TestADeclaredSecretTooShortToRedactIsRefused(t *testing.T) {
 		func(context.Context, AgentContext) error { return nil })
 	if err == nil || !strings.Contains(err.Error(), "declared secret #1 is 2 bytes") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestARequestWithInvalidTextIsRefusedNotRepaired sends requests whose plain string fields hold a
+// byte that is not UTF-8: json.Marshal would turn it into U+FFFD, so "x\xff" and "x\ufffd" would be
+// stored and matched as one request. Each is refused, naming the field, and nothing reaches the model.
+func TestARequestWithInvalidTextIsRefusedNotRepaired(t *testing.T) {
+	cases := map[string]session.Request{
+		"model":            {Model: "m\xff"},
+		"system":           {Model: "m", System: "be brief\xff"},
+		"messages[1].role": {Model: "m", Messages: []session.Message{userMessage("a"), {Role: "us\xffer", Content: json.RawMessage(`"b"`)}}},
+		"params":           {Model: "m", Params: map[string]json.RawMessage{"temp\xff": json.RawMessage(`1`)}},
+	}
+	for field, req := range cases {
+		t.Run(field, func(t *testing.T) {
+			rec, err := Record(context.Background(), RecordOptions{Dir: filepath.Join(t.TempDir(), "run"), Model: failingModel{t}},
+				func(ctx context.Context, ac AgentContext) error {
+					_, err := ac.Model(ctx, req)
+					return err
+				})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var bad *fingerprint.InvalidUTF8Error
+			if !errors.As(rec.HarnessErr, &bad) || bad.Path != field {
+				t.Fatalf("harness error %v, want invalid UTF-8 at %s", rec.HarnessErr, field)
+			}
+		})
 	}
 }

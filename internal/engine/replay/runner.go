@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentrewind/agentrewind/internal/engine/fingerprint"
 	"github.com/agentrewind/agentrewind/internal/engine/redact"
@@ -263,6 +264,9 @@ func (r *runner) restore(doc json.RawMessage) (json.RawMessage, error) {
 
 // prepareRequest returns the redacted request to store and its fingerprint.
 func (r *runner) prepareRequest(req session.Request) (session.Request, string, error) {
+	if err := checkRequestText(req); err != nil {
+		return req, "", err
+	}
 	doc, err := json.Marshal(req)
 	if err != nil {
 		return req, "", err
@@ -278,6 +282,35 @@ func (r *runner) prepareRequest(req session.Request) (session.Request, string, e
 	fp, err := fingerprint.Of(r.cfg.Codec.StripVolatile(stored), fingerprint.Options{
 		Mode: r.cfg.FingerprintMode, VolatilePaths: r.cfg.Codec.VolatilePaths()})
 	return stored, fp, err
+}
+
+// checkRequestText refuses invalid UTF-8 in a request's plain strings before json.Marshal sees them:
+// it would replace each bad byte with U+FFFD, and two requests differing only there would be stored
+// and fingerprinted as one. Message contents and params are raw JSON, which redaction checks itself.
+func checkRequestText(req session.Request) error {
+	bad := func(path, s string) error {
+		if utf8.ValidString(s) {
+			return nil
+		}
+		return &fingerprint.InvalidUTF8Error{Path: path}
+	}
+	if err := bad("model", req.Model); err != nil {
+		return err
+	}
+	if err := bad("system", req.System); err != nil {
+		return err
+	}
+	for i, m := range req.Messages {
+		if err := bad(fmt.Sprintf("messages[%d].role", i), m.Role); err != nil {
+			return err
+		}
+	}
+	for k := range req.Params {
+		if err := bad("params", k); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // resolve asks the matcher for a recorded call, noting a reorder.
