@@ -3,6 +3,11 @@
 // token "arw:redacted:<first 12 hex of sha256(secret)>", and keeps the token→secret map in a Vault that
 // is sealed with AES-256-GCM into vault.enc so that a local replay can restore the secrets.
 //
+// Stream redacts a streamed response as a whole: the strings of its chunks are joined per lane (a
+// content block, a choice, a tool call) and redacted together, so a secret cut anywhere by chunk
+// boundaries is still found; a stream in which a known secret could still be read is refused
+// (ErrStreamExposed) rather than stored.
+//
 // Determinism is the point of the token: the same secret always yields the same token, in every
 // process and on every machine, so a redacted recording still replays (request fingerprints match)
 // and two recordings of the same run still diff cleanly.
