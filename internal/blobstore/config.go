@@ -273,6 +273,11 @@ func (s *S3ObjectStore) ensureBucket(ctx context.Context, region string, create 
 		exists, err = s.client.BucketExists(ctx, s.bucket)
 		return err
 	})
+	if err == nil && !exists {
+		// A HEAD answer has no body, so minio-go takes any 404 for NoSuchBucket, and some servers
+		// answer 404 to an access key they do not know (versitygw). A listing's answer names its error.
+		exists, err = s.confirmBucketMissing(ctx)
+	}
 	switch {
 	case err != nil:
 		return err
@@ -288,6 +293,21 @@ func (s *S3ObjectStore) ensureBucket(ctx context.Context, region string, create 
 		}
 		return err
 	})
+}
+
+// confirmBucketMissing lists at most one key of the bucket: it exists when that works, is missing
+// when the server says NoSuchBucket, and any other answer (bad credentials) is the error.
+func (s *S3ObjectStore) confirmBucketMissing(ctx context.Context) (exists bool, err error) {
+	err = s.do(ctx, "check bucket", "", 0, s.retry.MaxAttempts, func(ctx context.Context) error {
+		for oi := range s.client.ListObjectsIter(ctx, s.bucket, minio.ListObjectsOptions{MaxKeys: 1}) {
+			return oi.Err
+		}
+		return nil
+	})
+	if errors.Is(err, ErrBucketNotFound) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // StoreURL is a store location written s3://bucket/prefix.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -274,5 +275,33 @@ func TestS3UploadDamagedOnTheWayDoesNotBlameTheCredentials(t *testing.T) {
 				t.Fatalf("push through uploads altered every time: %v, want an error about the path, not the credentials", err)
 			}
 		})
+	}
+}
+
+// TestS3ACallerThatReadsSlowlyIsNotAbandoned: the throughput floor holds the server to account,
+// not the caller; time between reads (a replay working through events) does not count.
+func TestS3ACallerThatReadsSlowlyIsNotAbandoned(t *testing.T) {
+	env := startS3(t)
+	cfg := env.config("")
+	cfg.RequestTimeout, cfg.MinThroughput = 100*time.Millisecond, 1<<10
+	objs := env.open(t, cfg)
+	ctx := context.Background()
+	data := sealedBytes(5, 64<<10)
+	if err := objs.Put(ctx, "slow/reader", bytes.NewReader(data), int64(len(data))); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := objs.Get(ctx, "slow/reader")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	head := make([]byte, 100)
+	if _, err := io.ReadFull(rc, head); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // far beyond what 100 bytes allow at 1 KiB/s
+	rest, err := io.ReadAll(rc)
+	if err != nil || !bytes.Equal(append(head, rest...), data) {
+		t.Fatalf("reading on after a pause of the caller's: %d bytes, %v", len(rest), err)
 	}
 }

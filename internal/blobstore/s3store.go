@@ -111,6 +111,9 @@ func (s *S3ObjectStore) fail(ctx context.Context, op, key string, attempts int, 
 	var resp minio.ErrorResponse
 	if errors.As(err, &resp) {
 		switch {
+		case credentialCodes[resp.Code]:
+			// Some servers answer an unknown access key with a 404 (versitygw: XAdminUserNotFound);
+			// it is a credentials problem, never a missing object or bucket.
 		case resp.Code == "NoSuchBucket":
 			return fmt.Errorf("%s %s: bucket %q: %w: create it, or push with --create-bucket", op, s.URL(key), s.bucket, ErrBucketNotFound)
 		case resp.Code == "NoSuchKey" || resp.StatusCode == 404:
@@ -261,6 +264,12 @@ func (e *OpError) Error() string {
 
 func (e *OpError) Unwrap() error { return e.Err }
 
+// credentialCodes are the S3 error codes that mean the credentials were refused.
+var credentialCodes = map[string]bool{
+	"AccessDenied": true, "InvalidAccessKeyId": true, "SignatureDoesNotMatch": true, "ExpiredToken": true,
+	"InvalidToken": true, "TokenRefreshRequired": true, "XAdminUserNotFound": true, "NoSuchUser": true,
+}
+
 // hintFor says what to do next about an S3 error a user can fix.
 func hintFor(err error) string {
 	var resp minio.ErrorResponse
@@ -268,10 +277,10 @@ func hintFor(err error) string {
 	if !errors.As(err, &resp) || errors.As(err, &altered) {
 		return ""
 	}
-	switch resp.Code {
-	case "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken":
+	switch {
+	case credentialCodes[resp.Code]:
 		return "check the credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN or the credentials Secret) and the bucket policy"
-	case "PreconditionFailed":
+	case resp.Code == "PreconditionFailed":
 		return "the object changed while it was read; read it again"
 	}
 	return ""
