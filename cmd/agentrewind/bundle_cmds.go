@@ -95,7 +95,9 @@ func newUnpackCommand() *cobra.Command {
 		Long: `Unpack a .rewind bundle into an empty directory and verify the session in it.
 
 Bundles come from other people: entries that are links, devices, outside the session layout, escape
-the directory, or do not match their hash are refused, and nothing is left behind on failure.`,
+the directory, or do not match their hash are refused; the session is extracted beside the directory
+and moved into place only once it verifies, so nothing is left behind on failure. Blobs no event
+references are dropped, with a warning.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(output); err != nil {
@@ -111,7 +113,10 @@ the directory, or do not match their hash are refused, and nothing is left behin
 				return fmt.Errorf("%w: unpack into a new or empty directory", err)
 			}
 			if err != nil {
-				return &codedError{exitCorrupt, err} // a hostile or damaged bundle
+				if ctx := cmd.Context(); ctx != nil && ctx.Err() != nil {
+					return err
+				}
+				return &codedError{exitCorrupt, err} // a hostile or damaged bundle, or a session that does not verify
 			}
 			s, err := openSession(args[1])
 			if err != nil {
@@ -119,6 +124,9 @@ the directory, or do not match their hash are refused, and nothing is left behin
 			}
 			if output == "json" {
 				return writeJSON(cmd.OutOrStdout(), map[string]any{"session": s.Meta.ID, "dir": args[1], "events": len(s.Events), "summary": summary})
+			}
+			if summary.Unreferenced > 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: dropped %d blob(s) (%d bytes) that no event references\n", summary.Unreferenced, summary.UnreferencedBytes)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "unpacked session %s into %s: %d events, %d blobs, verified\n", s.Meta.ID, args[1], len(s.Events), summary.Blobs)
 			return nil

@@ -8,8 +8,11 @@
 //     secrets stay on the machine that recorded them;
 //   - follow or create links, devices or any file outside the allowed set, on either side;
 //   - write outside the destination directory (every write goes through an os.Root), leave a partial
-//     extraction behind, or overwrite an existing session (the destination must be empty);
-//   - interpret the session: validating meta.json and events.jsonl belongs to the session package.
-//     The only content checks here are the ones the format itself defines (a blob's name is the
-//     sha256 of its bytes) and counting redaction tokens so a user sees what a bundle reveals.
+//     extraction or a session that does not verify behind (Unpack extracts beside the destination and
+//     renames only a verified session into place), overwrite an existing session (the destination
+//     must be empty), or keep a blob no event references;
+//   - interpret the session itself: reading events.jsonl and verifying the result belong to the
+//     session package, which Unpack calls. The only content checks here are the ones the format
+//     itself defines (a blob's name is the sha256 of its bytes) and counting redaction tokens so a
+//     user sees what a bundle reveals.
 package bundle

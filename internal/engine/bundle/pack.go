@@ -25,6 +25,10 @@ type PackSummary struct {
 	// RedactionTokens counts the occurrences of each distinct "arw:redacted:<12hex>" token in the
 	// bundled files, so a user sees what was redacted before sharing.
 	RedactionTokens map[string]int
+	// Unreferenced and UnreferencedBytes count, for Unpack only, the blobs of the bundle that no event
+	// references: they are dropped, never left in the destination.
+	Unreferenced      int
+	UnreferencedBytes int64
 	// Skipped lists, for Pack only, the session-directory names left out of the bundle (vault.enc,
 	// and anything outside the allowed set, directories with a trailing slash), sorted.
 	Skipped []string

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"maps"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/agentrewind/agentrewind/internal/engine/redact"
+	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
 
 var (
@@ -23,21 +25,43 @@ var (
 	tokenB = redact.Token("second secret")
 )
 
-// sampleSession is a session directory as the recorder leaves it, vault included.
+// sampleSession is a session directory as the recorder leaves it, vault included, plus files that are
+// not part of the format. shipped is what a bundle of it holds.
 func sampleSession(t *testing.T) (dir string, shipped map[string]string) {
 	t.Helper()
-	blob1 := `{"content":"hello ` + tokenA + `","n":1.50}`
-	blob2 := strings.Repeat("binary-ish payload ", 500) + tokenB
-	shipped = map[string]string{
-		"meta.json":     `{"id":"s1","schema":1}`,
-		"events.jsonl":  `{"seq":1,"auth":"` + tokenA + `"}` + "\n" + `{"seq":2,"key":"` + tokenA + `"}` + "\n",
-		blobName(blob1): blob1,
-		blobName(blob2): blob2,
-	}
 	dir = filepath.Join(t.TempDir(), "session")
-	writeTree(t, dir, shipped)
+	w, err := session.Create(dir, session.Meta{ID: "s1", FingerprintMode: "strict"}, session.WriterOptions{BlobThreshold: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big, _ := json.Marshal(strings.Repeat("binary-ish payload ", 500) + tokenB)
+	for _, ev := range []session.Event{
+		{Step: 0, Lane: "0", Kind: session.KindSessionStart},
+		{Step: 1, Seq: 1, Lane: "0", Kind: session.KindToolCall, Name: "login", Args: json.RawMessage(`{"auth":"` + tokenA + `"}`),
+			Result: json.RawMessage(`{"content":"hello ` + tokenA + `","n":1.50,"padding":"................"}`)},
+		{Step: 2, Seq: 2, Lane: "0", Kind: session.KindToolCall, Name: "read", Args: json.RawMessage(`{"key":"` + tokenA + `"}`), Result: big},
+		{Step: 3, Seq: 3, Lane: "0", Kind: session.KindSessionEnd},
+	} {
+		if err := w.Append(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.SetVault([]byte("ARWVAULT1 sealed secrets")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Close(nil); err != nil {
+		t.Fatal(err)
+	}
+	shipped = map[string]string{}
+	for name, content := range readTree(t, dir) {
+		if name != "vault.enc" && !strings.HasSuffix(name, "/") {
+			shipped[name] = content
+		}
+	}
+	if blobs := slices.DeleteFunc(keys(shipped), func(n string) bool { return !strings.HasPrefix(n, "blobs/") }); len(blobs) != 2 {
+		t.Fatalf("the sample session has blobs %v, want 2", blobs)
+	}
 	writeTree(t, dir, map[string]string{
-		"vault.enc":        "ARWVAULT1 sealed secrets",
 		"notes.txt":        "not part of the format",
 		"blobs/tmp-upload": "a half-written blob",
 	})
@@ -92,9 +116,19 @@ func TestPackReportsSizesAndSkippedNames(t *testing.T) {
 }
 
 func TestPackCountsRedactionTokens(t *testing.T) {
-	src, _ := sampleSession(t)
+	src, shipped := sampleSession(t)
 	_, sum := pack(t, src)
-	want := map[string]int{tokenA: 3, tokenB: 1} // events.jsonl twice and blob1 once; blob2 once
+	want := map[string]int{}
+	for _, content := range shipped {
+		for _, tok := range []string{tokenA, tokenB} {
+			if n := strings.Count(content, tok); n > 0 {
+				want[tok] += n
+			}
+		}
+	}
+	if want[tokenA] != 3 || want[tokenB] != 1 {
+		t.Fatalf("the sample session holds tokens %v; the test expects tokenA 3 times and tokenB once", want)
+	}
 	if !maps.Equal(sum.RedactionTokens, want) {
 		t.Fatalf("RedactionTokens = %v, want %v", sum.RedactionTokens, want)
 	}

@@ -11,7 +11,9 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"slices"
+	"path/filepath"
+
+	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
 
 // Limits bound what Unpack accepts from an untrusted bundle. A zero (or negative) field means its
@@ -45,86 +47,98 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
-// Unpack extracts a .rewind bundle from r into destDir and returns what it extracted.
+// Unpack extracts a .rewind bundle from r into destDir, verifies the session and returns what it
+// extracted.
 //
-// destDir must be empty or absent (its parent must exist); every write goes through an os.Root
-// opened on it, so nothing can land outside it. Any entry other than the regular files meta.json,
-// events.jsonl and blobs/<64 lowercase hex>, and the directory blobs/, is refused with an
-// *UnsafeEntryError, as are vault.enc, duplicates and entries over the limits; a blob whose content
-// does not hash to its name yields a *BlobHashError, and a bundle without meta.json or events.jsonl a
-// *MissingEntryError. On any error the files already written are removed and destDir is left as it
-// was (removed again if Unpack created it). Cancelling ctx stops the extraction with ctx's error.
+// destDir must be empty or absent (its parent must exist). The bundle is extracted into a new
+// temporary directory beside destDir — every write through an os.Root opened on it, so nothing can
+// land outside — then opened with session.Open, and only a session that verifies is renamed to
+// destDir. Any entry other than the regular files meta.json, events.jsonl and blobs/<64 lowercase
+// hex>, and the directory blobs/, is refused with an *UnsafeEntryError, as are vault.enc, duplicates
+// and entries over the limits; a blob whose content does not hash to its name yields a
+// *BlobHashError, a bundle without meta.json or events.jsonl a *MissingEntryError, and a session that
+// does not verify the session package's error. Blobs no event references are dropped, never left in
+// destDir, and counted in the summary's Unreferenced. On any error the temporary directory is removed
+// and destDir is left as it was. Cancelling ctx stops the extraction with ctx's error.
 func Unpack(ctx context.Context, r io.Reader, destDir string, limits Limits) (_ *PackSummary, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	root, created, err := openEmptyDest(destDir)
+	existed, err := checkDest(destDir)
 	if err != nil {
 		return nil, err
 	}
-	u := &unpacker{root: root, limits: limits.withDefaults(), seen: map[string]bool{}, sum: newSummary()}
+	tmp, err := os.MkdirTemp(filepath.Dir(destDir), "."+filepath.Base(destDir)+".unpack-*")
+	if err != nil {
+		return nil, fmt.Errorf("bundle: creating a directory beside the destination: %w", err)
+	}
 	defer func() {
 		if err != nil {
-			u.removeWritten()
-		}
-		root.Close()
-		if err != nil && created {
-			_ = os.Remove(destDir) // not RemoveAll: if anything else appeared there, it is not ours
+			_ = os.RemoveAll(tmp) // ours alone: MkdirTemp made it
 		}
 	}()
-	if err := u.extract(ctx, r); err != nil {
+	root, err := os.OpenRoot(tmp)
+	if err != nil {
+		return nil, fmt.Errorf("bundle: opening %s: %w", tmp, err)
+	}
+	u := &unpacker{root: root, limits: limits.withDefaults(), seen: map[string]bool{}, sum: newSummary(), tokens: map[string]map[string]int{}}
+	err = u.extract(ctx, r)
+	if err == nil {
+		err = u.dropUnreferenced()
+	}
+	root.Close()
+	if err != nil {
 		return nil, err
+	}
+	if _, err := session.Open(tmp); err != nil {
+		return nil, fmt.Errorf("bundle: the unpacked session does not verify: %w", err)
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp makes it 0700
+		return nil, fmt.Errorf("bundle: %w", err)
+	}
+	if existed {
+		if err := os.Remove(destDir); err != nil { // only while still empty
+			return nil, fmt.Errorf("bundle: %w: %s (unpack into a new or empty directory)", ErrDestinationNotEmpty, destDir)
+		}
+	}
+	if err := os.Rename(tmp, destDir); err != nil {
+		if existed {
+			_ = os.Mkdir(destDir, 0o755)
+		}
+		return nil, fmt.Errorf("bundle: moving the verified session into place: %w", err)
 	}
 	return u.sum, nil
 }
 
-// openEmptyDest opens destDir as a root, creating it if absent, and refuses one with content.
-func openEmptyDest(destDir string) (root *os.Root, created bool, err error) {
-	if err := os.Mkdir(destDir, 0o755); err == nil {
-		created = true
-	} else if !errors.Is(err, fs.ErrExist) {
-		return nil, false, fmt.Errorf("bundle: creating destination: %w", err)
+// checkDest refuses a destination with content and reports whether it exists (as an empty directory).
+func checkDest(destDir string) (existed bool, err error) {
+	entries, err := os.ReadDir(destDir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("bundle: reading destination: %w", err)
+	case len(entries) > 0:
+		return false, fmt.Errorf("bundle: %w: %s (unpack into a new or empty directory)", ErrDestinationNotEmpty, destDir)
 	}
-	root, err = os.OpenRoot(destDir)
-	if err == nil {
-		err = checkEmpty(root, destDir)
-	}
-	if err != nil {
-		if root != nil {
-			root.Close()
-		}
-		if created {
-			_ = os.Remove(destDir)
-		}
-		return nil, false, err
-	}
-	return root, created, nil
-}
-
-func checkEmpty(root *os.Root, destDir string) error {
-	d, err := root.Open(".")
-	if err != nil {
-		return fmt.Errorf("bundle: opening destination: %w", err)
-	}
-	defer d.Close()
-	names, err := d.Readdirnames(1)
-	if len(names) > 0 {
-		return fmt.Errorf("bundle: %w: %s (unpack into a new or empty directory)", ErrDestinationNotEmpty, destDir)
-	}
-	if err != nil && err != io.EOF {
-		return fmt.Errorf("bundle: reading destination: %w", err)
-	}
-	return nil
+	return true, nil
 }
 
 type unpacker struct {
 	root    *os.Root
 	limits  Limits
 	seen    map[string]bool
-	written []string // in creation order, removed in reverse on failure
+	blobsOK bool // blobs/ was created
 	entries int
 	total   int64
 	sum     *PackSummary
+	// refs are the blobs events.jsonl references, once it has been extracted; nil before.
+	refs map[string]bool
+	// early are the blobs extracted before events.jsonl, with their size and redaction tokens, kept
+	// apart until it says whether they are referenced.
+	early  []string
+	sizes  map[string]int64
+	tokens map[string]map[string]int
 }
 
 func (u *unpacker) extract(ctx context.Context, r io.Reader) error {
@@ -221,18 +235,23 @@ func (u *unpacker) admitSize(name string, size int64) error {
 }
 
 func (u *unpacker) ensureBlobsDir() error {
-	if slices.Contains(u.written, blobsDir) {
+	if u.blobsOK {
 		return nil
 	}
 	if err := u.root.Mkdir(blobsDir, 0o755); err != nil {
 		return fmt.Errorf("bundle: creating blobs/: %w", err)
 	}
-	u.written = append(u.written, blobsDir)
+	u.blobsOK = true
 	return nil
 }
 
 func (u *unpacker) writeFile(name string, size int64, body io.Reader) error {
 	if isBlobPath(name) {
+		if u.refs != nil && !u.refs[name[len(blobPrefix):]] {
+			u.sum.Unreferenced++ // not written: the tar reader skips the body
+			u.sum.UnreferencedBytes += size
+			return nil
+		}
 		if err := u.ensureBlobsDir(); err != nil {
 			return err
 		}
@@ -242,9 +261,14 @@ func (u *unpacker) writeFile(name string, size int64, body io.Reader) error {
 	if err != nil {
 		return fmt.Errorf("bundle: extracting %s: %w", name, err)
 	}
-	u.written = append(u.written, name)
+	tokens := u.sum.RedactionTokens
+	early := isBlobPath(name) && u.refs == nil
+	if early {
+		tokens = map[string]int{}
+		u.early, u.tokens[name] = append(u.early, name), tokens
+	}
 	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(f, h, newTokenCounter(u.sum.RedactionTokens)), io.LimitReader(body, size))
+	n, err := io.Copy(io.MultiWriter(f, h, newTokenCounter(tokens)), io.LimitReader(body, size))
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -261,7 +285,59 @@ func (u *unpacker) writeFile(name string, size int64, body io.Reader) error {
 	if err := checkBlobHash(name, h.Sum(nil)); err != nil {
 		return err
 	}
+	if early {
+		if u.sizes == nil {
+			u.sizes = map[string]int64{}
+		}
+		u.sizes[name] = size
+		return nil
+	}
 	u.sum.addFile(name, size)
+	if name == eventsFile {
+		return u.readRefs()
+	}
+	return nil
+}
+
+// readRefs reads the blob references of the extracted events.jsonl, through the session package.
+// A log that cannot be read is refused here; its full verification comes after the extraction.
+func (u *unpacker) readRefs() error {
+	f, err := u.root.Open(eventsFile)
+	if err != nil {
+		return fmt.Errorf("bundle: reading %s: %w", eventsFile, err)
+	}
+	defer f.Close()
+	events, err := session.ReadEvents(f, "", nil, eventsFile)
+	if err != nil {
+		return fmt.Errorf("bundle: %w", err)
+	}
+	u.refs = map[string]bool{}
+	for _, h := range session.Blobs(events) {
+		u.refs[h] = true
+	}
+	return nil
+}
+
+// dropUnreferenced settles the blobs extracted before events.jsonl: referenced ones join the
+// summary, the others are removed and counted as unreferenced.
+func (u *unpacker) dropUnreferenced() error {
+	for _, name := range u.early {
+		if u.refs[name[len(blobPrefix):]] {
+			u.sum.addFile(name, u.sizes[name])
+			for tok, n := range u.tokens[name] {
+				u.sum.RedactionTokens[tok] += n
+			}
+			continue
+		}
+		if err := u.root.Remove(name); err != nil {
+			return fmt.Errorf("bundle: removing unreferenced %s: %w", name, err)
+		}
+		u.sum.Unreferenced++
+		u.sum.UnreferencedBytes += u.sizes[name]
+	}
+	if u.blobsOK && u.sum.Blobs == 0 {
+		_ = u.root.Remove(blobsDir) // empty: every blob was unreferenced
+	}
 	return nil
 }
 
@@ -272,13 +348,6 @@ func (u *unpacker) checkRequired() error {
 		}
 	}
 	return nil
-}
-
-// removeWritten undoes a failed extraction, newest first so blobs/ is empty when its turn comes.
-func (u *unpacker) removeWritten() {
-	for _, name := range slices.Backward(u.written) {
-		_ = u.root.Remove(name)
-	}
 }
 
 // drainPadding reads the rest of the gzip stream after the end of the tar archive: only zero padding

@@ -12,14 +12,36 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
 
 var (
-	validMeta   = file("meta.json", `{"id":"s1"}`)
-	validEvents = file("events.jsonl", `{"seq":1}`+"\n")
-	blobBody    = "payload"
-	validBlob   = file(blobName(blobBody), blobBody)
+	blobBody               = `"payload"`
+	validBlob              = file(blobName(blobBody), blobBody)
+	validMeta, validEvents = minimalSession(blobBody)
 )
+
+// minimalSession is the meta.json and events.jsonl of a session whose one tool call stores its result
+// in the blob holding blobContent.
+func minimalSession(blobContent string) (meta, events entry) {
+	log := `{"seq":0,"step":0,"ts":0,"lane":"0","callSite":"session","kind":"session_start","schemaVersion":2}` + "\n" +
+		`{"seq":1,"step":1,"ts":0,"lane":"0","callSite":"t","kind":"tool_call","schemaVersion":2,"name":"t","args":{},"blobs":{"result":"` + sha(blobContent) + `"}}` + "\n" +
+		`{"seq":2,"step":2,"ts":0,"lane":"0","callSite":"session","kind":"session_end","schemaVersion":2,"ok":true}` + "\n"
+	return metaFor(log), file("events.jsonl", log)
+}
+
+// referencing is the events.jsonl of minimalSession(blobContent).
+func referencing(blobContent string) entry {
+	_, events := minimalSession(blobContent)
+	return events
+}
+
+// metaFor is a meta.json that commits log.
+func metaFor(log string) entry {
+	return file("meta.json", `{"id":"s1","createdAt":0,"agentRewindVersion":"test","schemaVersion":2,"fingerprintMode":"strict",`+
+		`"redaction":{"enabled":true},"eventsHash":"`+sha(log)+`","events":`+fmt.Sprint(strings.Count(log, "\n"))+`}`)
+}
 
 type hostileCase struct {
 	name    string
@@ -54,8 +76,9 @@ func hostileCases() []hostileCase {
 		{name: "blob in a subdirectory", archive: after(file("blobs/ab/"+sha(blobBody), blobBody)), want: unsafe("blobs/ab/"+sha(blobBody), reasonUnknown)},
 		{name: "duplicate", archive: after(validEvents, file("meta.json", `{"id":"other"}`)), want: unsafe("meta.json", reasonDuplicate)},
 		{
-			name: "oversize header", archive: after(file("events.jsonl", strings.Repeat("e", 17))),
-			limits: Limits{MaxEntryBytes: 16}, want: unsafe("events.jsonl", "size 17 exceeds the 16-byte entry limit"),
+			name: "oversize header", archive: after(file("events.jsonl", strings.Repeat("e", len(validMeta.body)+1))),
+			limits: Limits{MaxEntryBytes: int64(len(validMeta.body))},
+			want:   unsafe("events.jsonl", fmt.Sprintf("size %d exceeds the %d-byte entry limit", len(validMeta.body)+1, len(validMeta.body))),
 		},
 		{
 			name: "total over the limit", archive: after(file("events.jsonl", strings.Repeat("e", 10))),
@@ -65,7 +88,7 @@ func hostileCases() []hostileCase {
 		{name: "too many entries", archive: after(validEvents), limits: Limits{MaxEntries: 2}, want: unsafe("events.jsonl", "more than 2 entries")},
 		{name: "body longer than header", archive: longerBodyBundle, want: unsafe("meta.json", reasonLongerBody)},
 		{
-			name: "blob content not matching its name", archive: after(validEvents, file(blobName("expected"), "tampered")),
+			name: "blob content not matching its name", archive: after(referencing("expected"), file(blobName("expected"), "tampered")),
 			want: &BlobHashError{Name: blobName("expected"), Got: sha("tampered")},
 		},
 		{name: "missing events.jsonl", archive: after(), want: &MissingEntryError{Name: "events.jsonl"}},
@@ -266,3 +289,90 @@ func flipByte(b []byte, i int) []byte {
 	out[i] ^= 0xff
 	return out
 }
+
+// TestUnpackVerifiesTheSessionAndLeavesNothing: a bundle whose entries are all well-formed but whose
+// session does not verify is refused with the session package's error, and neither the destination
+// nor anything beside it is left changed — whether the destination existed (empty) or not.
+func TestUnpackVerifiesTheSessionAndLeavesNothing(t *testing.T) {
+	outOfOrder := strings.Replace(validEvents.body, `"step":2`, `"step":1`, 1)
+	cases := []struct {
+		name    string
+		archive func(t *testing.T) []byte
+		check   func(err error) bool
+	}{
+		{"meta.json commits another log", func(t *testing.T) []byte {
+			return bundleOf(t, metaFor("another log\n"), validEvents, validBlob)
+		}, isType[*session.DigestMismatchError]},
+		{"steps out of order, meta.json rehashed", func(t *testing.T) []byte {
+			return bundleOf(t, metaFor(outOfOrder), file("events.jsonl", outOfOrder), validBlob)
+		}, isType[*session.CorruptEventError]},
+		{"a referenced blob is not in the bundle", func(t *testing.T) []byte {
+			return bundleOf(t, validMeta, validEvents)
+		}, isType[*session.MissingError]},
+		{"meta.json is not JSON", func(t *testing.T) []byte {
+			return bundleOf(t, file("meta.json", "{"), validEvents, validBlob)
+		}, isType[*session.CorruptMetaError]},
+	}
+	for _, tc := range cases {
+		for _, existing := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/destination exists %v", tc.name, existing), func(t *testing.T) {
+				parent := t.TempDir()
+				dest := filepath.Join(parent, "dest")
+				if existing {
+					if err := os.Mkdir(dest, 0o755); err != nil {
+						t.Fatal(err)
+					}
+				}
+				before := readTree(t, parent)
+				_, err := Unpack(context.Background(), bytes.NewReader(tc.archive(t)), dest, Limits{})
+				if !tc.check(err) {
+					t.Fatalf("err = %v (%T)", err, err)
+				}
+				if after := readTree(t, parent); !maps.Equal(before, after) {
+					t.Fatalf("Unpack left %v behind; before it there was %v", keys(after), keys(before))
+				}
+			})
+		}
+	}
+}
+
+func isType[E error](err error) bool {
+	_, ok := errors.AsType[E](err)
+	return ok
+}
+
+// TestUnpackDropsUnreferencedBlobs: blobs no event references are counted and never left in the
+// destination, whether they come before events.jsonl (extracted, then removed) or after it (never
+// written), and their redaction tokens are not reported.
+func TestUnpackDropsUnreferencedBlobs(t *testing.T) {
+	strayBefore := `"stray ` + tokenA + `"`
+	strayAfter := `"` + strings.Repeat("x", 4096) + `"`
+	archive := bundleOf(t, validMeta, file(blobName(strayBefore), strayBefore), validBlob, validEvents, file(blobName(strayAfter), strayAfter))
+	dest := filepath.Join(t.TempDir(), "dest")
+	sum, err := Unpack(context.Background(), bytes.NewReader(archive), dest, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"meta.json": validMeta.body, "events.jsonl": validEvents.body, "blobs/": "", validBlob.hdr.Name: blobBody}
+	if got := readTree(t, dest); !maps.Equal(got, want) {
+		t.Fatalf("unpacked %v, want %v", keys(got), keys(want))
+	}
+	if sum.Unreferenced != 2 || sum.UnreferencedBytes != int64(len(strayBefore)+len(strayAfter)) || sum.Files != 3 || sum.Blobs != 1 ||
+		sum.Bytes != int64(len(validMeta.body)+len(validEvents.body)+len(blobBody)) || len(sum.RedactionTokens) != 0 {
+		t.Fatalf("summary %+v", sum)
+	}
+	// With no referenced blob at all, no empty blobs/ is left either.
+	onlyStray := bundleOf(t, metaFor(start+end), file("events.jsonl", start+end), file(blobName(strayBefore), strayBefore))
+	dest = filepath.Join(t.TempDir(), "dest")
+	if sum, err := Unpack(context.Background(), bytes.NewReader(onlyStray), dest, Limits{}); err != nil || sum.Unreferenced != 1 {
+		t.Fatalf("summary %+v, %v", sum, err)
+	}
+	if got := readTree(t, dest); len(got) != 2 {
+		t.Fatalf("unpacked %v, want meta.json and events.jsonl", keys(got))
+	}
+}
+
+const (
+	start = `{"seq":0,"step":0,"ts":0,"lane":"0","callSite":"session","kind":"session_start","schemaVersion":2}` + "\n"
+	end   = `{"seq":1,"step":1,"ts":0,"lane":"0","callSite":"session","kind":"session_end","schemaVersion":2}` + "\n"
+)
