@@ -96,8 +96,11 @@ func (s *S3ObjectStore) alteredInTransit(op string, err error) bool {
 // alteredError is an upload the server refused because its bytes were altered on the way.
 type alteredError struct{ err error }
 
+// Error leaves out the server's own message, which for SignatureDoesNotMatch says to check the keys.
 func (e *alteredError) Error() string {
-	return e.err.Error() + ": the server received other bytes than were sent and signed (other requests with these credentials succeeded, so they are not the cause): something on the path altered the upload; check proxies and the network"
+	resp := minio.ToErrorResponse(e.err)
+	return fmt.Sprintf("the server refused the upload (%d %s): it received other bytes than were sent and signed (other requests with these credentials succeeded, so they are not the cause): something on the path altered the upload; check proxies and the network",
+		resp.StatusCode, resp.Code)
 }
 
 func (e *alteredError) Unwrap() error { return e.err }
