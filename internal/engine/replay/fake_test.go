@@ -3,9 +3,11 @@ package replay
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	"github.com/agentrewind/agentrewind/internal/engine/session"
@@ -159,4 +161,18 @@ func triageTools(c *counter) map[string]Tool {
 		"search_issues": c.tool(func(json.RawMessage) any { return []string{"#12 crash on save (closed)"} }),
 		"add_label":     c.tool(func(json.RawMessage) any { return map[string]bool{"ok": true} }),
 	}
+}
+
+// failingTools are live tools by the given names that fail the test if one runs: a replay answers
+// every tool call from the recording. With failingModel, it makes a "zero live calls" check able to
+// fail.
+func failingTools(t *testing.T, names ...string) map[string]Tool {
+	tools := map[string]Tool{}
+	for _, name := range names {
+		tools[name] = func(context.Context, json.RawMessage) (any, error) {
+			t.Errorf("the live tool %s ran", name)
+			return nil, errors.New("no live tool calls in a replay")
+		}
+	}
+	return tools
 }

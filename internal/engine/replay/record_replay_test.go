@@ -6,12 +6,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/agentrewind/agentrewind/internal/engine/fingerprint"
 	"github.com/agentrewind/agentrewind/internal/engine/redact"
@@ -39,13 +43,34 @@ func recordTriage(t *testing.T, cfg Config) (*session.Session, *counter) {
 	return s, tools
 }
 
-// trajectory is what must be identical between a recording and its replay: per event, the kind, lane,
-// sequence, call site and fingerprint.
-func trajectory(events []session.Event) []string {
-	var out []string
+// trajectoryEvent is what must be identical between a recorded event and its replay: everything but
+// the step number and the wall-clock time, which a concurrent replay may legitimately change.
+type trajectoryEvent struct {
+	Kind     session.Kind
+	Lane     string
+	Seq      int64
+	CallSite string
+	Name     string
+	// Fingerprint is the request or args hash of a call, the source of an entropy draw.
+	Fingerprint string
+	// Result is what the boundary answered, as JSON: the response, tool result or drawn value, and
+	// the error when there was one.
+	Result string
+}
+
+// trajectory projects events onto what a replay must reproduce, in log order.
+func trajectory(events []session.Event) []trajectoryEvent {
+	var out []trajectoryEvent
 	for _, ev := range events {
-		fp := ev.RequestHash + ev.ArgsHash + string(ev.Source)
-		out = append(out, strings.Join([]string{string(ev.Kind), ev.Lane, itoa(ev.Seq), ev.CallSite, ev.Name, fp}, "|"))
+		result, _ := json.Marshal(struct {
+			Response *session.Response        `json:",omitempty"`
+			Result   json.RawMessage          `json:",omitempty"`
+			Value    json.RawMessage          `json:",omitempty"`
+			Error    *session.SerializedError `json:",omitempty"`
+			Stream   []session.Chunk          `json:",omitempty"`
+		}{ev.Response, ev.Result, ev.Value, ev.Error, ev.Stream})
+		out = append(out, trajectoryEvent{Kind: ev.Kind, Lane: ev.Lane, Seq: ev.Seq, CallSite: ev.CallSite, Name: ev.Name,
+			Fingerprint: ev.RequestHash + ev.ArgsHash + string(ev.Source), Result: string(result)})
 	}
 	return out
 }
@@ -87,22 +112,18 @@ func TestRecordWritesACommittedSessionInInitiationOrder(t *testing.T) {
 
 func TestReplayReproducesTheTrajectoryWithNoLiveCalls(t *testing.T) {
 	s, _ := recordTriage(t, liveEntropy())
-	tools := &counter{}
-	model := triageModel()
 	for i := 0; i < 5; i++ { // replaying N times gives the same trajectory every time
-		res, err := Replay(context.Background(), ReplayOptions{Config: liveEntropy(), Session: s, Tools: triageTools(tools)}, triageAgent(triageSystem))
+		res, err := Replay(context.Background(), ReplayOptions{Config: liveEntropy(), Session: s,
+			Model: failingModel{t}, Tools: failingTools(t, "search_issues", "add_label")}, triageAgent(triageSystem))
 		if err != nil {
 			t.Fatalf("replay %d: %v", i, err)
 		}
-		if got, want := trajectory(res.Events), trajectory(s.Events); strings.Join(got, "\n") != strings.Join(want, "\n") {
-			t.Fatalf("replay %d trajectory differs:\n%s\nwant\n%s", i, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		if diff := cmp.Diff(trajectory(s.Events), trajectory(res.Events)); diff != "" {
+			t.Fatalf("replay %d trajectory differs from the recording (-recorded +replayed):\n%s", i, diff)
 		}
 		if res.LiveCalls != 0 || len(res.Drifts) != 0 {
 			t.Fatalf("replay %d: %d live calls, drifts %v", i, res.LiveCalls, res.Drifts)
 		}
-	}
-	if model.calls.Load() != 0 || tools.n.Load() != 0 {
-		t.Fatalf("a strict replay reached the live boundary: %d model calls, %d tool runs", model.calls.Load(), tools.n.Load())
 	}
 }
 
@@ -164,71 +185,184 @@ func TestDuplicateRequestsAreDisambiguatedByCallSite(t *testing.T) {
 	}
 }
 
+// TestConcurrentToolCallsResolveByContentAndLane runs four tool calls in four lanes under several
+// seeds. The recording starts them in one shuffled order and lets them complete in another (each live
+// tool blocks until released); each replay starts them in a third, and being served from the recording
+// each completes before the next starts. Every replay must reproduce the recording's whole trajectory —
+// per lane the same call, fingerprint and answer — with no live call.
 func TestConcurrentToolCallsResolveByContentAndLane(t *testing.T) {
-	harness := func(release func(i int) <-chan struct{}) Harness {
-		return func(ctx context.Context, ac AgentContext) error {
-			var wg sync.WaitGroup
-			results := make([]string, 4)
-			errs := make([]error, 4)
-			for i := 0; i < 4; i++ {
-				laneCtx := ac.Go(ctx)
-				wg.Add(1)
-				go func(i int) {
-					defer wg.Done()
-					<-release(i)
-					out, err := ac.Tool(laneCtx, "fetch", map[string]int{"page": i})
-					results[i], errs[i] = string(out), err
-				}(i)
+	const n = 4
+	for seed := uint64(1); seed <= 5; seed++ {
+		t.Run(fmt.Sprintf("seed %d", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 9411))
+			start := rng.Perm(n)
+			finish, replayOrder := shuffledOtherThan(rng, start), shuffledOtherThan(rng, start)
+			s, completed := recordConcurrentFetches(t, start, finish)
+			if !slices.Equal(completed, finish) {
+				t.Fatalf("the recorded calls completed in order %v, want %v", completed, finish)
 			}
-			wg.Wait()
-			for i, r := range results {
-				if errs[i] != nil {
-					return errs[i]
-				}
-				if want := `{"page":` + itoa(int64(i)) + `}`; r != want {
-					return errors.New("page " + itoa(int64(i)) + " got " + r)
+			// Steps are assigned when a call starts, not when it completes: the k-th call started is step k+1.
+			var gotSteps, wantSteps []string
+			for _, ev := range s.Events {
+				if ev.Kind == session.KindToolCall {
+					gotSteps = append(gotSteps, fmt.Sprintf("step %d lane %s args %s", ev.Step, ev.Lane, ev.Args))
 				}
 			}
-			return nil
+			for k, page := range start {
+				wantSteps = append(wantSteps, fmt.Sprintf("step %d lane 0.%d args {\"page\":%d}", k+1, page+1, page))
+			}
+			if diff := cmp.Diff(wantSteps, gotSteps); diff != "" {
+				t.Fatalf("recorded tool calls (-want +got):\n%s", diff)
+			}
+
+			gate := newGates(n)
+			var mu sync.Mutex
+			var served []int
+			res, err := Replay(context.Background(), ReplayOptions{Session: s, Model: failingModel{t}, Tools: failingTools(t, "fetch")},
+				concurrentFetches(gate, &mu, &served, func() error {
+					for _, page := range replayOrder {
+						close(gate.turn[page])
+						if err := waitFor(gate.done[page], "replayed call of page %d", page); err != nil {
+							return err
+						}
+					}
+					return nil
+				}))
+			if err != nil {
+				t.Fatalf("replay in order %v: %v", replayOrder, err)
+			}
+			if !slices.Equal(served, replayOrder) {
+				t.Fatalf("the replayed calls were served in order %v, want %v", served, replayOrder)
+			}
+			if diff := cmp.Diff(byLane(trajectory(s.Events)), byLane(trajectory(res.Events))); diff != "" {
+				t.Fatalf("replay in order %v differs from the recording (-recorded +replayed):\n%s", replayOrder, diff)
+			}
+			if res.LiveCalls != 0 || len(res.Reorders) != 0 || len(res.Drifts) != 0 {
+				t.Fatalf("live calls %d, reorders %v, drifts %v", res.LiveCalls, res.Reorders, res.Drifts)
+			}
+		})
+	}
+}
+
+// shuffledOtherThan returns a permutation of as many elements as order that differs from it.
+func shuffledOtherThan(rng *rand.Rand, order []int) []int {
+	for {
+		if p := rng.Perm(len(order)); !slices.Equal(p, order) {
+			return p
 		}
 	}
-	inOrder := func(order []int) func(i int) <-chan struct{} {
-		chans := make([]chan struct{}, 4)
+}
+
+// gates sequence the calls of concurrentFetches: turn[i] lets page i's call start, began[i] says the
+// live tool for page i is running, release[i] lets it return, done[i] says the agent has its answer.
+type gates struct{ turn, began, release, done []chan struct{} }
+
+func newGates(n int) *gates {
+	mk := func() []chan struct{} {
+		chans := make([]chan struct{}, n)
 		for i := range chans {
 			chans[i] = make(chan struct{})
 		}
-		go func() {
-			for _, i := range order {
-				close(chans[i])
-			}
-		}()
-		return func(i int) <-chan struct{} { return chans[i] }
+		return chans
 	}
-	tools := map[string]Tool{"fetch": func(_ context.Context, args json.RawMessage) (any, error) { return args, nil }}
+	return &gates{turn: mk(), began: mk(), release: mk(), done: mk()}
+}
+
+func waitFor(ch <-chan struct{}, what string, args ...any) error {
+	select {
+	case <-ch:
+		return nil
+	case <-time.After(10 * time.Second):
+		return fmt.Errorf("timed out waiting for the "+what, args...)
+	}
+}
+
+// concurrentFetches spawns one lane per page, each fetching its page when its turn comes and checking
+// the answer, appends each page to completed as its call returns, and lets schedule drive the gates.
+func concurrentFetches(g *gates, mu *sync.Mutex, completed *[]int, schedule func() error) Harness {
+	return func(ctx context.Context, ac AgentContext) error {
+		errs := make([]error, len(g.turn))
+		var wg sync.WaitGroup
+		for page := range g.turn {
+			laneCtx := ac.Go(ctx)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer close(g.done[page])
+				if errs[page] = waitFor(g.turn[page], "turn of page %d", page); errs[page] != nil {
+					return
+				}
+				out, err := ac.Tool(laneCtx, "fetch", map[string]int{"page": page})
+				if err == nil && string(out) != fmt.Sprintf(`{"page":%d}`, page) {
+					err = fmt.Errorf("page %d was answered %s", page, out)
+				}
+				mu.Lock()
+				*completed = append(*completed, page)
+				mu.Unlock()
+				errs[page] = err
+			}()
+		}
+		err := schedule()
+		wg.Wait()
+		return errors.Join(append(errs, err)...)
+	}
+}
+
+// recordConcurrentFetches records concurrentFetches with the calls started in order start and, once
+// all are running, completed in order finish. It returns the recording and the observed completion order.
+func recordConcurrentFetches(t *testing.T, start, finish []int) (*session.Session, []int) {
+	t.Helper()
+	g := newGates(len(start))
+	tools := map[string]Tool{"fetch": func(_ context.Context, args json.RawMessage) (any, error) {
+		var a struct{ Page int }
+		if err := json.Unmarshal(args, &a); err != nil {
+			return nil, err
+		}
+		close(g.began[a.Page])
+		return args, waitFor(g.release[a.Page], "release of page %d", a.Page)
+	}}
+	var mu sync.Mutex
+	var completed []int
 	dir := filepath.Join(t.TempDir(), "concurrent")
-	if _, err := Record(context.Background(), RecordOptions{Dir: dir, Tools: tools}, harness(inOrder([]int{0, 1, 2, 3}))); err != nil {
+	rec, err := Record(context.Background(), RecordOptions{Dir: dir, Tools: tools}, concurrentFetches(g, &mu, &completed, func() error {
+		for _, page := range start {
+			close(g.turn[page])
+			if err := waitFor(g.began[page], "recorded call of page %d to start", page); err != nil {
+				return err
+			}
+		}
+		for _, page := range finish {
+			close(g.release[page])
+			if err := waitFor(g.done[page], "recorded call of page %d to return", page); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	if err != nil {
 		t.Fatal(err)
+	}
+	if rec.HarnessErr != nil {
+		t.Fatal(rec.HarnessErr)
 	}
 	s, err := session.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lanes := map[string]bool{}
-	for _, ev := range s.Events {
-		if ev.Kind == session.KindToolCall {
-			lanes[ev.Lane] = true
+	return s, completed
+}
+
+// byLane orders a trajectory by lane, then seq: the order concurrent calls are compared in, since
+// their global steps depend on which started first.
+func byLane(events []trajectoryEvent) []trajectoryEvent {
+	out := slices.Clone(events)
+	slices.SortStableFunc(out, func(a, b trajectoryEvent) int {
+		if c := strings.Compare(a.Lane, b.Lane); c != 0 {
+			return c
 		}
-	}
-	if len(lanes) != 4 {
-		t.Fatalf("want the four calls in four lanes, got %v", lanes)
-	}
-	res, err := Replay(context.Background(), ReplayOptions{Session: s}, harness(inOrder([]int{3, 1, 0, 2})))
-	if err != nil {
-		t.Fatalf("replay with shuffled completion order: %v", err)
-	}
-	if res.LiveCalls != 0 {
-		t.Fatal("replay went live")
-	}
+		return int(a.Seq - b.Seq)
+	})
+	return out
 }
 
 func TestControlFlowChangeIsADriftAtTheRightStep(t *testing.T) {
