@@ -1,0 +1,119 @@
+package checkpoint
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/agentrewind/agentrewind/internal/engine/session"
+)
+
+// Blobs is the content-addressed blob space checkpoints share with sessions and forks. A later
+// adapter puts the S3 store behind it; DirBlobs is the local one.
+type Blobs interface {
+	// Has reports whether the blob named hash is stored.
+	Has(ctx context.Context, hash string) (bool, error)
+	// Put stores size bytes read from r under hash; it refuses bytes that do not hash to it.
+	Put(ctx context.Context, hash string, size int64, r io.Reader) error
+	// Get opens the blob named hash; a missing blob is an error wrapping fs.ErrNotExist.
+	Get(ctx context.Context, hash string) (io.ReadCloser, error)
+}
+
+// DirBlobs keeps blobs under <Dir>/blobs/sha256/<hh>/<hash>, the layout of the S3 store.
+type DirBlobs struct{ Dir string }
+
+func (b DirBlobs) path(hash string) (string, error) {
+	if !session.ValidBlobHash(hash) {
+		return "", fmt.Errorf("blob name %q is not a sha256 hex digest", hash)
+	}
+	return filepath.Join(b.Dir, "blobs", "sha256", hash[:2], hash), nil
+}
+
+// Has implements Blobs.
+func (b DirBlobs) Has(_ context.Context, hash string) (bool, error) {
+	p, err := b.path(hash)
+	if err != nil {
+		return false, err
+	}
+	fi, err := os.Lstat(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return fi.Mode().IsRegular(), nil
+}
+
+// Put implements Blobs: the bytes go to a temporary file beside the blob and are renamed into place
+// only once their hash and size are the ones announced.
+func (b DirBlobs) Put(_ context.Context, hash string, size int64, r io.Reader) error {
+	p, err := b.path(hash)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(p), ".put-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(tmp, h), r)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != hash || n != size {
+		return fmt.Errorf("blob %s: received %d bytes hashing to %s, announced %d", hash, n, got, size)
+	}
+	return os.Rename(tmp.Name(), p)
+}
+
+// Get implements Blobs. A blob that has become a symbolic link is refused, never followed.
+func (b DirBlobs) Get(_ context.Context, hash string) (io.ReadCloser, error) {
+	p, err := b.path(hash)
+	if err != nil {
+		return nil, err
+	}
+	return os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+}
+
+// verifyBlob reads a whole blob and checks that it hashes to its name and has the expected size.
+func verifyBlob(ctx context.Context, blobs Blobs, e Entry) error {
+	rc, err := blobs.Get(ctx, e.Hash)
+	if errors.Is(err, fs.ErrNotExist) {
+		return &BlobHashError{Path: e.Path, Hash: e.Hash}
+	}
+	if err != nil {
+		return fmt.Errorf("blob %s of %q: %w", e.Hash, e.Path, err)
+	}
+	defer rc.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, rc)
+	if err != nil {
+		return fmt.Errorf("blob %s of %q: %w", e.Hash, e.Path, err)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != e.Hash || n != e.Size {
+		return &BlobHashError{Path: e.Path, Hash: e.Hash, Actual: fmt.Sprintf("%s (%d bytes)", got, n)}
+	}
+	return nil
+}
+
+func randSuffix() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,168 @@
+package checkpoint
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"time"
+)
+
+// CaptureOptions say what to capture and how to name it.
+type CaptureOptions struct {
+	Anchor   Anchor
+	Excludes []string
+	// Reason is recorded in the manifest ("capture" when empty).
+	Reason string
+	// Now is the clock; the manifest's CreatedAt comes from it.
+	Now func() time.Time
+	// Progress, when set, is called after each file with running totals.
+	Progress func(files int, bytes int64)
+}
+
+// CaptureStats are the facts of one capture.
+type CaptureStats struct {
+	Files int   `json:"files"`
+	Bytes int64 `json:"bytes"`
+	// UploadedBlobs and IncrementalBytes count only blobs the store did not hold before.
+	UploadedBlobs    int   `json:"uploadedBlobs"`
+	IncrementalBytes int64 `json:"incrementalBytes"`
+	// Skipped are paths that are neither regular files, directories nor symlinks (sockets, devices).
+	Skipped []string `json:"skipped,omitempty"`
+}
+
+// Capture walks the workspace dir and returns its manifest; the bytes of every file the blob space
+// does not hold yet are uploaded. Symbolic links are recorded with their target and never followed
+// or read through; excluded paths (and whole excluded directories) are skipped.
+func Capture(ctx context.Context, dir string, blobs Blobs, opts CaptureOptions) (*Manifest, CaptureStats, error) {
+	var st CaptureStats
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, st, err
+	}
+	defer root.Close()
+	ex := CompileExcludes(opts.Excludes)
+	reason := opts.Reason
+	if reason == "" {
+		reason = "capture"
+	}
+	now := time.Now
+	if opts.Now != nil {
+		now = opts.Now
+	}
+	m := &Manifest{SchemaVersion: SchemaVersion, CreatedAt: now().UTC(), Anchor: opts.Anchor, Reason: reason, Excludes: ex.Patterns(), Files: []Entry{}}
+	uploaded := map[string]bool{}
+
+	err = fs.WalkDir(root.FS(), ".", func(rel string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if rel == "." {
+			return nil
+		}
+		if ex.Match(rel, d.IsDir()) {
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		switch {
+		case d.IsDir():
+			return nil
+		case d.Type()&fs.ModeSymlink != 0:
+			target, err := root.Readlink(rel)
+			if err != nil {
+				return err
+			}
+			m.Files = append(m.Files, Entry{Path: rel, Type: TypeSymlink, Target: target})
+		case d.Type().IsRegular():
+			e, err := captureFile(ctx, root, rel, blobs, uploaded, &st)
+			if err != nil {
+				return err
+			}
+			m.Files = append(m.Files, e)
+			st.Bytes += e.Size
+		default:
+			st.Skipped = append(st.Skipped, rel)
+			return nil
+		}
+		st.Files++
+		if opts.Progress != nil {
+			opts.Progress(st.Files, st.Bytes)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, st, fmt.Errorf("capture %s: %w", dir, err)
+	}
+	m.IncrementalBytes = st.IncrementalBytes
+	return m, st, nil
+}
+
+// captureFile hashes one regular file and uploads it when the blob space lacks it.
+func captureFile(ctx context.Context, root *os.Root, rel string, blobs Blobs, uploaded map[string]bool, st *CaptureStats) (Entry, error) {
+	f, fi, err := openRegular(root, rel)
+	if err != nil {
+		return Entry{}, err
+	}
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	f.Close()
+	if err != nil {
+		return Entry{}, err
+	}
+	e := Entry{Path: rel, Type: TypeFile, Mode: uint32(fi.Mode().Perm()), Size: n, Hash: hex.EncodeToString(h.Sum(nil))}
+	if uploaded[e.Hash] {
+		return e, nil
+	}
+	has, err := blobs.Has(ctx, e.Hash)
+	if err != nil {
+		return Entry{}, err
+	}
+	if has {
+		return e, nil
+	}
+	f, _, err = openRegular(root, rel)
+	if err != nil {
+		return Entry{}, err
+	}
+	defer f.Close()
+	if err := blobs.Put(ctx, e.Hash, e.Size, f); err != nil {
+		return Entry{}, fmt.Errorf("%s changed while it was captured or could not be stored: %w", rel, err)
+	}
+	uploaded[e.Hash] = true
+	st.UploadedBlobs++
+	st.IncrementalBytes += e.Size
+	return e, nil
+}
+
+// openRegular opens rel for reading only if it is a regular file, and the very file lstat saw: a path
+// swapped for a symbolic link between the two is refused rather than read through.
+func openRegular(root *os.Root, rel string) (*os.File, fs.FileInfo, error) {
+	li, err := root.Lstat(rel)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !li.Mode().IsRegular() {
+		return nil, nil, fmt.Errorf("%s is no longer a regular file", rel)
+	}
+	f, err := root.Open(rel)
+	if err != nil {
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() || !os.SameFile(li, fi) {
+		f.Close()
+		if err == nil {
+			err = fmt.Errorf("%s was replaced while it was captured", rel)
+		}
+		return nil, nil, err
+	}
+	return f, fi, nil
+}

@@ -1,0 +1,95 @@
+package checkpoint
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// ManifestError says a manifest cannot be trusted: a path that escapes or is malformed, a bad hash,
+// an unknown schema. Nothing is written once one is returned.
+type ManifestError struct {
+	Path   string
+	Reason string
+}
+
+func (e *ManifestError) Error() string {
+	if e.Path == "" {
+		return "checkpoint manifest refused: " + e.Reason
+	}
+	return fmt.Sprintf("checkpoint manifest refused: path %q: %s", e.Path, e.Reason)
+}
+
+// TamperedError says a stored manifest's bytes do not hash to the id it is stored under.
+type TamperedError struct {
+	ID     string
+	Actual string
+}
+
+func (e *TamperedError) Error() string {
+	return fmt.Sprintf("checkpoint %s: manifest hashes to %s: corrupt or tampered with", e.ID, e.Actual)
+}
+
+// BlobHashError says a blob's bytes do not hash to its name, or the blob is missing.
+type BlobHashError struct {
+	Path   string
+	Hash   string
+	Actual string // "" when the blob is missing
+}
+
+func (e *BlobHashError) Error() string {
+	if e.Actual == "" {
+		return fmt.Sprintf("blob %s of %q is missing from the store", e.Hash, e.Path)
+	}
+	return fmt.Sprintf("blob %s of %q hashes to %s: corrupt or tampered with", e.Hash, e.Path, e.Actual)
+}
+
+// UnsafeDestinationError says a restore would have to write through a symbolic link or over
+// something that is not a regular file.
+type UnsafeDestinationError struct {
+	Path   string // the manifest path being restored
+	At     string // the workspace path that is unsafe (the path itself or an ancestor)
+	Reason string
+}
+
+func (e *UnsafeDestinationError) Error() string {
+	return fmt.Sprintf("restore of %q refused: %q is %s", e.Path, e.At, e.Reason)
+}
+
+// UnknownPathsError says a selective restore named paths the checkpoint does not hold.
+type UnknownPathsError struct {
+	ID    string
+	Paths []string
+}
+
+func (e *UnknownPathsError) Error() string {
+	return fmt.Sprintf("checkpoint %s does not hold %s", short(e.ID), strings.Join(e.Paths, ", "))
+}
+
+// AmbiguousError says an id prefix names more than one checkpoint.
+type AmbiguousError struct {
+	Query      string
+	Candidates []string
+}
+
+func (e *AmbiguousError) Error() string {
+	return fmt.Sprintf("%q matches %d checkpoints: %s", e.Query, len(e.Candidates), strings.Join(e.Candidates, ", "))
+}
+
+// ErrNotFound says no checkpoint matches an address.
+var ErrNotFound = errors.New("no checkpoint matches")
+
+// GuardError says the guard checkpoint required before a restore could not be taken.
+type GuardError struct{ Err error }
+
+func (e *GuardError) Error() string {
+	return "guard checkpoint before restore failed (nothing was restored): " + e.Err.Error()
+}
+func (e *GuardError) Unwrap() error { return e.Err }
+
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}

@@ -1,0 +1,194 @@
+package checkpoint
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/agentrewind/agentrewind/internal/engine/session"
+)
+
+// SchemaVersion is the version of the manifest format this package writes and reads.
+const SchemaVersion = 1
+
+// EntryType is what a manifest entry records.
+type EntryType string
+
+const (
+	// TypeFile is a regular file whose bytes are the blob Hash.
+	TypeFile EntryType = "file"
+	// TypeSymlink is a symbolic link recorded with its target; its target is never read.
+	TypeSymlink EntryType = "symlink"
+)
+
+// Entry is one file of a checkpoint.
+type Entry struct {
+	// Path is slash-separated and relative to the workspace root.
+	Path string    `json:"path"`
+	Type EntryType `json:"type"`
+	// Mode holds the permission bits (0o644); symlinks carry none.
+	Mode uint32 `json:"mode,omitempty"`
+	// Size is the file's length in bytes (0 for a symlink).
+	Size int64 `json:"size"`
+	// Hash is the SHA-256 hex digest of the file's bytes, the key of its blob.
+	Hash string `json:"sha256,omitempty"`
+	// Target is a symlink's target, as read with readlink.
+	Target string `json:"target,omitempty"`
+}
+
+// Anchor says where in a recorded session a checkpoint was minted and by whom.
+type Anchor struct {
+	Session string `json:"session,omitempty"`
+	Turn    int64  `json:"turn"`
+	Step    int64  `json:"step"`
+	// TurnDigest is the transcript digest of the turn the checkpoint was taken at.
+	TurnDigest string `json:"turnDigest,omitempty"`
+	// Author minted the checkpoint; only session.AuthorRecorder may anchor a rewind.
+	Author session.Author `json:"author"`
+}
+
+// AnchorsRewind reports whether a rewind may start from this checkpoint: only checkpoints the
+// recorder minted are trusted as anchors; one an agent wrote is evidence of nothing.
+func (a Anchor) AnchorsRewind() bool { return a.Author == session.AuthorRecorder && a.Session != "" }
+
+// Manifest is one checkpoint: the files of a workspace at a moment. Its ID is the SHA-256 of its
+// JSON encoding, so a manifest cannot be altered without changing its name.
+type Manifest struct {
+	SchemaVersion int       `json:"schemaVersion"`
+	CreatedAt     time.Time `json:"createdAt"`
+	Anchor        Anchor    `json:"anchor"`
+	// Reason is why the checkpoint was taken: "capture" or "guard" (before a restore).
+	Reason string `json:"reason,omitempty"`
+	// Excludes are the glob patterns the capture skipped; restore reports leftovers through them.
+	Excludes []string `json:"excludes,omitempty"`
+	// IncrementalBytes is what this capture uploaded: bytes of blobs the store did not hold yet.
+	IncrementalBytes int64   `json:"incrementalBytes"`
+	Files            []Entry `json:"files"`
+}
+
+// Encode is the manifest's canonical JSON (files sorted by path) and the ID it names.
+func (m *Manifest) Encode() (id string, data []byte, err error) {
+	sort.Slice(m.Files, func(i, j int) bool { return m.Files[i].Path < m.Files[j].Path })
+	data, err = json.Marshal(m)
+	if err != nil {
+		return "", nil, err
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:]), data, nil
+}
+
+// ContentDigest identifies the files alone (paths, types, modes, hashes, targets), so two captures of
+// the same tree compare equal whatever their time or anchor.
+func (m *Manifest) ContentDigest() string {
+	h := sha256.New()
+	files := append([]Entry(nil), m.Files...)
+	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
+	for _, e := range files {
+		fmt.Fprintf(h, "%q %s %o %d %s %q\n", e.Path, e.Type, e.Mode, e.Size, e.Hash, e.Target)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Validate checks everything a restore trusts: the schema version, every path (relative, clean, no
+// "..", no duplicates, no file nested under another entry) and every blob hash. A manifest that fails
+// is refused before anything is written (seed D16).
+func (m *Manifest) Validate() error {
+	if m.SchemaVersion != SchemaVersion {
+		return &ManifestError{Reason: fmt.Sprintf("schema version %d is not %d", m.SchemaVersion, SchemaVersion)}
+	}
+	seen := make(map[string]EntryType, len(m.Files))
+	for _, e := range m.Files {
+		if err := ValidPath(e.Path); err != nil {
+			return err
+		}
+		if _, dup := seen[e.Path]; dup {
+			return &ManifestError{Path: e.Path, Reason: "listed twice"}
+		}
+		seen[e.Path] = e.Type
+		switch e.Type {
+		case TypeFile:
+			if !session.ValidBlobHash(e.Hash) {
+				return &ManifestError{Path: e.Path, Reason: fmt.Sprintf("blob hash %q is not 64 lowercase hex characters", e.Hash)}
+			}
+			if e.Size < 0 || e.Mode&^uint32(fs.ModePerm) != 0 {
+				return &ManifestError{Path: e.Path, Reason: "negative size or mode bits beyond permissions"}
+			}
+		case TypeSymlink:
+			if e.Target == "" || strings.ContainsRune(e.Target, 0) {
+				return &ManifestError{Path: e.Path, Reason: "symlink without a usable target"}
+			}
+		default:
+			return &ManifestError{Path: e.Path, Reason: fmt.Sprintf("unknown entry type %q", e.Type)}
+		}
+	}
+	// No entry may sit below a file or a link: restoring it would need to write through one.
+	for p := range seen {
+		for dir := path.Dir(p); dir != "."; dir = path.Dir(dir) {
+			if _, ok := seen[dir]; ok {
+				return &ManifestError{Path: p, Reason: fmt.Sprintf("nested under the entry %q", dir)}
+			}
+		}
+	}
+	return nil
+}
+
+// ValidPath checks a manifest path: slash-separated, relative, clean, without "." or ".." segments,
+// backslashes or NUL bytes.
+func ValidPath(p string) error {
+	switch {
+	case p == "":
+		return &ManifestError{Path: p, Reason: "empty path"}
+	case strings.HasPrefix(p, "/"):
+		return &ManifestError{Path: p, Reason: "absolute path"}
+	case strings.ContainsAny(p, "\\\x00"):
+		return &ManifestError{Path: p, Reason: "backslash or NUL in path"}
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return &ManifestError{Path: p, Reason: "empty, \".\" or \"..\" path segment"}
+		}
+	}
+	return nil
+}
+
+// Summary is what listing, addressing and pruning need of a checkpoint.
+type Summary struct {
+	ID               string    `json:"id"`
+	CreatedAt        time.Time `json:"createdAt"`
+	Anchor           Anchor    `json:"anchor"`
+	Reason           string    `json:"reason,omitempty"`
+	Files            int       `json:"files"`
+	Bytes            int64     `json:"bytes"`
+	IncrementalBytes int64     `json:"incrementalBytes"`
+}
+
+// Summarize describes a manifest whose ID is id.
+func Summarize(id string, m *Manifest) Summary {
+	s := Summary{ID: id, CreatedAt: m.CreatedAt, Anchor: m.Anchor, Reason: m.Reason, Files: len(m.Files), IncrementalBytes: m.IncrementalBytes}
+	for _, e := range m.Files {
+		s.Bytes += e.Size
+	}
+	return s
+}
+
+// newer orders checkpoints: by step, then creation time, then id, so the order is total.
+func newer(a, b Summary) bool {
+	if a.Anchor.Step != b.Anchor.Step {
+		return a.Anchor.Step > b.Anchor.Step
+	}
+	if !a.CreatedAt.Equal(b.CreatedAt) {
+		return a.CreatedAt.After(b.CreatedAt)
+	}
+	return a.ID > b.ID
+}
+
+// SortNewestFirst orders summaries newest first.
+func SortNewestFirst(list []Summary) {
+	sort.SliceStable(list, func(i, j int) bool { return newer(list[i], list[j]) })
+}

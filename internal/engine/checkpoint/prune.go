@@ -1,0 +1,77 @@
+package checkpoint
+
+import "sort"
+
+// PrunePolicy bounds how many checkpoints are kept (seed D7/D9). Zero disables a rule.
+type PrunePolicy struct {
+	// KeepPerSession keeps the newest N checkpoints of each session.
+	KeepPerSession int `json:"keepPerSession,omitempty"`
+	// MaxBytes bounds the sum of the incremental bytes of the kept checkpoints. It is a soft quota:
+	// the newest checkpoint of a session is never deleted, even when it alone exceeds it.
+	MaxBytes int64 `json:"maxBytes,omitempty"`
+}
+
+// PruneRule names the rule a deletion is attributed to.
+type PruneRule string
+
+const (
+	RuleKeepPerSession PruneRule = "keepPerSession"
+	RuleMaxBytes       PruneRule = "maxBytes"
+)
+
+// Deletion is one checkpoint the plan deletes and the rule that caused it.
+type Deletion struct {
+	ID               string    `json:"id"`
+	Session          string    `json:"session,omitempty"`
+	Rule             PruneRule `json:"rule"`
+	IncrementalBytes int64     `json:"incrementalBytes"`
+}
+
+// PrunePlan is the outcome of Prune: deletions oldest first, and what is kept.
+type PrunePlan struct {
+	Delete     []Deletion `json:"delete"`
+	KeptBytes  int64      `json:"keptBytes"`
+	// OverQuota is true when the kept newest-per-session checkpoints alone exceed MaxBytes.
+	OverQuota bool `json:"overQuota,omitempty"`
+}
+
+// Prune plans which checkpoints to delete, without I/O: first each session's tail beyond
+// KeepPerSession, then, oldest first across sessions, checkpoints until the kept incremental bytes
+// fit MaxBytes. The newest checkpoint of every session is never deleted.
+func Prune(list []Summary, p PrunePolicy) PrunePlan {
+	sorted := append([]Summary(nil), list...)
+	SortNewestFirst(sorted)
+	rank := map[string]int{} // position within its session, 0 = newest
+	perSession := map[string]int{}
+	for _, s := range sorted {
+		rank[s.ID] = perSession[s.Anchor.Session]
+		perSession[s.Anchor.Session]++
+	}
+	var plan PrunePlan
+	var kept []Summary // newest first
+	for _, s := range sorted {
+		if p.KeepPerSession > 0 && rank[s.ID] >= p.KeepPerSession {
+			plan.Delete = append(plan.Delete, Deletion{ID: s.ID, Session: s.Anchor.Session, Rule: RuleKeepPerSession, IncrementalBytes: s.IncrementalBytes})
+			continue
+		}
+		kept = append(kept, s)
+		plan.KeptBytes += s.IncrementalBytes
+	}
+	if p.MaxBytes > 0 {
+		for i := len(kept) - 1; i >= 0 && plan.KeptBytes > p.MaxBytes; i-- {
+			s := kept[i]
+			if rank[s.ID] == 0 {
+				continue
+			}
+			plan.Delete = append(plan.Delete, Deletion{ID: s.ID, Session: s.Anchor.Session, Rule: RuleMaxBytes, IncrementalBytes: s.IncrementalBytes})
+			plan.KeptBytes -= s.IncrementalBytes
+		}
+		plan.OverQuota = plan.KeptBytes > p.MaxBytes
+	}
+	order := map[string]int{}
+	for i, s := range sorted {
+		order[s.ID] = i
+	}
+	sort.SliceStable(plan.Delete, func(i, j int) bool { return order[plan.Delete[i].ID] > order[plan.Delete[j].ID] })
+	return plan
+}
