@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -242,6 +243,53 @@ func TestMalformedURLsWithCredentialsNeverEchoThem(t *testing.T) {
 	for _, raw := range []string{"s4://AKIA:" + secret + "@bucket/p", "s3://AKIA:" + secret + "%zz@bucket/p"} {
 		if _, err := ParseStoreURL(raw); err == nil || strings.Contains(err.Error(), secret) {
 			t.Errorf("store URL %q: %v", raw, err)
+		}
+	}
+}
+
+// TestURLsNeverShowUserinfoOrQuery runs endpoints and store URLs carrying generated secrets (the
+// base64 alphabet plus #?@:%, so no delimiter marks where a secret ends) through every error path
+// of the configuration, and checks that no piece of a secret shows.
+func TestURLsNeverShowUserinfoOrQuery(t *testing.T) {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=#?@:%"
+	rng := rand.New(rand.NewPCG(19, 19))
+	for range 200 {
+		var b strings.Builder
+		b.WriteString("Zq9")
+		for range 30 + rng.IntN(20) {
+			b.WriteByte(alphabet[rng.IntN(len(alphabet))])
+		}
+		secret := b.String()
+		var runs []string
+		for _, r := range strings.FieldsFunc(secret, func(c rune) bool { return !strings.ContainsRune(alphabet[:62], c) }) {
+			if len(r) >= 5 {
+				runs = append(runs, r)
+			}
+		}
+		endpoints := []string{
+			"https://AKIAUSERINFO:" + secret + "@s3.example.com", "AKIAUSERINFO:" + secret + "@s3.example.com:9000",
+			"ftp://AKIAUSERINFO:" + secret + "@h", "https://s3.example.com/?X-Amz-Signature=" + secret,
+			"http://h:1?" + secret, "https://h#" + secret, "https://h:x/" + secret + "@",
+		}
+		stores := []string{"s3://AKIAUSERINFO:" + secret + "@bucket/p", "s4://u:" + secret + "@b", "s3://bucket/p?x=" + secret, "s3://B_b/p#" + secret}
+		var outs []string
+		for _, ep := range endpoints {
+			_, _, err := parseEndpoint(ep)
+			cfg := validConfig()
+			cfg.Endpoint = ep
+			cfg.TLS.InsecureSkipVerify = true
+			_, openErr := Open(context.Background(), cfg)
+			outs = append(outs, fmt.Sprint(err), fmt.Sprint(cfg.Validate()), fmt.Sprint(openErr), cfg.String(), fmt.Sprintf("%v %+v %#v", cfg, cfg, cfg))
+		}
+		for _, st := range stores {
+			_, err := ParseStoreURL(st)
+			outs = append(outs, fmt.Sprint(err))
+		}
+		all := strings.Join(outs, "\n")
+		for _, s := range append(runs, "AKIAUSERINFO") {
+			if strings.Contains(all, s) {
+				t.Fatalf("a piece %q of the secret %q shows:\n%s", s, secret, all)
+			}
 		}
 	}
 }
