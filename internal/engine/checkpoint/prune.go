@@ -29,8 +29,8 @@ type Deletion struct {
 
 // PrunePlan is the outcome of Prune: deletions oldest first, and what is kept.
 type PrunePlan struct {
-	Delete     []Deletion `json:"delete"`
-	KeptBytes  int64      `json:"keptBytes"`
+	Delete    []Deletion `json:"delete"`
+	KeptBytes int64      `json:"keptBytes"`
 	// OverQuota is true when the kept newest-per-session checkpoints alone exceed MaxBytes.
 	OverQuota bool `json:"overQuota,omitempty"`
 }

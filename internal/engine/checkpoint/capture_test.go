@@ -1,0 +1,112 @@
+package checkpoint
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestCaptureUploadsOnlyNewBytesAndSkipsIdenticalCheckpoints(t *testing.T) {
+	ws, store := t.TempDir(), OpenStore(t.TempDir())
+	now := clock()
+	write(t, ws, map[string]string{
+		"a.txt":     strings.Repeat("a", 100),
+		"copy.txt":  strings.Repeat("a", 100), // same bytes as a.txt: one blob
+		"src/d.bin": strings.Repeat("d", 1000),
+	})
+	first := create(t, store, ws, now, 1)
+	if want := (CaptureStats{Files: 3, Bytes: 1200, UploadedBlobs: 2, IncrementalBytes: 1100}); !cmp.Equal(first.Stats, want) || !first.New {
+		t.Fatalf("first capture: new=%v %s", first.New, cmp.Diff(want, first.Stats))
+	}
+
+	// D2: nothing changed, so no new checkpoint and nothing uploaded.
+	again := create(t, store, ws, now, 2)
+	if again.New || again.ID != first.ID || again.Stats.IncrementalBytes != 0 {
+		t.Fatalf("identical capture: %+v, want the first checkpoint %s reused", again, first.ID)
+	}
+
+	write(t, ws, map[string]string{"src/d.bin": strings.Repeat("e", 1000), "b.txt": strings.Repeat("a", 100)})
+	third := create(t, store, ws, now, 3)
+	if !third.New || third.Stats.IncrementalBytes != 1000 || third.Stats.UploadedBlobs != 1 {
+		t.Fatalf("after changing one file and adding a duplicate: %+v, want 1000 incremental bytes in 1 blob", third)
+	}
+	m, err := store.Load(third.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.IncrementalBytes != 1000 {
+		t.Errorf("manifest records %d incremental bytes, want 1000", m.IncrementalBytes)
+	}
+	list, err := store.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 2 || list[0].ID != third.ID || list[1].ID != first.ID {
+		t.Errorf("list = %+v, want [third, first]", list)
+	}
+	blobs, _ := filepath.Glob(filepath.Join(store.Dir, "blobs", "sha256", "*", "*"))
+	if len(blobs) != 3 {
+		t.Errorf("%d blobs stored, want 3 (a, d, e)", len(blobs))
+	}
+}
+
+func TestCaptureRecordsSymlinksAndNeverReadsThroughThem(t *testing.T) {
+	ws, outside, store := t.TempDir(), t.TempDir(), OpenStore(t.TempDir())
+	write(t, outside, map[string]string{"secret": "outside secret", "dir/inner": "outside inner"})
+	write(t, ws, map[string]string{"real/f": "in", "a.txt": "a"})
+	for target, link := range map[string]string{
+		filepath.Join(outside, "secret"): "leak",
+		filepath.Join(outside, "dir"):    "leakdir",
+		"real":                           "inside",
+	} {
+		if err := os.Symlink(target, filepath.Join(ws, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := create(t, store, ws, clock(), 1)
+	m, err := store.Load(c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Entry{
+		{Path: "a.txt", Type: TypeFile, Mode: 0o644, Size: 1, Hash: hashOf("a")},
+		{Path: "inside", Type: TypeSymlink, Target: "real"},
+		{Path: "leak", Type: TypeSymlink, Target: filepath.Join(outside, "secret")},
+		{Path: "leakdir", Type: TypeSymlink, Target: filepath.Join(outside, "dir")},
+		{Path: "real/f", Type: TypeFile, Mode: 0o644, Size: 2, Hash: hashOf("in")},
+	}
+	if d := cmp.Diff(want, m.Files); d != "" {
+		t.Fatalf("manifest files (-want +got):\n%s", d)
+	}
+	for _, s := range []string{"outside secret", "outside inner"} {
+		if ok, _ := store.Blobs.Has(ctx, hashOf(s)); ok {
+			t.Errorf("the bytes %q behind a link were stored", s)
+		}
+	}
+}
+
+func TestCaptureSkipsExcludedPathsAndSubtrees(t *testing.T) {
+	ws, store := t.TempDir(), OpenStore(t.TempDir())
+	write(t, ws, map[string]string{
+		"main.go": "package main", "debug.log": "x", "web/node_modules/r/index.js": "r",
+		"build/out.o": "o", "src/build/keep.go": "k",
+	})
+	c := create(t, store, ws, clock(), 1, "node_modules", "*.log", "/build")
+	m, err := store.Load(c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range m.Files {
+		got = append(got, e.Path)
+	}
+	if d := cmp.Diff([]string{"main.go", "src/build/keep.go"}, got); d != "" {
+		t.Errorf("captured paths (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]string{"node_modules", "*.log", "/build"}, m.Excludes); d != "" {
+		t.Errorf("recorded excludes (-want +got):\n%s", d)
+	}
+}
