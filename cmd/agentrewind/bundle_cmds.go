@@ -3,14 +3,15 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
-	"path/filepath"
 	"sort"
 
 	"github.com/spf13/cobra"
 
 	"github.com/agentrewind/agentrewind/internal/engine/bundle"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
+	"github.com/agentrewind/agentrewind/internal/fsutil"
 )
 
 func newPackCommand() *cobra.Command {
@@ -21,11 +22,20 @@ func newPackCommand() *cobra.Command {
 		Long: `Pack a verified session into a .rewind bundle: meta.json, events.jsonl and blobs, never vault.enc.
 
 Before writing, pack prints what was redacted, by pattern, so you know what the bundle does not reveal.
-Secrets the patterns did not recognise are not redacted: read the summary before you share the file.`,
+Secrets the patterns did not recognise are not redacted: read the summary before you share the file.
+
+The bundle may not be written inside the session directory, and an existing file is replaced only once
+the new bundle is complete.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir, out := args[0], args[1]
-			s, err := openForOutput(output, dir)
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			if err := fsutil.CheckOutputOutside(out, dir); err != nil {
+				return err
+			}
+			s, err := openSession(dir)
 			if err != nil {
 				return err
 			}
@@ -66,23 +76,17 @@ func printRedactionSummary(cmd *cobra.Command, r session.RedactionInfo) {
 	}
 }
 
-// packTo writes the bundle to a temporary file beside out and renames it into place, so a failed pack
-// never leaves a truncated bundle under the requested name.
+// packTo writes the bundle atomically: a failed pack never leaves a truncated bundle under the
+// requested name, nor replaces a file that was there.
 func packTo(cmd *cobra.Command, dir, out string) (*bundle.PackSummary, error) {
-	tmp, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".tmp-*")
-	if err != nil {
-		return nil, err
-	}
-	defer os.Remove(tmp.Name())
-	summary, err := bundle.Pack(cmd.Context(), dir, tmp)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
+	var summary *bundle.PackSummary
+	err := fsutil.WriteFileAtomic(out, 0o644, func(w io.Writer) error {
+		var err error
+		summary, err = bundle.Pack(cmd.Context(), dir, w)
+		return err
+	})
 	if err != nil {
 		return nil, classify(err)
-	}
-	if err := os.Rename(tmp.Name(), out); err != nil {
-		return nil, err
 	}
 	return summary, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/agentrewind/agentrewind/internal/engine/evidence"
 	"github.com/agentrewind/agentrewind/internal/engine/verdict"
 	"github.com/agentrewind/agentrewind/internal/engine/verdict/ledger"
+	"github.com/agentrewind/agentrewind/internal/fsutil"
 )
 
 // newEngineCommand is the parent of the tasks the operator's Jobs run.
@@ -51,9 +52,15 @@ with its no-good note, convergence and plan coherence.
 
 Without --git-dir or --git-url nothing can be re-verified, so no step counts as done (the safe floor).
 With --output-file the JSON result goes to the file and a one-line summary to stdout; without it the
-JSON goes to stdout.`,
+JSON goes to stdout. The file may not be inside the session directory, and an existing one is replaced
+only once the new result is complete.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if outputFile != "" {
+				if err := fsutil.CheckOutputOutside(outputFile, dir); err != nil {
+					return fmt.Errorf("--output-file: %w", err)
+				}
+			}
 			res, err := evaluatePlan(cmd.Context(), dir, src)
 			if err != nil {
 				return err
@@ -189,16 +196,13 @@ func openPlanWorkspace(ctx context.Context, src planSources) (*evidence.Workspac
 	return nil, planEvidence{Kind: "none"}, noop, nil
 }
 
+// writePlanResult replaces path atomically with the JSON result.
 func writePlanResult(path string, res *planResult) error {
-	f, err := os.Create(path)
+	err := fsutil.WriteFileAtomic(path, 0o644, func(w io.Writer) error { return writeJSON(w, res) })
 	if err != nil {
-		return fmt.Errorf("writing the result: %w (check that --output-file names a writable path)", err)
+		return fmt.Errorf("writing the result to %s: %w (check that --output-file names a writable path)", path, err)
 	}
-	if err := writeJSON(f, res); err != nil {
-		f.Close()
-		return fmt.Errorf("writing the result to %s: %w", path, err)
-	}
-	return f.Close()
+	return nil
 }
 
 // planSummary is the one line a Job prints (and a termination message can hold).

@@ -6,13 +6,16 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/agentrewind/agentrewind/internal/engine/bundle"
 	"github.com/agentrewind/agentrewind/internal/engine/replay"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
+	"github.com/agentrewind/agentrewind/internal/fsutil"
 )
 
 // echoModel answers with the number of messages it was sent.
@@ -323,5 +326,84 @@ func TestVerifyReportsAnIncompleteRunDistinctly(t *testing.T) {
 	// The crashed run still opens for everything that reads it, e.g. inspect (and plan, for resuming).
 	if _, err := runCLI(t, "inspect", dir); err != nil {
 		t.Fatalf("inspect of a crashed run: %v", err)
+	}
+}
+
+// TestWritingCommandsRefuseAnOutputInsideTheirInput: pack and resume-plan never write into the
+// session they read, however the path is spelled, and leave the session verifying.
+func TestWritingCommandsRefuseAnOutputInsideTheirInput(t *testing.T) {
+	dir := fixtureSession(t)
+	alias := filepath.Join(t.TempDir(), "alias")
+	if err := os.Symlink(dir, alias); err != nil {
+		t.Skipf("cannot create symlinks here: %v", err)
+	}
+	before, _ := os.ReadFile(filepath.Join(dir, session.EventsFile))
+	for _, out := range []string{
+		filepath.Join(dir, session.EventsFile),
+		filepath.Join(dir, session.MetaFile),
+		filepath.Join(dir, "new.rewind"),
+		filepath.Join(dir, session.BlobsDir, "..", session.EventsFile),
+		filepath.Join(alias, session.EventsFile),
+	} {
+		for _, args := range [][]string{{"pack", dir, out}, {"pack", alias, out}, {"engine", "resume-plan", "--session", dir, "--output-file", out}} {
+			_, err := runCLI(t, args...)
+			var oi *fsutil.OutputInsideInputError
+			if !errors.As(err, &oi) || exitCode(err) != exitError {
+				t.Fatalf("%v: exit %d, %v; want an *OutputInsideInputError", args, exitCode(err), err)
+			}
+		}
+	}
+	after, _ := os.ReadFile(filepath.Join(dir, session.EventsFile))
+	if !bytes.Equal(before, after) {
+		t.Fatal("the session's log changed")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "new.rewind")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a bundle was written into the session: %v", err)
+	}
+	if _, err := runCLI(t, "verify", dir); err != nil {
+		t.Fatalf("the session no longer verifies: %v", err)
+	}
+}
+
+// TestPackFailureKeepsTheExistingBundle: a pack that fails half way — the session opens, but a stray
+// file in blobs/ does not hash to its name — leaves a file already at the output path as it was.
+func TestPackFailureKeepsTheExistingBundle(t *testing.T) {
+	dir, _ := blobSession(t)
+	out := filepath.Join(t.TempDir(), "out.rewind")
+	if err := os.WriteFile(out, []byte("the previous bundle"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stray := sha256.Sum256([]byte("expected"))
+	if err := os.WriteFile(filepath.Join(dir, session.BlobPath(hex.EncodeToString(stray[:]))), []byte("actual"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runCLI(t, "pack", dir, out); !errors.As(err, new(*bundle.BlobHashError)) || exitCode(err) != exitCorrupt {
+		t.Fatalf("pack of a corrupt blobs/: exit %d, %v", exitCode(err), err)
+	}
+	if data, _ := os.ReadFile(out); string(data) != "the previous bundle" {
+		t.Fatalf("the existing bundle became %q", data)
+	}
+	entries, _ := os.ReadDir(filepath.Dir(out))
+	if len(entries) != 1 {
+		t.Fatalf("pack left %v beside the output", entries)
+	}
+}
+
+// TestPackRefusesASymlinkedBlobWithTheCorruptCode: the session opens (blobs are read through the
+// link) but pack must not ship a link, and says so with exit 2.
+func TestPackRefusesASymlinkedBlobWithTheCorruptCode(t *testing.T) {
+	dir, blob := blobSession(t)
+	path := filepath.Join(dir, session.BlobPath(blob))
+	moved := filepath.Join(t.TempDir(), blob)
+	if err := os.Rename(path, moved); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(moved, path); err != nil {
+		t.Skipf("cannot create symlinks here: %v", err)
+	}
+	_, err := runCLI(t, "pack", dir, filepath.Join(t.TempDir(), "out.rewind"))
+	var ue *bundle.UnsafeEntryError
+	if !errors.As(err, &ue) || exitCode(err) != exitCorrupt {
+		t.Fatalf("exit %d, %v; want exit 2 with an *UnsafeEntryError", exitCode(err), err)
 	}
 }

@@ -1,0 +1,4 @@
+// Package fsutil holds the file-output rules every command that writes a file follows: an output
+// path must not lie inside the directory the command reads, and a file is replaced only by a complete
+// new one (written beside it, synced, renamed). It decides nothing else and owns no file layout.
+package fsutil
