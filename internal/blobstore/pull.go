@@ -107,6 +107,11 @@ func removeCreated(dirs []string) {
 }
 
 func checkDestination(dir string) error {
+	// The session is renamed into place over an empty dir: a symbolic link there would be replaced
+	// by the session, and what it points to left as it was.
+	if fi, err := os.Lstat(dir); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		return fmt.Errorf("%s is a symbolic link: pull into the directory it points to, or a new path", dir)
+	}
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil

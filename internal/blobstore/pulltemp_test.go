@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -93,5 +94,26 @@ func TestAFailedPullLeavesNothingItCreated(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(root); len(entries) != 0 {
 		t.Fatalf("a failed pull left %v in %s", entries, root)
+	}
+}
+
+// TestPullRefusesASymlinkedDestination: renaming the session over a link would replace the link
+// and leave its target empty, so the pull says so instead.
+func TestPullRefusesASymlinkedDestination(t *testing.T) {
+	dir, _, store, _ := memSession(t)
+	ctx := context.Background()
+	if _, err := store.Push(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	target := t.TempDir()
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Pull(ctx, "s1", link); err == nil || !strings.Contains(err.Error(), "symbolic link") {
+		t.Fatalf("pull into a symbolic link: %v", err)
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("the link was replaced: %v", err)
 	}
 }

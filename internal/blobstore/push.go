@@ -178,7 +178,7 @@ func (s *SessionStore) storedAlready(ctx context.Context, local *localSession) (
 		return false, repair, &ConflictError{ID: id, LocalEventsHash: local.meta.EventsHash, StoredEventsHash: stored.EventsHash}
 	}
 	_, err = s.checkStoredMeta(id, m, reads)
-	return false, repair, fmt.Errorf("session %s is in the store, damaged, and its meta.json.sha256 names other content than this one, so it is not replaced: %w", id, err)
+	return false, repair, fmt.Errorf("session %s is in the store with a meta.json other than this one that its meta.json.sha256 cannot vouch for, so it is not replaced: %w", id, err)
 }
 
 // metaRepair says which of a committed session's meta.json and meta.json.sha256 a push rewrites,
