@@ -25,7 +25,8 @@ type PushResult struct {
 	EventsUploaded bool
 	// BytesSent is everything this push sent: blobs, events.jsonl, the vault and meta.json.
 	BytesSent int64
-	// AlreadyCommitted says the store held this exact session before the push.
+	// AlreadyCommitted says the store held this session before the push. A meta.json or
+	// meta.json.sha256 it held damaged, or a record it lacked, was rewritten (counted in BytesSent).
 	AlreadyCommitted bool
 	// HasVault says meta.json declares a sealed vault.enc (vaultHash), which the push verified and
 	// left stored beside the session. VaultUploaded says this push sent it; a re-push finds it stored.
@@ -76,8 +77,9 @@ type localBlob struct {
 }
 
 // Push uploads the committed session in dir: the blobs it references that the store lacks, then
-// events.jsonl, then the sealed vault.enc when meta.json declares one, then meta.json, which makes
-// it visible. A declared vault must be present and match its vaultHash, or nothing is uploaded; a
+// events.jsonl, then the sealed vault.enc when meta.json declares one, then meta.json.sha256, which
+// verifies meta.json, then meta.json, which makes it visible. A meta.json with a key session.Meta
+// does not have, or without one it requires, is refused before anything is uploaded. A declared vault must be present and match its vaultHash, or nothing is uploaded; a
 // vault.enc that meta.json does not declare is left out (PushResult.VaultSkipped). A push that was
 // interrupted is completed by pushing again; pushing a session that is already stored changes
 // nothing, and pushing different content under a stored id fails with *ConflictError.
