@@ -1,10 +1,17 @@
 package replay
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
+	"strconv"
+	"strings"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
+
+	"github.com/agentrewind/agentrewind/internal/engine/fingerprint"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
 
@@ -118,4 +125,126 @@ func (o Overrides) Apply(req session.Request, step int64) (session.Request, erro
 		return o.Transform(req, step)
 	}
 	return req, nil
+}
+
+// patchOptions are github.com/evanphx/json-patch/v5's options held to RFC 6902: no negative indexes,
+// and strings written as they are.
+var patchOptions = func() *jsonpatch.ApplyOptions {
+	o := jsonpatch.NewApplyOptions()
+	o.SupportNegativeIndices = false
+	o.EscapeHTML = false
+	return o
+}()
+
+// applyPatch applies one RFC 6902 add, remove, replace or test operation to a JSON document with
+// github.com/evanphx/json-patch/v5. Where the library is more lenient than the RFC the operation is
+// checked here first: an array index must be "0" or digits without a sign or leading zero (RFC 6901
+// §4; the library also takes "01" and "+1"), the target of remove, replace and test must exist, and
+// test compares numbers by value (RFC 6902 §4.6; the library compares their text and takes a missing
+// member as null), so test is evaluated here and never reaches the library.
+func applyPatch(doc []byte, op PatchOperation) ([]byte, error) {
+	switch op.Op {
+	case "add", "replace", "test":
+		if len(op.Value) == 0 {
+			return nil, fmt.Errorf("%s needs a value", op.Op)
+		}
+		if !json.Valid(op.Value) {
+			return nil, errors.New("value is not JSON")
+		}
+	case "remove":
+		// RFC 6902 §4: members an operation does not define, such as a value here, are ignored.
+	default:
+		return nil, fmt.Errorf("unsupported op %q (use add, remove, replace or test)", op.Op)
+	}
+	target, err := locate(doc, op)
+	if err != nil {
+		return nil, err
+	}
+	if op.Op == "test" {
+		if !sameJSON(target, op.Value) {
+			return nil, fmt.Errorf("test failed: %s is %s", op.Path, target)
+		}
+		return doc, nil
+	}
+	ops := []map[string]any{{"op": op.Op, "path": op.Path}}
+	if op.Op != "remove" {
+		ops[0]["value"] = op.Value
+	}
+	raw, err := json.Marshal(ops)
+	if err != nil {
+		return nil, err
+	}
+	patch, err := jsonpatch.DecodePatch(raw)
+	if err != nil {
+		return nil, err
+	}
+	return patch.ApplyWithOptions(doc, patchOptions)
+}
+
+// locate resolves op.Path in doc as RFC 6901 does, refusing an array index that is not canonical and
+// a remove, replace or test of a location that does not exist. It returns the JSON at the location
+// when there is one.
+func locate(doc []byte, op PatchOperation) (json.RawMessage, error) {
+	if op.Path == "" {
+		if op.Op == "remove" {
+			return nil, errors.New("cannot remove the whole document")
+		}
+		return doc, nil
+	}
+	if !strings.HasPrefix(op.Path, "/") {
+		return nil, fmt.Errorf("path %q is not a JSON Pointer (it must start with '/')", op.Path)
+	}
+	tokens := strings.Split(op.Path[1:], "/")
+	cur := json.RawMessage(doc)
+	for i, tok := range tokens {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		last := i == len(tokens)-1
+		var obj map[string]json.RawMessage
+		var arr []json.RawMessage
+		switch {
+		case json.Unmarshal(cur, &obj) == nil && obj != nil:
+			next, ok := obj[tok]
+			if !ok {
+				if last && op.Op == "add" {
+					return nil, nil
+				}
+				return nil, fmt.Errorf("%s: %q does not exist", op.Op, tok)
+			}
+			cur = next
+		case json.Unmarshal(cur, &arr) == nil && arr != nil:
+			if last && op.Op == "add" && tok == "-" {
+				return nil, nil
+			}
+			n, err := arrayIndex(tok)
+			if err != nil {
+				return nil, err
+			}
+			if last && op.Op == "add" && n <= len(arr) {
+				return nil, nil
+			}
+			if n >= len(arr) {
+				return nil, fmt.Errorf("index %d is past the end (%d elements)", n, len(arr))
+			}
+			cur = arr[n]
+		default:
+			return nil, fmt.Errorf("cannot address %q inside %s", tok, cur)
+		}
+	}
+	return cur, nil
+}
+
+// arrayIndex parses an RFC 6901 array index: "0" or a number without a sign or leading zero.
+func arrayIndex(tok string) (int, error) {
+	if tok == "" || (len(tok) > 1 && tok[0] == '0') || strings.TrimLeft(tok, "0123456789") != "" {
+		return 0, fmt.Errorf("%q is not an array index", tok)
+	}
+	return strconv.Atoi(tok)
+}
+
+// sameJSON compares two JSON values as RFC 6902 test does: numbers by value, objects regardless of
+// member order.
+func sameJSON(a, b []byte) bool {
+	ca, errA := fingerprint.CanonicalizeJSON(a)
+	cb, errB := fingerprint.CanonicalizeJSON(b)
+	return errA == nil && errB == nil && bytes.Equal(ca, cb)
 }

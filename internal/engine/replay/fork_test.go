@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
 
@@ -170,5 +172,77 @@ func TestOverridesApplyInOrder(t *testing.T) {
 	bad := Overrides{RequestPatches: []PatchOperation{{Op: "remove", Path: "/nope"}}}
 	if _, err := bad.Apply(req, 0); err == nil || err.Error() != `request patch 0 (remove /nope): remove: "nope" does not exist` {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// TestRequestPatchesFollowRFC6902 applies requestPatches through Overrides.Apply. The cases the
+// json-patch library alone would get wrong — test by value, strict indexes, test of a missing member —
+// are held to the RFC.
+func TestRequestPatchesFollowRFC6902(t *testing.T) {
+	req := session.Request{Model: "m", Messages: []session.Message{userMessage("hi")}, Params: map[string]json.RawMessage{
+		"n": json.RawMessage("1"), "obj": json.RawMessage(`{"a":1,"b":[1,2]}`), "list": json.RawMessage("[10,20,30]")}}
+	const params = `{"n":1,"obj":{"a":1,"b":[1,2]},"list":[10,20,30]}`
+	cases := []struct {
+		name string
+		ops  []PatchOperation
+		want string // the resulting params, or "" when Apply must fail
+		err  string // what the error says
+	}{
+		{"test compares numbers by value", []PatchOperation{{Op: "test", Path: "/params/n", Value: json.RawMessage("1.0")}}, params, ""},
+		{"test ignores member order", []PatchOperation{{Op: "test", Path: "/params/obj", Value: json.RawMessage(`{"b":[1,2],"a":1e0}`)}}, params, ""},
+		{"test fails on a different value", []PatchOperation{{Op: "test", Path: "/params/n", Value: json.RawMessage("2")}}, "",
+			"request patch 0 (test /params/n): test failed: /params/n is 1"},
+		{"test of a missing member fails even against null", []PatchOperation{{Op: "test", Path: "/params/nope", Value: json.RawMessage("null")}}, "",
+			`request patch 0 (test /params/nope): test: "nope" does not exist`},
+		{"remove ignores a value member", []PatchOperation{{Op: "remove", Path: "/params/n", Value: json.RawMessage("1")}}, `{"obj":{"a":1,"b":[1,2]},"list":[10,20,30]}`, ""},
+		{"add inserts into an array", []PatchOperation{{Op: "add", Path: "/params/list/1", Value: json.RawMessage("15")}}, `{"n":1,"obj":{"a":1,"b":[1,2]},"list":[10,15,20,30]}`, ""},
+		{"add appends with -", []PatchOperation{{Op: "add", Path: "/params/list/-", Value: json.RawMessage("40")}}, `{"n":1,"obj":{"a":1,"b":[1,2]},"list":[10,20,30,40]}`, ""},
+		{"an index with a leading zero is refused", []PatchOperation{{Op: "replace", Path: "/params/list/01", Value: json.RawMessage("0")}}, "",
+			`request patch 0 (replace /params/list/01): "01" is not an array index`},
+		{"a signed index is refused", []PatchOperation{{Op: "replace", Path: "/params/list/+1", Value: json.RawMessage("0")}}, "",
+			`request patch 0 (replace /params/list/+1): "+1" is not an array index`},
+		{"a negative index is refused", []PatchOperation{{Op: "remove", Path: "/params/list/-1"}}, "",
+			`request patch 0 (remove /params/list/-1): "-1" is not an array index`},
+		{"an index past the end is refused", []PatchOperation{{Op: "add", Path: "/params/list/4", Value: json.RawMessage("0")}}, "",
+			"request patch 0 (add /params/list/4): index 4 is past the end (3 elements)"},
+		{"replace of a missing member fails", []PatchOperation{{Op: "replace", Path: "/params/nope", Value: json.RawMessage("0")}}, "",
+			`request patch 0 (replace /params/nope): replace: "nope" does not exist`},
+		{"escaped pointer tokens", []PatchOperation{{Op: "add", Path: "/params/a~1b~0c", Value: json.RawMessage("true")}}, `{"a/b~c":true,"n":1,"obj":{"a":1,"b":[1,2]},"list":[10,20,30]}`, ""},
+		{"an unsupported op is refused", []PatchOperation{{Op: "move", Path: "/params/m", Value: json.RawMessage(`"/params/n"`)}}, "",
+			`request patch 0 (move /params/m): unsupported op "move" (use add, remove, replace or test)`},
+		{"add needs a value", []PatchOperation{{Op: "add", Path: "/params/x"}}, "", "request patch 0 (add /params/x): add needs a value"},
+		{"the error names the failing operation", []PatchOperation{{Op: "replace", Path: "/params/n", Value: json.RawMessage("2")},
+			{Op: "test", Path: "/params/n", Value: json.RawMessage("1")}}, "", "request patch 1 (test /params/n): test failed: /params/n is 2"},
+		{"operations apply in order", []PatchOperation{{Op: "replace", Path: "/params/n", Value: json.RawMessage("2")},
+			{Op: "test", Path: "/params/n", Value: json.RawMessage("2.0")}, {Op: "remove", Path: "/params/obj/b/0"}},
+			`{"n":2,"obj":{"a":1,"b":[2]},"list":[10,20,30]}`, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Overrides{RequestPatches: tc.ops}.Apply(req, 0)
+			if tc.want == "" {
+				if err == nil || err.Error() != tc.err {
+					t.Fatalf("got error %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			gotParams, _ := json.Marshal(got.Params)
+			var g, w any
+			if err := json.Unmarshal(gotParams, &g); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal([]byte(tc.want), &w); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(w, g); diff != "" {
+				t.Fatalf("params after the patches (-want +got):\n%s", diff)
+			}
+			if got.Model != "m" || len(got.Messages) != 1 {
+				t.Fatalf("the patches changed more than the params: %+v", got)
+			}
+		})
 	}
 }
