@@ -29,7 +29,10 @@ func Resolve(list []Summary, sessionID, addr string) (Summary, error) {
 			}
 		}
 		return Summary{}, fmt.Errorf("latest: %w", ErrNotFound)
-	case len(fields) == 2 && strings.EqualFold(fields[0], "step"):
+	case strings.EqualFold(fields[0], "step"):
+		if len(fields) != 2 {
+			return Summary{}, fmt.Errorf("%q: write \"step N\" with one step number", addr)
+		}
 		n, err := strconv.ParseInt(fields[1], 10, 64)
 		if err != nil || n < 0 {
 			return Summary{}, fmt.Errorf("%q: the step must be a non-negative integer", addr)
