@@ -1,0 +1,395 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentrewind/agentrewind/internal/engine/checkpoint"
+	"github.com/agentrewind/agentrewind/internal/engine/session"
+)
+
+// checkpointAuthor is who the CLI says minted a checkpoint. A person at a terminal is not the
+// recorder, so a CLI checkpoint never anchors a rewind; only the recording proxy mints those.
+const checkpointAuthor = session.AuthorAgent
+
+// progressEvery is how many files a capture reports progress after.
+const progressEvery = 1000
+
+// classifyCheckpoint gives a checkpoint error its exit code: a manifest or blob that cannot be
+// trusted is corruption (2), like a tampered session; anything else is an error (1).
+func classifyCheckpoint(err error) error {
+	if err == nil {
+		return nil
+	}
+	if isType[*checkpoint.ManifestError](err) || isType[*checkpoint.TamperedError](err) || isType[*checkpoint.BlobHashError](err) {
+		return &codedError{exitCorrupt, err}
+	}
+	return err
+}
+
+// checkpointFlags are the flags the checkpoint verbs share.
+type checkpointFlags struct {
+	storeDir string
+	session  string
+	output   string
+}
+
+func (f *checkpointFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.storeDir, "store-dir", "", "local directory holding checkpoints (checkpoints/<id>/manifest.json) and blobs (blobs/sha256/…)")
+	cmd.Flags().StringVar(&f.session, "session", "", "the session the checkpoints belong to")
+	outputFlag(cmd, &f.output)
+}
+
+// open checks the shared flags and opens the store; with a workspace it also refuses a store inside
+// the workspace or the other way round, so a capture never reads its own output.
+func (f *checkpointFlags) open(workspace string) (*checkpoint.Store, error) {
+	if err := checkOutput(f.output); err != nil {
+		return nil, err
+	}
+	if f.storeDir == "" {
+		return nil, errors.New("--store-dir is required")
+	}
+	if workspace != "" {
+		fi, err := os.Stat(workspace)
+		if err != nil {
+			return nil, err
+		}
+		if !fi.IsDir() {
+			return nil, fmt.Errorf("workspace %s is not a directory", workspace)
+		}
+		if err := os.MkdirAll(f.storeDir, 0o755); err != nil {
+			return nil, err
+		}
+		ws, store, err := realPath(workspace), realPath(f.storeDir), error(nil)
+		if within(store, ws) || within(ws, store) {
+			err = fmt.Errorf("the store %s and the workspace %s overlap: keep the store outside the workspace", f.storeDir, workspace)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return checkpoint.OpenStore(f.storeDir), nil
+}
+
+func realPath(p string) string {
+	if abs, err := filepath.Abs(p); err == nil {
+		p = abs
+	}
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		p = r
+	}
+	return p
+}
+
+func within(p, dir string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}
+
+// newCheckpointCommand is `agentrewind checkpoint`.
+func newCheckpointCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "checkpoint",
+		Short: "Capture, list, preview, restore and prune workspace checkpoints",
+		Long: `Workspace checkpoints hold the files of an agent's workspace at a step, so they can be got back.
+
+File contents are stored once, by SHA-256, under --store-dir/blobs/sha256: unchanged files cost
+nothing across checkpoints. Restore only overwrites: files created after a checkpoint are listed as
+leftovers and left in place, and a guard checkpoint of the current files is taken first so a restore
+can be undone by restoring the guard.
+
+Addresses: an id prefix, "step N" (the nearest checkpoint at or before step N) or "latest".
+
+Exit codes: 0 success, 1 error, 2 a checkpoint or blob is corrupt or was tampered with.`,
+	}
+	cmd.AddCommand(newCheckpointCreateCommand(), newCheckpointListCommand(), newCheckpointPreviewCommand(),
+		newCheckpointRestoreCommand(), newCheckpointPruneCommand())
+	return cmd
+}
+
+func newCheckpointCreateCommand() *cobra.Command {
+	var (
+		f          checkpointFlags
+		turn, step int64
+		turnDigest string
+		excludes   []string
+	)
+	cmd := &cobra.Command{
+		Use:   "create <workspace> --store-dir <dir>",
+		Short: "Capture a workspace directory as a checkpoint",
+		Long: `Capture a workspace directory as a checkpoint. Symbolic links are recorded with their target and
+never followed. A capture identical to the session's latest checkpoint writes nothing and names that
+checkpoint. --exclude takes globs: * and ? within a path segment, ** across segments; a pattern
+without / matches a name at any depth, a trailing / only directories.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			store, err := f.open(args[0])
+			if err != nil {
+				return err
+			}
+			opts := checkpoint.CaptureOptions{
+				Anchor:   checkpoint.Anchor{Session: f.session, Turn: turn, Step: step, TurnDigest: turnDigest, Author: checkpointAuthor},
+				Excludes: excludes,
+				Progress: func(files int, bytes int64) {
+					if files%progressEvery == 0 {
+						fmt.Fprintf(cmd.ErrOrStderr(), "captured %d files, %d bytes\n", files, bytes)
+					}
+				},
+			}
+			c, err := store.Create(cmd.Context(), args[0], opts)
+			if err != nil {
+				return classifyCheckpoint(err)
+			}
+			if f.output == "json" {
+				return writeJSON(cmd.OutOrStdout(), c)
+			}
+			w := cmd.OutOrStdout()
+			if !c.New {
+				_, err = fmt.Fprintf(w, "unchanged since checkpoint %s: nothing written\n", c.ID)
+				return err
+			}
+			_, err = fmt.Fprintf(w, "checkpoint %s: %d files, %d bytes, %d new bytes uploaded\n", c.ID, c.Stats.Files, c.Stats.Bytes, c.Stats.IncrementalBytes)
+			for _, s := range c.Stats.Skipped {
+				fmt.Fprintf(cmd.ErrOrStderr(), "skipped %s: not a regular file, directory or symbolic link\n", s)
+			}
+			return err
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().Int64Var(&turn, "turn", 0, "the turn the checkpoint is taken at")
+	cmd.Flags().Int64Var(&step, "step", 0, "the step the checkpoint is taken at")
+	cmd.Flags().StringVar(&turnDigest, "turn-digest", "", "the transcript digest of that turn")
+	cmd.Flags().StringArrayVar(&excludes, "exclude", nil, "glob of paths to leave out (repeatable)")
+	return cmd
+}
+
+func newCheckpointListCommand() *cobra.Command {
+	var f checkpointFlags
+	cmd := &cobra.Command{
+		Use:   "list --store-dir <dir>",
+		Short: "List checkpoints, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			store, err := f.open("")
+			if err != nil {
+				return err
+			}
+			all, err := store.List()
+			if err != nil {
+				return classifyCheckpoint(err)
+			}
+			list := []checkpoint.Summary{}
+			for _, s := range all {
+				if f.session == "" || s.Anchor.Session == f.session {
+					list = append(list, s)
+				}
+			}
+			if f.output == "json" {
+				return writeJSON(cmd.OutOrStdout(), list)
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "ID\tSESSION\tTURN\tSTEP\tREASON\tANCHORS REWIND\tFILES\tBYTES\tNEW BYTES\tCREATED")
+			for _, s := range list {
+				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\t%v\t%d\t%d\t%d\t%s\n", s.ID[:12], dash(s.Anchor.Session), s.Anchor.Turn, s.Anchor.Step,
+					s.Reason, s.Anchor.AnchorsRewind(), s.Files, s.Bytes, s.IncrementalBytes, s.CreatedAt.Format(time.RFC3339))
+			}
+			return w.Flush()
+		},
+	}
+	f.register(cmd)
+	return cmd
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// resolveCheckpoint finds the checkpoint an address (the arguments after the workspace) names.
+func resolveCheckpoint(store *checkpoint.Store, sessionID string, addr []string) (checkpoint.Summary, error) {
+	list, err := store.List()
+	if err != nil {
+		return checkpoint.Summary{}, classifyCheckpoint(err)
+	}
+	return checkpoint.Resolve(list, sessionID, strings.Join(addr, " "))
+}
+
+func newCheckpointPreviewCommand() *cobra.Command {
+	var (
+		f     checkpointFlags
+		files []string
+	)
+	cmd := &cobra.Command{
+		Use:   "preview <workspace> <id-prefix | step N | latest> --store-dir <dir>",
+		Short: "Show what a restore would overwrite and leave over, writing nothing",
+		Args:  cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			store, err := f.open(args[0])
+			if err != nil {
+				return err
+			}
+			target, err := resolveCheckpoint(store, f.session, args[1:])
+			if err != nil {
+				return err
+			}
+			p, err := store.Preview(cmd.Context(), args[0], target.ID, files)
+			if err != nil {
+				return classifyCheckpoint(err)
+			}
+			if f.output == "json" {
+				return writeJSON(cmd.OutOrStdout(), p)
+			}
+			return printPreview(cmd.OutOrStdout(), "would", p)
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().StringSliceVar(&files, "files", nil, "restore only these paths (comma-separated); a path the checkpoint lacks is an error")
+	return cmd
+}
+
+func printPreview(w io.Writer, verb string, p checkpoint.Preview) error {
+	fmt.Fprintf(w, "checkpoint %s: %s overwrite %d, create %d, leave %d unchanged (%d bytes)\n", p.ID, verb,
+		p.Count(checkpoint.ActionOverwrite), p.Count(checkpoint.ActionCreate), p.Count(checkpoint.ActionUnchanged), p.Bytes)
+	for _, c := range p.Changes {
+		switch c.Action {
+		case checkpoint.ActionOverwrite:
+			fmt.Fprintf(w, "  overwrite %s (%d -> %d bytes)\n", c.Path, c.CurrentSize, c.Size)
+		case checkpoint.ActionCreate:
+			fmt.Fprintf(w, "  create    %s (%d bytes)\n", c.Path, c.Size)
+		}
+	}
+	for _, l := range p.Leftovers {
+		fmt.Fprintf(w, "  leftover  %s (not in the checkpoint, left in place)\n", l)
+	}
+	return nil
+}
+
+func newCheckpointRestoreCommand() *cobra.Command {
+	var (
+		f     checkpointFlags
+		files []string
+		guard string
+	)
+	cmd := &cobra.Command{
+		Use:   "restore <workspace> <id-prefix | step N | latest> --store-dir <dir>",
+		Short: "Write a checkpoint's files back into a workspace (overwrite only, behind a guard checkpoint)",
+		Long: `Write a checkpoint's files back into a workspace. Nothing is deleted: files created after the
+checkpoint are listed as leftovers. Every path and blob is checked before anything is written, and a
+restore never writes through a symbolic link. Before writing, a guard checkpoint of the current files
+is taken (--guard warn: restore anyway if it fails; require: refuse; off: none); restoring the guard
+undoes the restore.`,
+		Args: cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			mode, err := checkpoint.ParseGuardMode(guard)
+			if err != nil {
+				return err
+			}
+			store, err := f.open(args[0])
+			if err != nil {
+				return err
+			}
+			target, err := resolveCheckpoint(store, f.session, args[1:])
+			if err != nil {
+				return err
+			}
+			// The guard sits where the session is now: at its latest checkpoint's turn and step.
+			anchor := checkpoint.Anchor{Session: f.session, Author: checkpointAuthor}
+			if latest, err := resolveCheckpoint(store, f.session, []string{"latest"}); err == nil {
+				anchor.Turn, anchor.Step = latest.Anchor.Turn, latest.Anchor.Step
+			}
+			res, err := store.Restore(cmd.Context(), args[0], target.ID, checkpoint.RestoreOptions{Files: files, Guard: mode, GuardAnchor: anchor})
+			if err != nil {
+				return classifyCheckpoint(err)
+			}
+			if f.output == "json" {
+				return writeJSON(cmd.OutOrStdout(), res)
+			}
+			w := cmd.OutOrStdout()
+			if err := printPreview(w, "did", res.Preview); err != nil {
+				return err
+			}
+			switch {
+			case res.Guard != "":
+				fmt.Fprintf(w, "guard checkpoint %s: restore it to undo this restore\n", res.Guard)
+			case res.GuardWarning != "":
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: no guard checkpoint was taken, this restore cannot be undone: %s\n", res.GuardWarning)
+			}
+			return nil
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().StringSliceVar(&files, "files", nil, "restore only these paths (comma-separated); a path the checkpoint lacks is an error")
+	cmd.Flags().StringVar(&guard, "guard", "warn", "guard checkpoint before restoring: warn, require or off")
+	return cmd
+}
+
+func newCheckpointPruneCommand() *cobra.Command {
+	var (
+		f      checkpointFlags
+		policy checkpoint.PrunePolicy
+		dryRun bool
+	)
+	cmd := &cobra.Command{
+		Use:   "prune --store-dir <dir> [--keep N] [--max-bytes N]",
+		Short: "Delete old checkpoints: keep N per session and bound their new bytes",
+		Long: `Delete old checkpoints: each session keeps its newest --keep, then the oldest go until the bytes
+the kept checkpoints added fit --max-bytes. The newest checkpoint of a session is never deleted.
+Each deletion names the rule that caused it. Blobs stay until the blob sweep finds them unreferenced.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			store, err := f.open("")
+			if err != nil {
+				return err
+			}
+			if policy.KeepPerSession < 0 || policy.MaxBytes < 0 {
+				return errors.New("--keep and --max-bytes must not be negative")
+			}
+			list, err := store.List()
+			if err != nil {
+				return classifyCheckpoint(err)
+			}
+			plan := checkpoint.Prune(list, policy)
+			if !dryRun {
+				for _, d := range plan.Delete {
+					if err := store.Delete(d.ID); err != nil {
+						return fmt.Errorf("deleting checkpoint %s: %w", d.ID, err)
+					}
+				}
+			}
+			if f.output == "json" {
+				return writeJSON(cmd.OutOrStdout(), struct {
+					checkpoint.PrunePlan
+					DryRun bool `json:"dryRun"`
+				}{plan, dryRun})
+			}
+			w := cmd.OutOrStdout()
+			verb := "deleted"
+			if dryRun {
+				verb = "would delete"
+			}
+			for _, d := range plan.Delete {
+				fmt.Fprintf(w, "%s %s (session %s, %d new bytes): rule %s\n", verb, d.ID[:12], dash(d.Session), d.IncrementalBytes, d.Rule)
+			}
+			fmt.Fprintf(w, "%d checkpoints %s, %d new bytes kept\n", len(plan.Delete), verb, plan.KeptBytes)
+			if plan.OverQuota {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: the newest checkpoints alone hold %d bytes, over --max-bytes %d; they are kept\n", plan.KeptBytes, policy.MaxBytes)
+			}
+			return nil
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().IntVar(&policy.KeepPerSession, "keep", 0, "checkpoints kept per session (0: no limit)")
+	cmd.Flags().Int64Var(&policy.MaxBytes, "max-bytes", 0, "bound on the new bytes of the kept checkpoints (0: no bound)")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan without deleting")
+	return cmd
+}

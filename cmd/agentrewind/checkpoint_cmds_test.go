@@ -1,0 +1,196 @@
+package main
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/cobra"
+
+	"github.com/agentrewind/agentrewind/internal/engine/checkpoint"
+)
+
+// runCheckpoint runs `agentrewind checkpoint args…` under a root of its own, so the test does not
+// depend on root.go registering the command.
+func runCheckpoint(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	root := &cobra.Command{Use: "agentrewind", SilenceUsage: true, SilenceErrors: true}
+	root.AddCommand(newCheckpointCommand())
+	var out bytes.Buffer
+	root.SetArgs(append([]string{"checkpoint"}, args...))
+	root.SetOut(&out)
+	root.SetErr(&bytes.Buffer{})
+	err := root.Execute()
+	return out.String(), err
+}
+
+func writeFiles(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for p, c := range files {
+		full := filepath.Join(dir, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestCheckpointCreatePreviewRestorePrune(t *testing.T) {
+	ws, store := t.TempDir(), t.TempDir()
+	writeFiles(t, ws, map[string]string{"main.go": "v12", "notes/todo.md": "todo", "debug.log": "noise"})
+	create := func(step int) checkpoint.Created {
+		t.Helper()
+		out, err := runCheckpoint(t, "create", ws, "--store-dir", store, "--session", "s1", "--step", fmt.Sprint(step), "--exclude", "*.log", "-o", "json")
+		if err != nil {
+			t.Fatalf("create at step %d: %v", step, err)
+		}
+		var c checkpoint.Created
+		if err := json.Unmarshal([]byte(out), &c); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	at12 := create(12)
+	if !at12.New || at12.Stats.Files != 2 || at12.Stats.IncrementalBytes != 7 {
+		t.Fatalf("create at step 12: %+v", at12)
+	}
+	writeFiles(t, ws, map[string]string{"main.go": "broken at step 40", "scratch.txt": "new"})
+	at40 := create(40)
+
+	out, err := runCheckpoint(t, "list", "--store-dir", store, "-o", "json")
+	var list []checkpoint.Summary
+	if err != nil || json.Unmarshal([]byte(out), &list) != nil || len(list) != 2 || list[0].ID != at40.ID {
+		t.Fatalf("list: %v\n%s", err, out)
+	}
+
+	out, err = runCheckpoint(t, "preview", ws, "step", "20", "--store-dir", store, "--session", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{at12.ID, "overwrite main.go (17 -> 3 bytes)", "leftover  scratch.txt"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("preview output lacks %q:\n%s", want, out)
+		}
+	}
+	if got, _ := os.ReadFile(filepath.Join(ws, "main.go")); string(got) != "broken at step 40" {
+		t.Fatalf("preview wrote main.go: %q", got)
+	}
+
+	out, err = runCheckpoint(t, "restore", ws, at12.ID[:8], "--store-dir", store, "--session", "s1", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res checkpoint.RestoreResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(ws, "main.go")); string(got) != "v12" || res.Written != 1 {
+		t.Fatalf("restore: main.go = %q, %+v", got, res)
+	}
+	// The workspace at step 40 is what the latest checkpoint holds, so the guard is that checkpoint.
+	if res.Guard != at40.ID || !cmp.Equal(res.Leftovers, []string{"scratch.txt"}) {
+		t.Errorf("guard %s (want %s), leftovers %v", res.Guard, at40.ID, res.Leftovers)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "scratch.txt")); err != nil {
+		t.Errorf("restore removed a leftover: %v", err)
+	}
+
+	out, err = runCheckpoint(t, "prune", "--store-dir", store, "--keep", "1", "--dry-run")
+	if err != nil || !strings.Contains(out, "would delete "+at12.ID[:12]) || !strings.Contains(out, "rule keepPerSession") {
+		t.Fatalf("prune --dry-run: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(store, "checkpoints", at12.ID)); err != nil {
+		t.Fatal("a dry run deleted a checkpoint")
+	}
+	if _, err := runCheckpoint(t, "prune", "--store-dir", store, "--keep", "1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(store, "checkpoints", at12.ID)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("prune kept the checkpoint of step 12: %v", err)
+	}
+}
+
+func TestCheckpointCommandErrorsAndExitCodes(t *testing.T) {
+	ws, store := t.TempDir(), t.TempDir()
+	writeFiles(t, ws, map[string]string{"a.txt": "alpha"})
+	out, err := runCheckpoint(t, "create", ws, "--store-dir", store, "-o", "json")
+	var c checkpoint.Created
+	if err != nil || json.Unmarshal([]byte(out), &c) != nil {
+		t.Fatal(err, out)
+	}
+	writeFiles(t, ws, map[string]string{"a.txt": "changed"})
+	blob := filepath.Join(store, "blobs", "sha256", hashHex("alpha")[:2], hashHex("alpha"))
+	if err := os.WriteFile(blob, []byte("ALPHA"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		args []string
+		exit int
+		want string
+	}{
+		{"a corrupt blob", []string{"restore", ws, "latest", "--store-dir", store}, exitCorrupt, "corrupt or tampered"},
+		{"an unknown address", []string{"restore", ws, "ffff", "--store-dir", store}, exitError, "no checkpoint matches"},
+		{"a path the checkpoint lacks", []string{"preview", ws, "latest", "--store-dir", store, "--files", "b.txt"}, exitError, "does not hold b.txt"},
+		{"a store inside the workspace", []string{"create", ws, "--store-dir", filepath.Join(ws, "store")}, exitError, "overlap"},
+		{"no store", []string{"list"}, exitError, "--store-dir is required"},
+		{"an unknown guard mode", []string{"restore", ws, "latest", "--store-dir", store, "--guard", "maybe"}, exitError, "guard mode"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := runCheckpoint(t, tc.args...)
+			if err == nil || exitCode(err) != tc.exit || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("%v: exit %d, %v; want exit %d with %q", tc.args, exitCode(err), err, tc.exit, tc.want)
+			}
+		})
+	}
+	if got, _ := os.ReadFile(filepath.Join(ws, "a.txt")); string(got) != "changed" {
+		t.Errorf("a refused restore wrote a.txt: %q", got)
+	}
+}
+
+// checkpointErrors is every exported error type and sentinel of the checkpoint package with the exit
+// code it must give.
+var checkpointErrors = map[string]struct {
+	err  error
+	exit int
+}{
+	"ManifestError":          {&checkpoint.ManifestError{Path: "../x", Reason: "traversal"}, exitCorrupt},
+	"TamperedError":          {&checkpoint.TamperedError{ID: "ab"}, exitCorrupt},
+	"BlobHashError":          {&checkpoint.BlobHashError{Path: "a", Hash: "ab"}, exitCorrupt},
+	"UnsafeDestinationError": {&checkpoint.UnsafeDestinationError{Path: "a", At: "a", Reason: "a symbolic link"}, exitError},
+	"UnknownPathsError":      {&checkpoint.UnknownPathsError{Paths: []string{"b"}}, exitError},
+	"AmbiguousError":         {&checkpoint.AmbiguousError{Query: "a"}, exitError},
+	"ErrNotFound":            {checkpoint.ErrNotFound, exitError},
+	"GuardError":             {&checkpoint.GuardError{Err: errors.New("x")}, exitError},
+}
+
+func TestCheckpointExitCodesCoverEveryErrorType(t *testing.T) {
+	for _, name := range exportedErrors(t, "../../internal/engine/checkpoint") {
+		tc, ok := checkpointErrors[name]
+		if !ok {
+			t.Errorf("checkpoint.%s has no exit code in checkpointErrors", name)
+			continue
+		}
+		for _, err := range []error{tc.err, fmt.Errorf("restore: %w", tc.err)} {
+			if got := exitCode(classifyCheckpoint(err)); got != tc.exit {
+				t.Errorf("checkpoint.%s: exit %d, want %d", name, got, tc.exit)
+			}
+		}
+	}
+}
+
+func hashHex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
