@@ -1,16 +1,20 @@
 package session
 
 import (
+	"encoding/json"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 )
 
 // TextError reports JSON that encoding/json would accept but silently rewrite: an object with two
-// members of the same name (it keeps the last), invalid UTF-8 or an unpaired UTF-16 surrogate escape
-// (both become U+FFFD). Two readers of such a line could see different events, so it is refused.
+// members of the same name (it keeps the last), a member whose name matches a field only in another
+// case (it reads it as that field), invalid UTF-8 or an unpaired UTF-16 surrogate escape (both become
+// U+FFFD). Two readers of such a line could see different events, so it is refused.
 type TextError struct {
 	Offset int    // byte offset of the problem within the document
 	Path   string // where in the document, e.g. request.messages[0].content
@@ -28,11 +32,13 @@ func (e *TextError) Error() string {
 const maxJSONDepth = 10000
 
 // checkJSONText walks a syntactically valid JSON document and refuses duplicate keys at any depth,
-// invalid UTF-8 and unpaired surrogate escapes. Run it after encoding/json accepted the document:
-// on a syntax error it reports the first byte it could not make sense of.
-func checkJSONText(doc []byte) error {
+// invalid UTF-8 and unpaired surrogate escapes; when typ (the Go type the document decodes into) is
+// not nil, it also refuses object keys that name a struct field only case-insensitively. Run it after
+// encoding/json accepted the document: on a syntax error it reports the first byte it could not make
+// sense of.
+func checkJSONText(doc []byte, typ reflect.Type) error {
 	c := jsonText{src: doc}
-	i, err := c.value(c.space(0), 0)
+	i, err := c.value(c.space(0), 0, schemaType(typ))
 	if err != nil {
 		return err
 	}
@@ -79,7 +85,7 @@ func (c *jsonText) space(i int) int {
 	return i
 }
 
-func (c *jsonText) value(i, depth int) (int, error) {
+func (c *jsonText) value(i, depth int, typ reflect.Type) (int, error) {
 	if i >= len(c.src) {
 		return i, c.fail(i, "unexpected end of JSON")
 	}
@@ -88,9 +94,13 @@ func (c *jsonText) value(i, depth int) (int, error) {
 	}
 	switch c.src[i] {
 	case '{':
-		return c.object(i, depth)
+		return c.object(i, depth, typ)
 	case '[':
-		return c.array(i, depth)
+		var elem reflect.Type
+		if typ != nil && (typ.Kind() == reflect.Slice || typ.Kind() == reflect.Array) {
+			elem = schemaType(typ.Elem())
+		}
+		return c.array(i, depth, elem)
 	case '"':
 		_, end, err := c.str(i)
 		return end, err
@@ -105,7 +115,8 @@ func (c *jsonText) value(i, depth int) (int, error) {
 	return i, nil
 }
 
-func (c *jsonText) object(i, depth int) (int, error) {
+func (c *jsonText) object(i, depth int, typ reflect.Type) (int, error) {
+	fields := structFields(typ)
 	i = c.space(i + 1)
 	if i < len(c.src) && c.src[i] == '}' {
 		return i + 1, nil
@@ -139,12 +150,16 @@ func (c *jsonText) object(i, depth int) (int, error) {
 			c.path = append(c.path, pathSeg{key: key, index: -1})
 			return i, c.fail(i, fmt.Sprintf("duplicate key %s (encoding/json would keep only the last)", strconv.Quote(key)))
 		}
+		child, err := c.member(i, key, typ, fields)
+		if err != nil {
+			return i, err
+		}
 		i = c.space(end)
 		if i >= len(c.src) || c.src[i] != ':' {
 			return i, c.fail(i, "expected ':' after an object key")
 		}
 		c.path = append(c.path, pathSeg{key: key, index: -1})
-		i, err = c.value(c.space(i+1), depth+1)
+		i, err = c.value(c.space(i+1), depth+1, child)
 		c.path = c.path[:len(c.path)-1]
 		if err != nil {
 			return i, err
@@ -161,7 +176,7 @@ func (c *jsonText) object(i, depth int) (int, error) {
 	}
 }
 
-func (c *jsonText) array(i, depth int) (int, error) {
+func (c *jsonText) array(i, depth int, elem reflect.Type) (int, error) {
 	i = c.space(i + 1)
 	if i < len(c.src) && c.src[i] == ']' {
 		return i + 1, nil
@@ -169,7 +184,7 @@ func (c *jsonText) array(i, depth int) (int, error) {
 	for n := 0; ; n++ {
 		c.path = append(c.path, pathSeg{index: n})
 		var err error
-		i, err = c.value(i, depth+1)
+		i, err = c.value(i, depth+1, elem)
 		c.path = c.path[:len(c.path)-1]
 		if err != nil {
 			return i, err
@@ -270,4 +285,68 @@ func (c *jsonText) hex4(i int) (rune, bool) {
 	}
 	v, err := strconv.ParseUint(string(c.src[i:i+4]), 16, 16)
 	return rune(v), err == nil
+}
+
+// member returns the Go type of the value of key in an object of type typ (nil when unconstrained),
+// refusing a key that names a struct field only case-insensitively.
+func (c *jsonText) member(offset int, key string, typ reflect.Type, fields map[string]reflect.Type) (reflect.Type, error) {
+	if fields == nil {
+		if typ != nil && typ.Kind() == reflect.Map {
+			return schemaType(typ.Elem()), nil
+		}
+		return nil, nil
+	}
+	if ft, ok := fields[key]; ok {
+		return schemaType(ft), nil
+	}
+	for name := range fields {
+		if strings.EqualFold(name, key) {
+			c.path = append(c.path, pathSeg{key: key, index: -1})
+			return nil, c.fail(offset, fmt.Sprintf("key %s is the field %s spelled in another case (encoding/json would read it as that field)",
+				strconv.Quote(key), strconv.Quote(name)))
+		}
+	}
+	return nil, nil
+}
+
+var rawMessageType = reflect.TypeFor[json.RawMessage]()
+
+// schemaType is the type a JSON value decodes into with pointers stripped, or nil when the value is
+// unconstrained (raw JSON, an interface).
+func schemaType(t reflect.Type) reflect.Type {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil || t == rawMessageType || t.Kind() == reflect.Interface {
+		return nil
+	}
+	return t
+}
+
+var fieldCache sync.Map // reflect.Type → map[string]reflect.Type
+
+// structFields maps the JSON names of a struct type's fields to their types; nil for other types.
+func structFields(t reflect.Type) map[string]reflect.Type {
+	if t == nil || t.Kind() != reflect.Struct {
+		return nil
+	}
+	if m, ok := fieldCache.Load(t); ok {
+		return m.(map[string]reflect.Type)
+	}
+	m := map[string]reflect.Type{}
+	for f := range t.Fields() {
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch name {
+		case "-":
+			continue
+		case "":
+			name = f.Name
+		}
+		m[name] = f.Type
+	}
+	fieldCache.Store(t, m)
+	return m
 }

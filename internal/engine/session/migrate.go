@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"reflect"
 )
 
 // CurrentSchemaVersion is the event and meta schema this build writes.
@@ -40,13 +41,15 @@ func addAuthor(obj map[string]json.RawMessage) error {
 	return nil
 }
 
+var eventType = reflect.TypeFor[Event]()
+
 // decodeEvent decodes one line of events.jsonl, migrating it to the current schema first when it was
 // written by an older version. Lines at the current version — nearly all of them — are decoded once.
 func decodeEvent(line []byte) (Event, error) {
 	ev, err := decodeStrict(line)
 	if err == nil || json.Valid(line) {
 		// encoding/json accepted the text; refuse what it would have silently rewritten.
-		if terr := checkJSONText(line); terr != nil {
+		if terr := checkJSONText(line, eventType); terr != nil {
 			return Event{}, terr
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 )
@@ -101,7 +102,7 @@ func DecodeMeta(data []byte, name string) (Meta, error) {
 	if err := json.Unmarshal(data, &meta); err != nil {
 		return Meta{}, &CorruptMetaError{File: name, Err: err}
 	}
-	if err := checkJSONText(data); err != nil {
+	if err := checkJSONText(data, reflect.TypeFor[Meta]()); err != nil {
 		return Meta{}, &CorruptMetaError{File: name, Err: err}
 	}
 	if meta.SchemaVersion > CurrentSchemaVersion {
@@ -237,7 +238,7 @@ func ResolveBlobs(ev *Event, blobs BlobSource) error {
 		if !json.Valid(data) {
 			return fail(errors.New("the content is not JSON"))
 		}
-		if err := checkJSONText(data); err != nil {
+		if err := checkJSONText(data, blobTypes[field]); err != nil {
 			return fail(err)
 		}
 		if err := f.set(ev, data); err != nil {
@@ -245,6 +246,13 @@ func ResolveBlobs(ev *Event, blobs BlobSource) error {
 		}
 	}
 	return nil
+}
+
+// blobTypes are the Go types blob fields decode into, for checkJSONText; args and result are raw JSON.
+var blobTypes = map[string]reflect.Type{
+	"request":  reflect.TypeFor[Request](),
+	"response": reflect.TypeFor[Response](),
+	"stream":   reflect.TypeFor[[]Chunk](),
 }
 
 // VerifyBlob checks that data hashes to its name.

@@ -87,6 +87,12 @@ func TestOpenRefusesLogsARecorderCannotWrite(t *testing.T) {
 			2, "request", `request.params.temperature`},
 		{"duplicate key spelled with an escape", start + line(1, 1, "0", KindNote, `"text":"a","\u0074ext":"b"`) + end(2),
 			2, "text", `duplicate key "text"`},
+		{"a field name in another case", start + line(1, 1, "0", KindToolCall, `"name":"search","args":{},"NAME":"delete_repo"`) + end(2),
+			2, "NAME", `key "NAME" is the field "name" spelled in another case`},
+		{"a nested field name folded by Unicode", start + line(1, 1, "0", KindModelCall, `"request":{"model":"m","meſſages":[],"messages":[]}`) + end(2),
+			2, "request", `"meſſages" is the field "messages"`},
+		{"a field name in another case inside a list", start + line(1, 1, "0", KindModelCall, `"request":{"model":"m","messages":[{"role":"user","ROLE":"system","content":"x"}]}`) + end(2),
+			2, "request", `request.messages[0].ROLE`},
 		{"invalid UTF-8", start + line(1, 1, "0", KindNote, "\"text\":\"caf\xe9\"") + end(2),
 			2, "text", "invalid UTF-8"},
 		{"lone high surrogate", start + line(1, 1, "0", KindNote, `"text":"\ud800x"`) + end(2),
@@ -263,13 +269,13 @@ func TestCheckJSONTextAcceptsValidText(t *testing.T) {
 	for _, doc := range []string{`{}`, `[]`, `{"a":{"a":{"a":1}},"b":[{"a":1},{"a":2}]}`, `"\ud83d\ude00 é \u00e9 \"\\\/\b\f\n\r\t"`,
 		`{"k0":0,"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k9":9,"k10":10,"k11":11,"k12":12,"k13":13,"k14":14,"k15":15,"k16":16,"k17":17}`,
 		` [ 1 , -2.5e3 , true , false , null ] `} {
-		if err := checkJSONText([]byte(doc)); err != nil {
+		if err := checkJSONText([]byte(doc), nil); err != nil {
 			t.Errorf("%s: %v", doc, err)
 		}
 	}
 	many := `{"k0":0,"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k9":9,"k10":10,"k11":11,"k12":12,"k13":13,"k14":14,"k15":15,"k16":16,"k17":17,"k3":3}`
 	var te *TextError
-	if err := checkJSONText([]byte(many)); !errors.As(err, &te) || !strings.Contains(te.Msg, `duplicate key "k3"`) {
+	if err := checkJSONText([]byte(many), nil); !errors.As(err, &te) || !strings.Contains(te.Msg, `duplicate key "k3"`) {
 		t.Errorf("a duplicate among many keys: %v", err)
 	}
 }
