@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -87,26 +86,37 @@ func kinds(events []session.Event) string {
 
 func TestRecordWritesACommittedSessionInInitiationOrder(t *testing.T) {
 	s, tools := recordTriage(t, liveEntropy())
-	want := "session_start,entropy,entropy,model_call,tool_call,model_call,tool_call,session_end"
-	if got := kinds(s.Events); got != want {
-		t.Fatalf("events: %s\nwant    %s", got, want)
+	type recorded struct {
+		Step     int64
+		Kind     session.Kind
+		Source   session.EntropySource
+		CallSite string
+		Name     string
 	}
-	for i, ev := range s.Events {
-		if ev.Step != int64(i) {
-			t.Errorf("event %d has step %d", i, ev.Step)
-		}
+	// The tools' call sites are derived from the stack: the function that called, in its file.
+	const derived = "triageAgent@fake_test.go"
+	want := []recorded{
+		{0, session.KindSessionStart, "", "session", ""},
+		{1, session.KindEntropy, session.SourceUUID, "uuid", ""},
+		{2, session.KindEntropy, session.SourceClock, "clock", ""},
+		{3, session.KindModelCall, "", "plan", ""},
+		{4, session.KindToolCall, "", derived, "search_issues"},
+		{5, session.KindModelCall, "", "decide", ""},
+		{6, session.KindToolCall, "", derived, "add_label"},
+		{7, session.KindSessionEnd, "", "session", ""},
 	}
-	if s.Events[1].Source != session.SourceUUID || s.Events[2].Source != session.SourceClock {
-		t.Errorf("entropy recorded out of order: %s then %s", s.Events[1].Source, s.Events[2].Source)
+	var got []recorded
+	for _, ev := range s.Events {
+		got = append(got, recorded{ev.Step, ev.Kind, ev.Source, ev.CallSite, ev.Name})
 	}
-	if s.Events[3].CallSite != "plan" || s.Events[5].CallSite != "decide" {
-		t.Errorf("explicit call sites not recorded: %q %q", s.Events[3].CallSite, s.Events[5].CallSite)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("recorded events (-want +got):\n%s", diff)
 	}
-	if !strings.Contains(s.Events[4].CallSite, "triageAgent") {
-		t.Errorf("derived call site %q does not name the calling function", s.Events[4].CallSite)
+	if tools.n.Load() != 2 {
+		t.Errorf("tools ran %d times, want 2", tools.n.Load())
 	}
-	if tools.n.Load() != 2 || len(s.Meta.EventsHash) != 64 || s.Meta.ID != "triage" {
-		t.Errorf("tools ran %d times; meta %+v", tools.n.Load(), s.Meta)
+	if len(s.Meta.EventsHash) != 64 || s.Meta.ID != "triage" || s.Meta.Events != int64(len(want)) {
+		t.Errorf("meta.json: id %q, eventsHash %q, %d events", s.Meta.ID, s.Meta.EventsHash, s.Meta.Events)
 	}
 }
 
@@ -131,14 +141,17 @@ func TestReplayReproducesTheTrajectoryWithNoLiveCalls(t *testing.T) {
 // so the replayed request must be byte-identical to the recorded one — or it would not match at all.
 func TestEntropyInRequestsReplaysByteIdentical(t *testing.T) {
 	s, _ := recordTriage(t, liveEntropy())
-	res, err := Replay(context.Background(), ReplayOptions{Config: liveEntropy(), Session: s}, triageAgent(triageSystem))
+	res, err := Replay(context.Background(), ReplayOptions{Config: liveEntropy(), Session: s, Model: failingModel{t}}, triageAgent(triageSystem))
 	if err != nil {
 		t.Fatal(err)
 	}
 	rec, _ := json.Marshal(s.Events[3].Request)
 	got, _ := json.Marshal(res.Events[3].Request)
-	if !bytes.Equal(rec, got) || !strings.Contains(string(got), "00000000-0000-4000-8000-") {
-		t.Fatalf("replayed request differs:\n%s\n%s", got, rec)
+	if diff := cmp.Diff(string(rec), string(got)); diff != "" {
+		t.Fatalf("replayed request differs (-recorded +replayed):\n%s", diff)
+	}
+	if !strings.Contains(string(got), "00000000-0000-4000-8000-") {
+		t.Fatalf("the request does not embed the drawn uuid: %s", got)
 	}
 }
 
@@ -180,8 +193,8 @@ func TestDuplicateRequestsAreDisambiguatedByCallSite(t *testing.T) {
 	if _, err := Replay(context.Background(), ReplayOptions{Session: s}, harness([]string{"b", "a"})); err != nil {
 		t.Fatal(err)
 	}
-	if answers["a"] != "first" || answers["b"] != "second" {
-		t.Fatalf("answers by site: %v; want a=first b=second", answers)
+	if diff := cmp.Diff(map[string]string{"a": "first", "b": "second"}, answers); diff != "" {
+		t.Fatalf("answers by site (-want +got):\n%s", diff)
 	}
 }
 
@@ -198,8 +211,8 @@ func TestConcurrentToolCallsResolveByContentAndLane(t *testing.T) {
 			start := rng.Perm(n)
 			finish, replayOrder := shuffledOtherThan(rng, start), shuffledOtherThan(rng, start)
 			s, completed := recordConcurrentFetches(t, start, finish)
-			if !slices.Equal(completed, finish) {
-				t.Fatalf("the recorded calls completed in order %v, want %v", completed, finish)
+			if diff := cmp.Diff(finish, completed); diff != "" {
+				t.Fatalf("order the recorded calls completed in (-want +got):\n%s", diff)
 			}
 			// Steps are assigned when a call starts, not when it completes: the k-th call started is step k+1.
 			var gotSteps, wantSteps []string
@@ -231,8 +244,8 @@ func TestConcurrentToolCallsResolveByContentAndLane(t *testing.T) {
 			if err != nil {
 				t.Fatalf("replay in order %v: %v", replayOrder, err)
 			}
-			if !slices.Equal(served, replayOrder) {
-				t.Fatalf("the replayed calls were served in order %v, want %v", served, replayOrder)
+			if diff := cmp.Diff(replayOrder, served); diff != "" {
+				t.Fatalf("order the replayed calls were served in (-want +got):\n%s", diff)
 			}
 			if diff := cmp.Diff(byLane(trajectory(s.Events)), byLane(trajectory(res.Events))); diff != "" {
 				t.Fatalf("replay in order %v differs from the recording (-recorded +replayed):\n%s", replayOrder, diff)
@@ -514,8 +527,18 @@ func TestStreamingIsRecordedAndReEmitted(t *testing.T) {
 		Sleep: func(_ context.Context, d time.Duration) error { slept = append(slept, d.Milliseconds()); return nil }}, harness); err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(got, "") != recorded || len(slept) != len(chunks) {
-		t.Fatalf("re-emitted %q (slept %v), want %q with one wait per chunk", strings.Join(got, ""), slept, recorded)
+	var offsets []int64
+	for i, c := range chunks {
+		offsets = append(offsets, c.OffsetMs)
+		if i > 0 {
+			offsets[i] -= chunks[i-1].OffsetMs
+		}
+	}
+	if diff := cmp.Diff(recorded, strings.Join(got, "")); diff != "" {
+		t.Fatalf("re-emitted chunks (-recorded +replayed):\n%s", diff)
+	}
+	if diff := cmp.Diff(offsets, slept); diff != "" {
+		t.Fatalf("waits between chunks in ms (-recorded +replayed):\n%s", diff)
 	}
 }
 
@@ -544,8 +567,11 @@ func TestOutOfOrderCallsInALaneAreServedAndReported(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a reordered lane is a diagnostic, not a drift: %v", err)
 	}
-	if len(res.Reorders) != 1 || res.Reorders[0] != (Reorder{Lane: "0", ExpectedSeq: 1, ServedSeq: 2}) || len(logged) != 1 {
-		t.Fatalf("reorders %+v, logged %v", res.Reorders, logged)
+	if diff := cmp.Diff([]Reorder{{Lane: "0", ExpectedSeq: 1, ServedSeq: 2}}, res.Reorders); diff != "" {
+		t.Fatalf("reorders (-want +got):\n%s", diff)
+	}
+	if len(logged) != 1 {
+		t.Fatalf("logged %q, want the one reorder", logged)
 	}
 }
 
@@ -562,9 +588,11 @@ func TestCostIsAccountedPerStepAndPerRun(t *testing.T) {
 			steps++
 		}
 	}
-	total := Trace(s.Events).Usage()
-	if steps != 2 || total != perStep || total.CostMicroUSD != 14 || total.Total() != total.InputTokens+total.OutputTokens {
-		t.Fatalf("run total %+v, sum of steps %+v", total, perStep)
+	if steps != 2 || perStep.CostMicroUSD != 14 {
+		t.Fatalf("%d model calls costing %d micro-dollars, want 2 costing 14", steps, perStep.CostMicroUSD)
+	}
+	if diff := cmp.Diff(perStep, Trace(s.Events).Usage()); diff != "" {
+		t.Fatalf("run total against the sum of the steps (-steps +run):\n%s", diff)
 	}
 }
 
@@ -630,8 +658,11 @@ func TestAPanickingAgentIsStillRecorded(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the crashed run was not committed: %v", err)
 	}
-	if kinds(s.Events) != "session_start,entropy,session_end" || *s.Events[2].OK {
-		t.Fatalf("events %s, end ok %v", kinds(s.Events), *s.Events[2].OK)
+	if diff := cmp.Diff("session_start,entropy,session_end", kinds(s.Events)); diff != "" {
+		t.Fatalf("recorded kinds (-want +got):\n%s", diff)
+	}
+	if *s.Events[2].OK {
+		t.Fatal("session_end of a crashed run says ok")
 	}
 }
 
@@ -717,8 +748,11 @@ func TestAPanickingToolIsRecordedAsAnError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if kinds(s.Events) != "session_start,tool_call,session_end" || s.Events[1].Error == nil || s.Events[1].Error.Name != "Panic" {
-		t.Fatalf("events %s, tool error %+v", kinds(s.Events), s.Events[1].Error)
+	if diff := cmp.Diff("session_start,tool_call,session_end", kinds(s.Events)); diff != "" {
+		t.Fatalf("recorded kinds (-want +got):\n%s", diff)
+	}
+	if e := s.Events[1].Error; e == nil || e.Name != "Panic" || !strings.Contains(e.Message, "disk on fire") {
+		t.Fatalf("tool error %+v, want the panic", e)
 	}
 }
 
@@ -781,9 +815,21 @@ func TestWarnServesARequestFromAMovedCallSiteAndCountsIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Drifts) != 2 || res.Drifts[0].CallSite != "first-question" || res.Drifts[0].Nearest.CallSite != "ask-one" ||
-		res.Drifts[1].Fingerprint != s.Events[2].RequestHash || res.LiveCalls != 0 {
-		t.Fatalf("tolerated drifts %+v, live calls %d", res.Drifts, res.LiveCalls)
+	type tolerated struct{ CallSite, RecordedAt, Fingerprint string }
+	var got []tolerated
+	for _, d := range res.Drifts {
+		g := tolerated{CallSite: d.CallSite, Fingerprint: d.Fingerprint}
+		if d.Nearest != nil {
+			g.RecordedAt = d.Nearest.CallSite
+		}
+		got = append(got, g)
+	}
+	want := []tolerated{{"first-question", "ask-one", s.Events[1].RequestHash}, {"second-question", "ask-two", s.Events[2].RequestHash}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("tolerated drifts (-want +got):\n%s", diff)
+	}
+	if res.LiveCalls != 0 {
+		t.Fatalf("%d live calls", res.LiveCalls)
 	}
 	strict, err := Replay(context.Background(), ReplayOptions{Session: s, Model: failingModel{t}}, agent("first-question", "second-question", false))
 	if err != nil || len(strict.Drifts) != 0 {

@@ -65,7 +65,7 @@ func TestSecretsAreRedactedInStorageAndRestoredOnLocalReplay(t *testing.T) {
 	// With the key, a local replay hands the agent the real secret — and its tool call, which carries
 	// the secret again, still matches the recording because matching is over the redacted form.
 	seen = ""
-	if _, err := Replay(context.Background(), ReplayOptions{Config: Config{Keys: keys}, Session: s}, leakyAgent(&seen)); err != nil {
+	if _, err := Replay(context.Background(), ReplayOptions{Config: Config{Keys: keys}, Session: s, Model: failingModel{t}, Tools: failingTools(t, "configure")}, leakyAgent(&seen)); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(seen, canary) {
@@ -73,7 +73,7 @@ func TestSecretsAreRedactedInStorageAndRestoredOnLocalReplay(t *testing.T) {
 	}
 	// Without the key (a shared copy), the agent sees the token and the replay still matches.
 	seen = ""
-	if _, err := Replay(context.Background(), ReplayOptions{Session: s}, leakyAgent(&seen)); err != nil {
+	if _, err := Replay(context.Background(), ReplayOptions{Session: s, Model: failingModel{t}, Tools: failingTools(t, "configure")}, leakyAgent(&seen)); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(seen, canary) || !strings.Contains(seen, token) {
@@ -147,7 +147,7 @@ func TestPackedBundleHoldsOnlyTokensAndStillReplays(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Replay(context.Background(), ReplayOptions{Config: Config{Keys: keys}, Session: s}, leakyAgent(&seen)); err != nil {
+	if _, err := Replay(context.Background(), ReplayOptions{Config: Config{Keys: keys}, Session: s, Model: failingModel{t}, Tools: failingTools(t, "configure")}, leakyAgent(&seen)); err != nil {
 		t.Fatalf("the unpacked bundle does not replay: %v", err)
 	}
 	if strings.Contains(seen, canary) {
