@@ -37,7 +37,8 @@ const maxJSONDepth = 10000
 // encoding/json accepted the document: on a syntax error it reports the first byte it could not make
 // sense of.
 func checkJSONText(doc []byte, typ reflect.Type) error {
-	c := jsonText{src: doc}
+	var path [16]pathSeg
+	c := jsonText{src: doc, path: path[:0]}
 	i, err := c.value(c.space(0), 0, schemaType(typ))
 	if err != nil {
 		return err
@@ -102,7 +103,7 @@ func (c *jsonText) value(i, depth int, typ reflect.Type) (int, error) {
 		}
 		return c.array(i, depth, elem)
 	case '"':
-		_, end, err := c.str(i)
+		_, end, err := c.str(i, false)
 		return end, err
 	}
 	start := i
@@ -121,13 +122,14 @@ func (c *jsonText) object(i, depth int, typ reflect.Type) (int, error) {
 	if i < len(c.src) && c.src[i] == '}' {
 		return i + 1, nil
 	}
-	var keys []string
+	var small [16]string
+	keys := small[:0]
 	var seen map[string]bool // once an object has many members
 	for {
 		if i >= len(c.src) || c.src[i] != '"' {
 			return i, c.fail(i, "expected an object key")
 		}
-		key, end, err := c.str(i)
+		key, end, err := c.str(i, true)
 		if err != nil {
 			return end, err
 		}
@@ -201,28 +203,33 @@ func (c *jsonText) array(i, depth int, elem reflect.Type) (int, error) {
 	}
 }
 
-// str checks the string starting at the quote at i and returns its decoded value and the offset after
-// its closing quote. Strings without escapes are not copied.
-func (c *jsonText) str(i int) (string, int, error) {
+// str checks the string starting at the quote at i and returns the offset after its closing quote
+// and, when decode is set, its decoded value.
+func (c *jsonText) str(i int, decode bool) (string, int, error) {
 	start := i + 1
 	var buf []byte // nil until the first escape
 	for j := start; j < len(c.src); {
 		b := c.src[j]
 		switch {
 		case b == '"':
-			if buf == nil {
+			switch {
+			case !decode:
+				return "", j + 1, nil
+			case buf == nil:
 				return string(c.src[start:j]), j + 1, nil
 			}
 			return string(buf), j + 1, nil
 		case b == '\\':
-			if buf == nil {
+			if buf == nil && decode {
 				buf = append([]byte(nil), c.src[start:j]...)
 			}
 			r, next, err := c.escape(j)
 			if err != nil {
 				return "", next, err
 			}
-			buf = utf8.AppendRune(buf, r)
+			if decode {
+				buf = utf8.AppendRune(buf, r)
+			}
 			j = next
 		case b < utf8.RuneSelf:
 			if buf != nil {
