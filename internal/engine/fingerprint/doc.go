@@ -20,9 +20,10 @@
 //
 // Ambiguity is refused rather than resolved: duplicate keys (also keys that only collide after NFC),
 // NaN and infinities, decimal exponents beyond ±9999 (1e10000), invalid UTF-8, unpaired surrogate
-// escapes, values with no JSON form and malformed documents are typed errors that name where the
-// problem is. A fingerprint that silently depended on
-// which duplicate won, or on how a broken byte was repaired, would match requests it should not.
+// escapes, runs of more than 30 combining marks (which NFC can only normalise by inserting U+034F),
+// cyclic Go values, values with no JSON form and malformed documents are typed errors that name where
+// the problem is. A fingerprint that silently depended on which duplicate won, or on how a broken byte
+// was repaired, would match requests it should not.
 //
 // The package must stay pure: no I/O, no clock, no randomness and no package state that changes, so a
 // fingerprint depends on its input and nothing else, on every run and platform, and every function is

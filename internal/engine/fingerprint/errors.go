@@ -38,6 +38,17 @@ func (e *NumberRangeError) Error() string {
 		e.Path, lit, maxExponent)
 }
 
+// CombiningRunError reports a string with a run of more than 30 combining marks, which NFC can only
+// normalise by inserting U+034F: it would then equal a different string that holds that U+034F.
+type CombiningRunError struct {
+	Path string // the string, or the object whose key it is
+}
+
+func (e *CombiningRunError) Error() string {
+	return fmt.Sprintf("fingerprint: %s: string has more than 30 combining marks in a row and cannot be normalised "+
+		"without changing it", e.Path)
+}
+
 // DuplicateKeyError reports an object with two members of the same name, either literally or after NFC
 // normalization. Which of them should count is a guess the fingerprint refuses to make.
 type DuplicateKeyError struct {

@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 )
 
 // canonicalizeAny runs one input through the function that takes it: a string goes to CanonicalizeJSON, a Go
@@ -344,5 +345,61 @@ func TestZeroValueErrorsStillExplainThemselves(t *testing.T) {
 		if msg := err.Error(); !strings.HasPrefix(msg, "fingerprint: ") || strings.HasSuffix(msg, ": ") {
 			t.Errorf("%T: %q", err, msg)
 		}
+	}
+}
+
+// TestAStringNFCWouldChangeIsRefused: golang.org/x/text inserts U+034F after 30 combining marks, which
+// made "a"+31×U+0300 and "a"+30×U+0300+U+034F+U+0300 one string. The first is refused (as a value,
+// as a key, in a document and in a Go value); the second, which really holds U+034F, is kept.
+func TestAStringNFCWouldChangeIsRefused(t *testing.T) {
+	long := "a" + strings.Repeat("\u0300", 31)
+	withCGJ := "a" + strings.Repeat("\u0300", 30) + "\u034f\u0300"
+	for name, doc := range map[string]string{
+		"value": `{"x":"` + long + `"}`,
+		"key":   `{"` + long + `":1}`,
+	} {
+		var cr *CombiningRunError
+		if _, err := OfJSON([]byte(doc), Options{}); !errors.As(err, &cr) {
+			t.Errorf("%s: err = %v, want a CombiningRunError", name, err)
+		}
+	}
+	var cr *CombiningRunError
+	if _, err := Of(map[string]any{"x": long}, Options{}); !errors.As(err, &cr) {
+		t.Errorf("Go value: err = %v, want a CombiningRunError", err)
+	}
+	if _, err := OfJSON([]byte(`{"x":"`+withCGJ+`"}`), Options{}); err != nil {
+		t.Errorf("a string that holds U+034F itself: %v", err)
+	}
+	if _, err := OfJSON([]byte(`{"x":"a`+strings.Repeat("\u0300", 30)+`"}`), Options{}); err != nil {
+		t.Errorf("30 combining marks: %v", err)
+	}
+}
+
+// TestSharedAndCyclicReferencesAreWalkedOnce: a struct whose two fields point back at it is refused at
+// once (the text check used to branch twice per level down to the depth limit), and a node shared by
+// two fields is checked, once.
+func TestSharedAndCyclicReferencesAreWalkedOnce(t *testing.T) {
+	type node struct {
+		Name string
+		A, B *node
+	}
+	cyclic := &node{Name: "c"}
+	cyclic.A, cyclic.B = cyclic, cyclic
+	done := make(chan error, 1)
+	go func() { _, err := Of(cyclic, Options{}); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a cyclic value was fingerprinted")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("fingerprinting a cyclic value did not finish")
+	}
+	bad := &node{Name: "ok"}
+	bad.A = &node{Name: "x\xff"}
+	bad.B = bad.A
+	var iu *InvalidUTF8Error
+	if _, err := Of(bad, Options{}); !errors.As(err, &iu) {
+		t.Fatalf("a shared node with invalid UTF-8: err = %v", err)
 	}
 }

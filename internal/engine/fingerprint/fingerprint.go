@@ -172,7 +172,11 @@ func (r *redactor) walk(n *node) error {
 		if !utf8.ValidString(out) {
 			return &InvalidUTF8Error{Path: r.path.String(), what: badRedaction}
 		}
-		n.text = norm.NFC.String(out)
+		text, ok := nfc(out)
+		if !ok {
+			return &CombiningRunError{Path: r.path.String()}
+		}
+		n.text = text
 	case kindArray, kindObject:
 		for i := range n.kids {
 			seg := indexSegment(i)

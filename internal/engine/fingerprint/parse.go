@@ -6,8 +6,6 @@ import (
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
-
-	"golang.org/x/text/unicode/norm"
 )
 
 // maxDepth bounds nesting so a hostile document cannot exhaust the stack. It is encoding/json's limit,
@@ -434,5 +432,9 @@ func (p *parser) normalize(s string, isKey bool) string {
 		}
 		return s
 	}
-	return norm.NFC.String(s)
+	out, ok := nfc(s)
+	if !ok && !p.failed() {
+		p.fail(&CombiningRunError{Path: p.path.String()})
+	}
+	return out
 }

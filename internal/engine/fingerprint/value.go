@@ -9,8 +9,6 @@ import (
 	"reflect"
 	"strconv"
 	"unicode/utf8"
-
-	"golang.org/x/text/unicode/norm"
 )
 
 // builder turns a Go value into canonical nodes. It follows encoding/json's mapping (nil maps and slices
@@ -85,7 +83,11 @@ func (b *builder) str(s string) (node, error) {
 	if !utf8.ValidString(s) {
 		return node{}, &InvalidUTF8Error{Path: b.path.String(), what: badUTF8String}
 	}
-	return node{kind: kindString, text: norm.NFC.String(s)}, nil
+	text, ok := nfc(s)
+	if !ok {
+		return node{}, &CombiningRunError{Path: b.path.String()}
+	}
+	return node{kind: kindString, text: text}, nil
 }
 
 func (b *builder) float(f float64) (node, error) {
@@ -174,7 +176,11 @@ func (b *builder) objectKeys(keys []string) (members []member, raw []string, err
 		if !utf8.ValidString(k) {
 			return nil, nil, &InvalidUTF8Error{Path: b.path.String(), what: badUTF8Key}
 		}
-		pairs[i] = pair{norm.NFC.String(k), k}
+		nk, ok := nfc(k)
+		if !ok {
+			return nil, nil, &CombiningRunError{Path: b.path.String()}
+		}
+		pairs[i] = pair{nk, k}
 	}
 	members = make([]member, len(pairs))
 	for i, p := range pairs {
@@ -364,7 +370,7 @@ func (b *builder) reflectMap(rv reflect.Value) (node, error) {
 // encoding/json knows: structs (tags, omitempty, embedding), marshalers, []byte, maps with non-string keys.
 // encoding/json would replace invalid UTF-8 in v's strings with U+FFFD, so they are checked first.
 func (b *builder) roundTrip(v any) (node, error) {
-	if !validText(reflect.ValueOf(v), 0) {
+	if !newTextCheck().valid(reflect.ValueOf(v), 0) {
 		return node{}, &InvalidUTF8Error{Path: b.path.String(), what: badUTF8Inside}
 	}
 	data, err := json.Marshal(v)
@@ -374,12 +380,30 @@ func (b *builder) roundTrip(v any) (node, error) {
 	return parseDocument(string(data), b.path)
 }
 
-// validText reports whether the strings encoding/json would write for rv as JSON strings (string
+// textCheck reports whether the strings encoding/json would write for a value as JSON strings (string
 // fields, map keys, MarshalText results) are valid UTF-8. It checks at least what encoding/json writes:
 // exported and embedded fields not tagged "-", map keys and values, elements. MarshalJSON results are
 // not checked here: encoding/json copies them unrepaired, and the parser refuses invalid text in them.
-func validText(rv reflect.Value, depth int) bool {
-	if !rv.IsValid() || depth > maxDepth { // deeper is a cycle, which json.Marshal reports
+// Pointers, maps and slices already checked are not walked again, and one met again on the current path
+// is a cycle, which json.Marshal reports — so a value with shared or cyclic references is walked once.
+type textCheck struct {
+	done, onPath map[visit]bool
+}
+
+// visit identifies a reference: its address, its type (a struct and its first field share an address)
+// and, for a slice, its length (two slices of one array may see different elements).
+type visit struct {
+	ptr uintptr
+	typ reflect.Type
+	n   int
+}
+
+func newTextCheck() *textCheck {
+	return &textCheck{done: map[visit]bool{}, onPath: map[visit]bool{}}
+}
+
+func (c *textCheck) valid(rv reflect.Value, depth int) bool {
+	if !rv.IsValid() || depth > maxDepth {
 		return true
 	}
 	t := rv.Type()
@@ -389,6 +413,24 @@ func validText(rv reflect.Value, depth int) bool {
 			return true
 		}
 	}
+	if t.Kind() == reflect.Pointer || t.Kind() == reflect.Map || (t.Kind() == reflect.Slice && rv.Len() > 0) {
+		v := visit{ptr: rv.Pointer(), typ: t}
+		if t.Kind() == reflect.Slice {
+			v.n = rv.Len()
+		}
+		if c.done[v] || c.onPath[v] {
+			return true // checked already, or a cycle json.Marshal will refuse
+		}
+		c.onPath[v] = true
+		ok := c.validValue(rv, t, depth)
+		delete(c.onPath, v)
+		c.done[v] = ok
+		return ok
+	}
+	return c.validValue(rv, t, depth)
+}
+
+func (c *textCheck) validValue(rv reflect.Value, t reflect.Type, depth int) bool {
 	if rv.CanInterface() {
 		if t.Implements(marshalerType) {
 			return true
@@ -402,20 +444,20 @@ func validText(rv reflect.Value, depth int) bool {
 	case reflect.String:
 		return utf8.ValidString(rv.String())
 	case reflect.Pointer, reflect.Interface:
-		return validText(rv.Elem(), depth+1)
+		return c.valid(rv.Elem(), depth+1)
 	case reflect.Struct:
 		for i := range t.NumField() {
 			f := t.Field(i)
 			if (!f.IsExported() && !f.Anonymous) || f.Tag.Get("json") == "-" {
 				continue
 			}
-			if !validText(rv.Field(i), depth+1) {
+			if !c.valid(rv.Field(i), depth+1) {
 				return false
 			}
 		}
 	case reflect.Map:
 		for it := rv.MapRange(); it.Next(); {
-			if !validText(it.Key(), depth+1) || !validText(it.Value(), depth+1) {
+			if !c.valid(it.Key(), depth+1) || !c.valid(it.Value(), depth+1) {
 				return false
 			}
 		}
@@ -424,7 +466,7 @@ func validText(rv reflect.Value, depth int) bool {
 			return true // base64
 		}
 		for i := range rv.Len() {
-			if !validText(rv.Index(i), depth+1) {
+			if !c.valid(rv.Index(i), depth+1) {
 				return false
 			}
 		}
