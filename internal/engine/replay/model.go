@@ -290,5 +290,6 @@ func (r *runner) serializeError(err error) *session.SerializedError {
 	if !errors.As(err, &se) {
 		se = &session.SerializedError{Name: fmt.Sprintf("%T", err), Message: err.Error()}
 	}
-	return &session.SerializedError{Name: se.Name, Message: r.cfg.Redactor.String(se.Message)}
+	// The name is the model's or tool's to choose, so it is redacted like the message.
+	return &session.SerializedError{Name: r.cfg.Redactor.String(se.Name), Message: r.cfg.Redactor.String(se.Message)}
 }

@@ -316,3 +316,30 @@ func TestARequestWithInvalidTextIsRefusedNotRepaired(t *testing.T) {
 		})
 	}
 }
+
+// TestAnErrorNameAndACallSiteAreRedacted: a declared secret in the name of an error a model or tool
+// returned, and in a call-site label, is stored as its token; the replay still matches the call.
+func TestAnErrorNameAndACallSiteAreRedacted(t *testing.T) {
+	const secret = "Decl-CANARY-pass-42"
+	dir := filepath.Join(t.TempDir(), "run")
+	tools := map[string]Tool{"login": func(context.Context, json.RawMessage) (any, error) {
+		return nil, &session.SerializedError{Name: "AuthError-" + secret, Message: "denied"}
+	}}
+	agent := func(ctx context.Context, ac AgentContext) error {
+		_, _ = ac.Tool(ctx, "login", 1, Site("login-as-"+secret))
+		return nil
+	}
+	if _, err := Record(context.Background(), RecordOptions{Dir: dir, Tools: tools, Config: Config{Secrets: []string{secret}}}, agent); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, session.EventsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(data, []byte(secret)) {
+		t.Fatalf("events.jsonl holds the secret:\n%s", data)
+	}
+	if _, err := Replay(context.Background(), ReplayOptions{Session: mustOpen(t, dir), Config: Config{Secrets: []string{secret}}}, agent); err != nil {
+		t.Fatalf("the redacted call site no longer matches on replay: %v", err)
+	}
+}

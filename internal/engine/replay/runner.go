@@ -180,6 +180,9 @@ func (r *runner) begin(ctx context.Context, kind session.Kind, opts []CallOption
 		}
 		site = deriveCallSite(o, l, string(kind))
 	}
+	// A call site can be any label the agent chose (Site); it is stored and matched redacted, the same
+	// way on record and on replay.
+	site = r.cfg.Redactor.String(site)
 	c := call{lane: l, seq: l.nextSeq(), site: site}
 	r.mu.Lock()
 	c.step = r.nextStep
