@@ -96,25 +96,25 @@ func TestRestoreRefusesToWriteThroughSymlinks(t *testing.T) {
 	cases := []struct {
 		name   string
 		break_ func(t *testing.T, ws, outside string)
-		at     string
+		at, why string
 	}{
 		{"an ancestor directory became a link out of the workspace", func(t *testing.T, ws, outside string) {
 			must(t, os.RemoveAll(filepath.Join(ws, "sub")))
 			must(t, os.Symlink(outside, filepath.Join(ws, "sub")))
-		}, "sub"},
+		}, "sub", "a symbolic link"},
 		{"an ancestor directory became a link inside the workspace", func(t *testing.T, ws, _ string) {
 			must(t, os.RemoveAll(filepath.Join(ws, "sub")))
 			must(t, os.Mkdir(filepath.Join(ws, "other"), 0o755))
 			must(t, os.Symlink("other", filepath.Join(ws, "sub")))
-		}, "sub"},
+		}, "sub", "a symbolic link"},
 		{"the file itself became a link out of the workspace", func(t *testing.T, ws, outside string) {
 			must(t, os.Remove(filepath.Join(ws, "sub/b.txt")))
 			must(t, os.Symlink(filepath.Join(outside, "target"), filepath.Join(ws, "sub/b.txt")))
-		}, "sub/b.txt"},
+		}, "sub/b.txt", "a symbolic link"},
 		{"an ancestor became a regular file", func(t *testing.T, ws, _ string) {
 			must(t, os.RemoveAll(filepath.Join(ws, "sub")))
 			write(t, ws, map[string]string{"sub": "not a dir"})
-		}, "sub"},
+		}, "sub", "not a directory"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -127,8 +127,8 @@ func TestRestoreRefusesToWriteThroughSymlinks(t *testing.T) {
 
 			_, err := store.Restore(ctx, ws, id, RestoreOptions{Guard: GuardOff})
 			var unsafe *UnsafeDestinationError
-			if !errors.As(err, &unsafe) || unsafe.At != tc.at {
-				t.Fatalf("restore: %v, want an UnsafeDestinationError at %q", err, tc.at)
+			if !errors.As(err, &unsafe) || unsafe.At != tc.at || unsafe.Reason != tc.why {
+				t.Fatalf("restore: %v, want an UnsafeDestinationError at %q: %s", err, tc.at, tc.why)
 			}
 			if d := cmp.Diff(beforeOut, tree(t, outside)); d != "" {
 				t.Errorf("restore wrote outside the workspace (-before +after):\n%s", d)
@@ -325,5 +325,23 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestABlobThatBecameASymlinkIsNotFollowed(t *testing.T) {
+	ws, store, id := base(t)
+	write(t, ws, map[string]string{"a.txt": "changed"})
+	before := tree(t, ws)
+	// The link points at a file holding exactly the right bytes: only refusing to follow it stops it.
+	decoy := filepath.Join(t.TempDir(), "decoy")
+	must(t, os.WriteFile(decoy, []byte("alpha"), 0o644))
+	blob := filepath.Join(store.Dir, "blobs", "sha256", hashOf("alpha")[:2], hashOf("alpha"))
+	must(t, os.Remove(blob))
+	must(t, os.Symlink(decoy, blob))
+	if _, err := store.Restore(ctx, ws, id, RestoreOptions{Guard: GuardOff}); err == nil {
+		t.Fatal("restore read a blob through a symbolic link")
+	}
+	if d := cmp.Diff(before, tree(t, ws)); d != "" {
+		t.Errorf("(-before +after):\n%s", d)
 	}
 }
