@@ -70,6 +70,9 @@ type Manifest struct {
 	// IncrementalBytes is what this capture uploaded: bytes of blobs the store did not hold yet.
 	IncrementalBytes int64   `json:"incrementalBytes"`
 	Files            []Entry `json:"files"`
+
+	// execBitOnly says the source keeps no permission bits but the executable one (a git tree).
+	execBitOnly bool
 }
 
 // Encode is the manifest's canonical JSON (files sorted by path) and the ID it names.

@@ -172,7 +172,7 @@ func plan(id string, m *Manifest, sel []Entry, f workspaceFacts, full bool) (Pre
 			return Preview{}, &UnsafeDestinationError{Path: e.Path, At: e.Path, Reason: "a symbolic link"}
 		case d.kind == kindMissing:
 			c.Action = ActionCreate
-		case e.Type == TypeFile && d.hash == e.Hash && d.mode == e.Mode:
+		case e.Type == TypeFile && d.hash == e.Hash && sameMode(m, d.mode, e.Mode):
 			c.Action = ActionUnchanged
 		case e.Type == TypeSymlink && d.kind == kindSymlink && d.target == e.Target:
 			c.Action = ActionUnchanged
@@ -365,6 +365,11 @@ func (s *Store) Restore(ctx context.Context, dir, id string, opts RestoreOptions
 // RestoreManifest is Restore over a manifest already in hand, which it trusts no more than one
 // read from the store.
 func (s *Store) RestoreManifest(ctx context.Context, dir, id string, m *Manifest, opts RestoreOptions) (RestoreResult, error) {
+	return s.restore(ctx, dir, id, m, s.Blobs, opts)
+}
+
+// restore writes m, reading file contents from src; the guard checkpoint goes to the store.
+func (s *Store) restore(ctx context.Context, dir, id string, m *Manifest, src Blobs, opts RestoreOptions) (RestoreResult, error) {
 	mode, err := ParseGuardMode(string(opts.Guard))
 	if err != nil {
 		return RestoreResult{}, err
@@ -378,7 +383,7 @@ func (s *Store) RestoreManifest(ctx context.Context, dir, id string, m *Manifest
 	}
 	for _, e := range sel {
 		if e.Type == TypeFile {
-			if err := verifyBlob(ctx, s.Blobs, e); err != nil {
+			if err := verifyBlob(ctx, src, e); err != nil {
 				return RestoreResult{}, err
 			}
 		}
@@ -422,7 +427,7 @@ func (s *Store) RestoreManifest(ctx context.Context, dir, id string, m *Manifest
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
-		if err := writeEntry(ctx, root, s.Blobs, byPath[c.Path]); err != nil {
+		if err := writeEntry(ctx, root, src, byPath[c.Path]); err != nil {
 			return res, fmt.Errorf("restore %q (%d of %d written): %w", c.Path, res.Written, len(p.Changes), err)
 		}
 		res.Written++
@@ -497,4 +502,11 @@ func writeEntry(ctx context.Context, root *os.Root, blobs Blobs, e Entry) error 
 	}
 	ok = true
 	return nil
+}
+
+func sameMode(m *Manifest, have, want uint32) bool {
+	if m.execBitOnly {
+		return have&0o100 == want&0o100
+	}
+	return have == want
 }

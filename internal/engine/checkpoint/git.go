@@ -1,0 +1,350 @@
+package checkpoint
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
+)
+
+// ErrUnbornHead says a git workspace has no commit yet; its checkpoints fall back to the file
+// manifest (seed D13a).
+var ErrUnbornHead = errors.New("git workspace has no commit yet (unborn HEAD)")
+
+// gitExcludes keeps the repository itself out of leftovers.
+var gitExcludes = []string{"/.git"}
+
+var commitIDRE = regexp.MustCompile(`^[0-9a-f]{40}$`)
+
+// GitCaptured is the outcome of CaptureGit.
+type GitCaptured struct {
+	// Commit is the checkpoint: a commit object whose parent is HEAD. No ref names it.
+	Commit string `json:"commit"`
+	// New is false when the tree equals the previous checkpoint's, which Commit then names.
+	New   bool `json:"new"`
+	Files int  `json:"files"`
+	// IncrementalBytes are the bytes of the files that differ from HEAD (seed D9).
+	IncrementalBytes int64 `json:"incrementalBytes"`
+}
+
+// CaptureGit checkpoints a git workspace as a commit object holding its tracked files as they are in
+// the work tree (seed D5/D13): objects are added to the repository, but no ref moves and the index
+// is not touched. prev is the previous git checkpoint ("" for none): a capture with the same tree
+// returns it. Excluded and deleted tracked files are left out; symlinks are stored as links.
+func CaptureGit(ctx context.Context, dir, prev string, opts CaptureOptions) (GitCaptured, error) {
+	repo, err := git.PlainOpen(dir)
+	if err != nil {
+		return GitCaptured{}, fmt.Errorf("opening git workspace %s: %w", dir, err)
+	}
+	head, err := repo.Head()
+	if errors.Is(err, plumbing.ErrReferenceNotFound) {
+		return GitCaptured{}, ErrUnbornHead
+	}
+	if err != nil {
+		return GitCaptured{}, err
+	}
+	headCommit, err := repo.CommitObject(head.Hash())
+	if err != nil {
+		return GitCaptured{}, err
+	}
+	headFiles, err := treeFiles(headCommit)
+	if err != nil {
+		return GitCaptured{}, err
+	}
+	idx, err := repo.Storer.Index()
+	if err != nil {
+		return GitCaptured{}, err
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return GitCaptured{}, err
+	}
+	defer root.Close()
+	ex := CompileExcludes(opts.Excludes)
+	st := repo.Storer
+	top := &gitDir{}
+	var out GitCaptured
+	seen := map[string]bool{}
+	for _, e := range idx.Entries {
+		if err := ctx.Err(); err != nil {
+			return GitCaptured{}, err
+		}
+		if seen[e.Name] || e.Mode == filemode.Submodule || ex.Excluded(e.Name, false) {
+			continue
+		}
+		seen[e.Name] = true
+		if ValidPath(e.Name) != nil {
+			return GitCaptured{}, fmt.Errorf("index entry %q is not a clean relative path", e.Name)
+		}
+		te, size, err := gitBlob(root, st, e.Name)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // deleted in the work tree
+		}
+		if err != nil {
+			return GitCaptured{}, err
+		}
+		if h, ok := headFiles[e.Name]; !ok || h != te.Hash {
+			out.IncrementalBytes += size
+		}
+		top.add(strings.Split(e.Name, "/"), te)
+		out.Files++
+	}
+	treeHash, err := top.write(st)
+	if err != nil {
+		return GitCaptured{}, err
+	}
+	if prev != "" && commitIDRE.MatchString(prev) {
+		if pc, err := repo.CommitObject(plumbing.NewHash(prev)); err == nil && pc.TreeHash == treeHash {
+			return GitCaptured{Commit: prev, Files: out.Files}, nil
+		}
+	}
+	now := time.Now
+	if opts.Now != nil {
+		now = opts.Now
+	}
+	sig := object.Signature{Name: "agentrewind", Email: "checkpoint@agentrewind.io", When: now().UTC()}
+	c := &object.Commit{
+		Author: sig, Committer: sig, TreeHash: treeHash, ParentHashes: []plumbing.Hash{head.Hash()},
+		Message: fmt.Sprintf("agentrewind checkpoint: session %s turn %d step %d\n", opts.Anchor.Session, opts.Anchor.Turn, opts.Anchor.Step),
+	}
+	obj := st.NewEncodedObject()
+	if err := c.Encode(obj); err != nil {
+		return GitCaptured{}, err
+	}
+	h, err := st.SetEncodedObject(obj)
+	if err != nil {
+		return GitCaptured{}, err
+	}
+	out.Commit, out.New = h.String(), true
+	return out, nil
+}
+
+// gitBlob stores one work-tree path as a blob, never reading through a symbolic link.
+func gitBlob(root *os.Root, st storer.EncodedObjectStorer, rel string) (object.TreeEntry, int64, error) {
+	name := rel[strings.LastIndex(rel, "/")+1:]
+	fi, err := root.Lstat(rel)
+	if err != nil {
+		return object.TreeEntry{}, 0, err
+	}
+	obj := st.NewEncodedObject()
+	obj.SetType(plumbing.BlobObject)
+	w, err := obj.Writer()
+	if err != nil {
+		return object.TreeEntry{}, 0, err
+	}
+	te := object.TreeEntry{Name: name, Mode: filemode.Regular}
+	var size int64
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		target, err := root.Readlink(rel)
+		if err != nil {
+			return object.TreeEntry{}, 0, err
+		}
+		te.Mode = filemode.Symlink
+		n, _ := io.WriteString(w, target)
+		size = int64(n)
+	case fi.Mode().IsRegular():
+		f, _, err := openRegular(root, rel)
+		if err != nil {
+			return object.TreeEntry{}, 0, err
+		}
+		size, err = io.Copy(w, f)
+		f.Close()
+		if err != nil {
+			return object.TreeEntry{}, 0, err
+		}
+		if fi.Mode().Perm()&0o100 != 0 {
+			te.Mode = filemode.Executable
+		}
+	default:
+		return object.TreeEntry{}, 0, fs.ErrNotExist // a directory or device where a file was tracked
+	}
+	if err := w.Close(); err != nil {
+		return object.TreeEntry{}, 0, err
+	}
+	te.Hash, err = st.SetEncodedObject(obj)
+	return te, size, err
+}
+
+// gitDir builds nested tree objects.
+type gitDir struct {
+	files map[string]object.TreeEntry
+	dirs  map[string]*gitDir
+}
+
+func (d *gitDir) add(segs []string, te object.TreeEntry) {
+	if len(segs) == 1 {
+		if d.files == nil {
+			d.files = map[string]object.TreeEntry{}
+		}
+		d.files[segs[0]] = te
+		return
+	}
+	if d.dirs == nil {
+		d.dirs = map[string]*gitDir{}
+	}
+	sub := d.dirs[segs[0]]
+	if sub == nil {
+		sub = &gitDir{}
+		d.dirs[segs[0]] = sub
+	}
+	sub.add(segs[1:], te)
+}
+
+func (d *gitDir) write(st storer.EncodedObjectStorer) (plumbing.Hash, error) {
+	var entries []object.TreeEntry
+	for name, sub := range d.dirs {
+		h, err := sub.write(st)
+		if err != nil {
+			return plumbing.ZeroHash, err
+		}
+		entries = append(entries, object.TreeEntry{Name: name, Mode: filemode.Dir, Hash: h})
+	}
+	for _, te := range d.files {
+		entries = append(entries, te)
+	}
+	// git orders a tree's entries by name, a directory's name compared as if it ended in "/".
+	key := func(e object.TreeEntry) string {
+		if e.Mode == filemode.Dir {
+			return e.Name + "/"
+		}
+		return e.Name
+	}
+	sort.Slice(entries, func(i, j int) bool { return key(entries[i]) < key(entries[j]) })
+	obj := st.NewEncodedObject()
+	if err := (&object.Tree{Entries: entries}).Encode(obj); err != nil {
+		return plumbing.ZeroHash, err
+	}
+	return st.SetEncodedObject(obj)
+}
+
+func treeFiles(c *object.Commit) (map[string]plumbing.Hash, error) {
+	t, err := c.Tree()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]plumbing.Hash{}
+	err = t.Files().ForEach(func(f *object.File) error {
+		out[f.Name] = f.Hash
+		return nil
+	})
+	return out, err
+}
+
+// GitManifest reads a git checkpoint commit as a manifest, and a read-only blob space serving its
+// files by SHA-256, so it is previewed and restored exactly as a file checkpoint is: explicit paths
+// only, nothing deleted, leftovers reported. The commit id is checked to be 40 hex characters before
+// git sees it (seed D16c).
+func GitManifest(dir, commit string) (*Manifest, Blobs, error) {
+	if !commitIDRE.MatchString(commit) {
+		return nil, nil, &ManifestError{Reason: fmt.Sprintf("git checkpoint %q is not a 40-hex commit id", commit)}
+	}
+	repo, err := git.PlainOpen(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := repo.CommitObject(plumbing.NewHash(commit))
+	if err != nil {
+		return nil, nil, fmt.Errorf("git checkpoint %s: %w", commit, err)
+	}
+	t, err := c.Tree()
+	if err != nil {
+		return nil, nil, err
+	}
+	// git keeps only the executable bit, so only that bit decides whether a file's mode changed.
+	m := &Manifest{SchemaVersion: SchemaVersion, CreatedAt: c.Committer.When, Reason: "git", Excludes: gitExcludes, Files: []Entry{}, execBitOnly: true}
+	src := gitBlobs{repo: repo, bySHA256: map[string]plumbing.Hash{}}
+	err = t.Files().ForEach(func(f *object.File) error {
+		r, err := f.Reader()
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		h := sha256.New()
+		var target strings.Builder
+		var w io.Writer = h
+		if f.Mode == filemode.Symlink {
+			w = &target
+		}
+		n, err := io.Copy(w, r)
+		if err != nil {
+			return err
+		}
+		switch f.Mode {
+		case filemode.Symlink:
+			m.Files = append(m.Files, Entry{Path: f.Name, Type: TypeSymlink, Target: target.String()})
+		case filemode.Regular, filemode.Deprecated, filemode.Executable:
+			e := Entry{Path: f.Name, Type: TypeFile, Mode: 0o644, Size: n, Hash: hex.EncodeToString(h.Sum(nil))}
+			if f.Mode == filemode.Executable {
+				e.Mode = 0o755
+			}
+			src.bySHA256[e.Hash] = f.Hash
+			m.Files = append(m.Files, e)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, src, nil
+}
+
+// gitBlobs serves a git checkpoint's blobs by their SHA-256; it stores nothing.
+type gitBlobs struct {
+	repo     *git.Repository
+	bySHA256 map[string]plumbing.Hash
+}
+
+func (g gitBlobs) Has(_ context.Context, hash string) (bool, error) {
+	_, ok := g.bySHA256[hash]
+	return ok, nil
+}
+
+func (g gitBlobs) Put(context.Context, string, int64, io.Reader) error {
+	return errors.New("a git checkpoint is read-only")
+}
+
+func (g gitBlobs) Get(_ context.Context, hash string) (io.ReadCloser, error) {
+	h, ok := g.bySHA256[hash]
+	if !ok {
+		return nil, fmt.Errorf("blob %s: %w", hash, fs.ErrNotExist)
+	}
+	b, err := g.repo.BlobObject(h)
+	if err != nil {
+		return nil, err
+	}
+	return b.Reader()
+}
+
+// PreviewGit previews a restore of git checkpoint commit onto dir; it writes nothing.
+func PreviewGit(ctx context.Context, dir, commit string, files []string) (Preview, error) {
+	m, src, err := GitManifest(dir, commit)
+	if err != nil {
+		return Preview{}, err
+	}
+	return PreviewManifest(ctx, dir, commit, m, src, files)
+}
+
+// RestoreGit restores git checkpoint commit onto its work tree like Restore: explicit paths only,
+// nothing deleted, no ref or index touched; the guard is a file checkpoint in the store.
+func (s *Store) RestoreGit(ctx context.Context, dir, commit string, opts RestoreOptions) (RestoreResult, error) {
+	m, src, err := GitManifest(dir, commit)
+	if err != nil {
+		return RestoreResult{}, err
+	}
+	return s.restore(ctx, dir, commit, m, src, opts)
+}

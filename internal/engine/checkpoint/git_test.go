@@ -1,0 +1,148 @@
+package checkpoint
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/agentrewind/agentrewind/internal/engine/evidence/gittest"
+)
+
+// gitState is what a checkpoint must not change in a repository: every ref and the index file.
+func gitState(t *testing.T, r *gittest.Repo) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	refs, err := r.Git.References()
+	must(t, err)
+	must(t, refs.ForEach(func(ref *plumbing.Reference) error {
+		out[ref.Name().String()] = ref.String()
+		return nil
+	}))
+	idx, err := os.ReadFile(filepath.Join(r.Dir, ".git", "index"))
+	must(t, err)
+	out["index"] = string(idx)
+	return out
+}
+
+func stage(t *testing.T, r *gittest.Repo, files map[string]string) {
+	t.Helper()
+	write(t, r.Dir, files)
+	wt, err := r.Git.Worktree()
+	must(t, err)
+	for p := range files {
+		_, err := wt.Add(p)
+		must(t, err)
+	}
+}
+
+func TestGitCheckpointIsACommitThatMovesNoRefAndTouchesNoIndex(t *testing.T) {
+	r := gittest.New(t)
+	head := r.Commit("init", map[string]string{"a.txt": "alpha", "sub/b.txt": "beta", "same.txt": "same"})
+	write(t, r.Dir, map[string]string{"a.txt": "alpha at step 12", "untracked.txt": "u"})
+	stage(t, r, map[string]string{"staged.txt": "staged"})
+	before := gitState(t, r)
+
+	c, err := CaptureGit(ctx, r.Dir, "", CaptureOptions{Anchor: recorderAnchor(12), Now: clock()})
+	must(t, err)
+	// a.txt changed (16 bytes) and staged.txt is new (6 bytes); same.txt and sub/b.txt cost nothing.
+	if !c.New || c.Files != 4 || c.IncrementalBytes != 22 {
+		t.Fatalf("capture: %+v, want 4 files and 22 incremental bytes", c)
+	}
+	if d := cmp.Diff(before, gitState(t, r)); d != "" {
+		t.Errorf("a git checkpoint changed refs or the index (-before +after):\n%s", d)
+	}
+	commit, err := r.Git.CommitObject(plumbing.NewHash(c.Commit))
+	must(t, err)
+	if len(commit.ParentHashes) != 1 || commit.ParentHashes[0].String() != head {
+		t.Errorf("checkpoint parents %v, want HEAD %s", commit.ParentHashes, head)
+	}
+	files, err := treeFiles(commit)
+	must(t, err)
+	var paths []string
+	for p := range files {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	if d := cmp.Diff([]string{"a.txt", "same.txt", "staged.txt", "sub/b.txt"}, paths); d != "" {
+		t.Errorf("checkpoint tree (-want +got):\n%s", d)
+	}
+
+	again, err := CaptureGit(ctx, r.Dir, c.Commit, CaptureOptions{Anchor: recorderAnchor(13), Now: clock()})
+	if err != nil || again.New || again.Commit != c.Commit {
+		t.Fatalf("identical capture: %+v, %v; want the previous commit reused", again, err)
+	}
+}
+
+func TestGitRestoreWritesExplicitPathsAndNeverDeletes(t *testing.T) {
+	r := gittest.New(t)
+	r.Commit("init", map[string]string{"a.txt": "alpha", "sub/b.txt": "beta", "run.sh": "#!/bin/sh"})
+	must(t, os.Chmod(filepath.Join(r.Dir, "run.sh"), 0o755))
+	c, err := CaptureGit(ctx, r.Dir, "", CaptureOptions{Now: clock()})
+	must(t, err)
+
+	// After the checkpoint: a.txt broken, sub/b.txt deleted, a file staged as new, one untracked.
+	write(t, r.Dir, map[string]string{"a.txt": "broken", "untracked.txt": "u"})
+	must(t, os.Remove(filepath.Join(r.Dir, "sub/b.txt")))
+	stage(t, r, map[string]string{"staged-new.txt": "n"})
+	before := gitState(t, r)
+
+	store := OpenStore(t.TempDir())
+	p, err := PreviewGit(ctx, r.Dir, c.Commit, nil)
+	must(t, err)
+	res, err := store.RestoreGit(ctx, r.Dir, c.Commit, RestoreOptions{Now: clock()})
+	must(t, err)
+	if d := cmp.Diff(p, res.Preview); d != "" {
+		t.Errorf("restore did not do what preview said (-preview +restore):\n%s", d)
+	}
+	if read(t, filepath.Join(r.Dir, "a.txt")) != "alpha" || read(t, filepath.Join(r.Dir, "sub/b.txt")) != "beta" {
+		t.Error("restore did not bring back a.txt and sub/b.txt")
+	}
+	if fi, err := os.Stat(filepath.Join(r.Dir, "run.sh")); err != nil || fi.Mode().Perm()&0o100 == 0 {
+		t.Errorf("run.sh lost its executable bit: %v", err)
+	}
+	if d := cmp.Diff([]string{"staged-new.txt", "untracked.txt"}, res.Leftovers); d != "" {
+		t.Errorf("leftovers (-want +got):\n%s", d)
+	}
+	for _, kept := range []string{"staged-new.txt", "untracked.txt"} {
+		if _, err := os.Stat(filepath.Join(r.Dir, kept)); err != nil {
+			t.Errorf("restore deleted %s: %v", kept, err)
+		}
+	}
+	if res.Written != 2 || res.Count(ActionUnchanged) != 1 {
+		t.Errorf("written %d, unchanged %d; want 2 and run.sh unchanged", res.Written, res.Count(ActionUnchanged))
+	}
+	if d := cmp.Diff(before, gitState(t, r)); d != "" {
+		t.Errorf("restore changed refs or the index (-before +after):\n%s", d)
+	}
+	// The guard is a file checkpoint of the broken work tree, without the repository in it.
+	g, err := store.Load(res.Guard)
+	must(t, err)
+	for _, e := range g.Files {
+		if e.Path == ".git" || filepath.Dir(e.Path) == ".git" || len(e.Path) > 5 && e.Path[:5] == ".git/" {
+			t.Fatalf("the guard captured %s", e.Path)
+		}
+	}
+}
+
+func TestGitUnbornHeadFallsBackAndBadCommitIDsAreRefused(t *testing.T) {
+	r := gittest.New(t)
+	write(t, r.Dir, map[string]string{"a.txt": "a"})
+	if _, err := CaptureGit(ctx, r.Dir, "", CaptureOptions{}); !errors.Is(err, ErrUnbornHead) {
+		t.Fatalf("capture on an unborn HEAD: %v, want ErrUnbornHead", err)
+	}
+	before := tree(t, r.Dir)
+	for _, bad := range []string{"--output=/tmp/x", "HEAD", "abc", "ABCDEF0123456789ABCDEF0123456789ABCDEF01"} {
+		var me *ManifestError
+		if _, err := OpenStore(t.TempDir()).RestoreGit(ctx, r.Dir, bad, RestoreOptions{}); !errors.As(err, &me) {
+			t.Errorf("restore of %q: %v, want a ManifestError", bad, err)
+		}
+	}
+	if d := cmp.Diff(before, tree(t, r.Dir)); d != "" {
+		t.Errorf("(-before +after):\n%s", d)
+	}
+}
