@@ -62,7 +62,7 @@ func (f *storeFlags) register(cmd *cobra.Command, transfers bool) {
 	f.minThroughput = defaultMinThroughput
 	fl.Var(&f.minThroughput, "min-throughput",
 		"the slowest transfer rate tolerated, shared by the parallel transfers (e.g. 1MiB, 256KiB): a download that averages less, "+
-			"once its first --request-timeout is over and counting its resumed attempts, is abandoned")
+			"counting its resumed attempts, is abandoned once the time a silent endpoint gets (see --request-timeout) is over")
 	outputFlag(cmd, &f.output)
 }
 
@@ -159,11 +159,11 @@ func (r *byteRate) Set(s string) error {
 // storeTimeHelp says which time limits hold, in every store command's help.
 var storeTimeHelp = fmt.Sprintf(`Time limits: each request attempt waits at most --request-timeout (%s) for an answer, and a
 download at most that long for its next byte; a failed attempt is retried, %d attempts in all with
-backoff, so an endpoint that does not answer fails the command within %s. A download that averages
-less than --min-throughput (1 MiB/s, shared by the parallel transfers) once its first
---request-timeout is over is abandoned, however many times it resumed; an upload attempt that takes
-longer than --request-timeout plus one second per --min-throughput of its size is retried. The
-whole command stops at --timeout (%s).`, defaultRequestTimeout, blobstore.RetryPolicy{}.Attempts(),
+backoff, so an endpoint that does not answer fails the command within %[3]s. A download that
+averages less than --min-throughput (1 MiB/s, shared by the parallel transfers) once those %[3]s
+are over is abandoned, however many times it resumed; an upload attempt that takes longer than
+--request-timeout plus one second per --min-throughput of its size is retried. The whole command
+stops at --timeout (%[4]s).`, defaultRequestTimeout, blobstore.RetryPolicy{}.Attempts(),
 	blobstore.Config{RequestTimeout: defaultRequestTimeout}.NoAnswerBudget(), defaultTimeout)
 
 func newPushCommand() *cobra.Command {

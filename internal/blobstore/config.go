@@ -51,7 +51,7 @@ type Config struct {
 	// bytes. With the retries, a silent endpoint fails a request after NoAnswerBudget.
 	RequestTimeout time.Duration
 	// MinThroughput is the slowest transfer, in bytes per second, that is not abandoned (default
-	// 1 MiB/s): a download that has averaged less once RequestTimeout is over, counting every resumed
+	// 1 MiB/s): a download that has averaged less once NoAnswerBudget is over, counting every resumed
 	// attempt, fails with ErrTooSlow; an upload attempt that takes longer than its size allows at this
 	// rate is retried, up to the attempts of Retry.
 	MinThroughput int64

@@ -58,7 +58,7 @@ func (s *S3ObjectStore) Get(ctx context.Context, key string) (io.ReadCloser, err
 // request timeout) it reopens the object at the offset it reached, pinned to the ETag it started
 // with so that it never splices two versions of an object together. Attempts that make no progress
 // are bounded by the retry policy. Progress alone does not keep it going: the time spent waiting in
-// Read, resumed attempts included, may exceed one request timeout only by what the bytes delivered
+// Read, resumed attempts included, may exceed the retry budget only by what the bytes delivered
 // allow at the minimum throughput, or the read is abandoned with a *TooSlowError, so a server that
 // trickles cannot keep a read alive for hours. Time the caller spends between reads is not counted.
 type s3Reader struct {
@@ -111,10 +111,12 @@ func (r *s3Reader) openOnce() error {
 }
 
 // floor arms the throughput check for one Read: the time waited so far plus this call's may not
-// exceed a request timeout plus what the bytes already delivered allow at the minimum throughput.
+// exceed the retry budget (what one request may take against a server that does not answer) plus
+// what the bytes already delivered allow at the minimum throughput. The budget as grace means the
+// floor never cuts short what the retries of a stalled request would still allow.
 // The returned function disarms it and adds this call's time.
 func (r *s3Reader) floor() func() {
-	allowed := r.s.timeout + time.Duration(float64(r.off)/float64(r.s.minThroughput)*float64(time.Second))
+	allowed := r.s.retry.Budget(r.s.timeout) + time.Duration(float64(r.off)/float64(r.s.minThroughput)*float64(time.Second))
 	enter, off, waited := time.Now(), r.off, r.waited
 	abandon := func() {
 		r.cancel(&TooSlowError{Bytes: off, Elapsed: waited + time.Since(enter), Min: r.s.minThroughput})
