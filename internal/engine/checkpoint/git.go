@@ -265,8 +265,7 @@ func GitManifest(dir, commit string) (*Manifest, Blobs, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	// git keeps only the executable bit, so only that bit decides whether a file's mode changed.
-	m := &Manifest{SchemaVersion: SchemaVersion, CreatedAt: c.Committer.When, Reason: "git", Excludes: gitExcludes, Files: []Entry{}, execBitOnly: true}
+	m := &Manifest{SchemaVersion: SchemaVersion, CreatedAt: c.Committer.When.UTC(), Reason: "git", Excludes: gitExcludes, Files: []Entry{}, GitCommit: commit}
 	src := gitBlobs{repo: repo, bySHA256: map[string]plumbing.Hash{}}
 	err = t.Files().ForEach(func(f *object.File) error {
 		r, err := f.Reader()
@@ -347,4 +346,55 @@ func (s *Store) RestoreGit(ctx context.Context, dir, commit string, opts Restore
 		return RestoreResult{}, err
 	}
 	return s.restore(ctx, dir, commit, m, src, opts)
+}
+
+// CreateGit checkpoints a git workspace as a commit object and records it in the store, so it is
+// listed, addressed, previewed, restored and pruned like any checkpoint. A capture identical to the
+// session's latest git checkpoint writes nothing (seed D2). A directory that is not a git work tree,
+// or whose HEAD is unborn, gets a file checkpoint instead (seed D13a); Created.Stats says which.
+func (s *Store) CreateGit(ctx context.Context, dir string, opts CaptureOptions) (Created, error) {
+	list, err := s.List()
+	if err != nil {
+		return Created{}, err
+	}
+	var prev Summary
+	var prevCommit string
+	for _, c := range list {
+		if c.Anchor.Session != opts.Anchor.Session || c.Reason != "git" {
+			continue
+		}
+		if m, err := s.Load(c.ID); err == nil {
+			prev, prevCommit = c, m.GitCommit
+		}
+		break
+	}
+	g, err := CaptureGit(ctx, dir, prevCommit, opts)
+	switch {
+	case errors.Is(err, ErrUnbornHead):
+		opts.Excludes = append(append([]string(nil), gitExcludes...), opts.Excludes...)
+		return s.Create(ctx, dir, opts)
+	case errors.Is(err, git.ErrRepositoryNotExists):
+		return s.Create(ctx, dir, opts)
+	}
+	if err != nil {
+		return Created{}, err
+	}
+	st := CaptureStats{Files: g.Files, IncrementalBytes: g.IncrementalBytes}
+	if !g.New {
+		return Created{ID: prev.ID, Stats: st}, nil
+	}
+	m, _, err := GitManifest(dir, g.Commit)
+	if err != nil {
+		return Created{}, err
+	}
+	m.Anchor, m.IncrementalBytes = opts.Anchor, g.IncrementalBytes
+	m.Excludes = append(append([]string(nil), gitExcludes...), opts.Excludes...)
+	for _, e := range m.Files {
+		st.Bytes += e.Size
+	}
+	id, err := s.Save(m)
+	if err != nil {
+		return Created{}, err
+	}
+	return Created{ID: id, New: true, Stats: st}, nil
 }

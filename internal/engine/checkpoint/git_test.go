@@ -146,3 +146,53 @@ func TestGitUnbornHeadFallsBackAndBadCommitIDsAreRefused(t *testing.T) {
 		t.Errorf("(-before +after):\n%s", d)
 	}
 }
+
+func TestStoredGitCheckpointsAreAddressedAndRestoredLikeFileCheckpoints(t *testing.T) {
+	r := gittest.New(t)
+	r.Commit("init", map[string]string{"a.txt": "alpha", "sub/b.txt": "beta"})
+	store := OpenStore(t.TempDir())
+	now := clock()
+	c, err := store.CreateGit(ctx, r.Dir, CaptureOptions{Anchor: recorderAnchor(12), Now: now})
+	must(t, err)
+	m, err := store.Load(c.ID)
+	must(t, err)
+	if !c.New || m.GitCommit == "" || m.Reason != "git" || c.Stats.IncrementalBytes != 0 || c.Stats.Bytes != 9 {
+		t.Fatalf("git checkpoint of a clean tree: %+v, manifest commit %q reason %q", c, m.GitCommit, m.Reason)
+	}
+	if _, err := os.Stat(filepath.Join(store.Dir, "blobs")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a git checkpoint put file bytes in the blob space: %v", err)
+	}
+	again, err := store.CreateGit(ctx, r.Dir, CaptureOptions{Anchor: recorderAnchor(13), Now: now})
+	if err != nil || again.New || again.ID != c.ID {
+		t.Fatalf("identical git capture: %+v, %v", again, err)
+	}
+
+	write(t, r.Dir, map[string]string{"a.txt": "broken at step 40"})
+	list, err := store.List()
+	must(t, err)
+	target, err := Resolve(list, "s1", "step 20")
+	must(t, err)
+	res, err := store.Restore(ctx, r.Dir, target.ID, RestoreOptions{Files: []string{"a.txt"}, Now: now})
+	must(t, err)
+	if read(t, filepath.Join(r.Dir, "a.txt")) != "alpha" || res.Written != 1 || res.Guard == "" {
+		t.Fatalf("restore of the git checkpoint: %+v", res)
+	}
+}
+
+func TestNoGitOrAnUnbornHeadFallsBackToAFileCheckpoint(t *testing.T) {
+	unborn := gittest.New(t).Dir
+	plain := t.TempDir()
+	for name, dir := range map[string]string{"unborn HEAD": unborn, "not a repository": plain} {
+		t.Run(name, func(t *testing.T) {
+			write(t, dir, map[string]string{"a.txt": "alpha"})
+			store := OpenStore(t.TempDir())
+			c, err := store.CreateGit(ctx, dir, CaptureOptions{Now: clock()})
+			must(t, err)
+			m, err := store.Load(c.ID)
+			must(t, err)
+			if m.GitCommit != "" || m.Reason != "capture" || c.Stats.IncrementalBytes != 5 {
+				t.Fatalf("fallback: %+v, commit %q reason %q", c, m.GitCommit, m.Reason)
+			}
+		})
+	}
+}

@@ -70,9 +70,9 @@ type Manifest struct {
 	// IncrementalBytes is what this capture uploaded: bytes of blobs the store did not hold yet.
 	IncrementalBytes int64   `json:"incrementalBytes"`
 	Files            []Entry `json:"files"`
-
-	// execBitOnly says the source keeps no permission bits but the executable one (a git tree).
-	execBitOnly bool
+	// GitCommit, on a git workspace's checkpoint, is the commit object holding the files; their
+	// bytes are read from the repository, not the blob space.
+	GitCommit string `json:"gitCommit,omitempty"`
 }
 
 // Encode is the manifest's canonical JSON (files sorted by path) and the ID it names.
@@ -104,6 +104,9 @@ func (m *Manifest) ContentDigest() string {
 func (m *Manifest) Validate() error {
 	if m.SchemaVersion != SchemaVersion {
 		return &ManifestError{Reason: fmt.Sprintf("schema version %d is not %d", m.SchemaVersion, SchemaVersion)}
+	}
+	if m.GitCommit != "" && !commitIDRE.MatchString(m.GitCommit) {
+		return &ManifestError{Reason: fmt.Sprintf("git commit %q is not 40 lowercase hex characters", m.GitCommit)}
 	}
 	seen := make(map[string]EntryType, len(m.Files))
 	for _, e := range m.Files {

@@ -313,7 +313,21 @@ func (s *Store) Preview(ctx context.Context, dir, id string, files []string) (Pr
 	if err != nil {
 		return Preview{}, err
 	}
-	return PreviewManifest(ctx, dir, id, m, s.Blobs, files)
+	src, err := s.source(dir, m)
+	if err != nil {
+		return Preview{}, err
+	}
+	return PreviewManifest(ctx, dir, id, m, src, files)
+}
+
+// source is where a manifest's file bytes are: the blob space, or the git repository of the
+// workspace for a git checkpoint (each blob still checked against the manifest's SHA-256).
+func (s *Store) source(dir string, m *Manifest) (Blobs, error) {
+	if m.GitCommit == "" {
+		return s.Blobs, nil
+	}
+	_, src, err := GitManifest(dir, m.GitCommit)
+	return src, err
 }
 
 // PreviewManifest is Preview over a manifest already in hand: it validates the manifest, checks that
@@ -359,7 +373,11 @@ func (s *Store) Restore(ctx context.Context, dir, id string, opts RestoreOptions
 	if err != nil {
 		return RestoreResult{}, err
 	}
-	return s.RestoreManifest(ctx, dir, id, m, opts)
+	src, err := s.source(dir, m)
+	if err != nil {
+		return RestoreResult{}, err
+	}
+	return s.restore(ctx, dir, id, m, src, opts)
 }
 
 // RestoreManifest is Restore over a manifest already in hand, which it trusts no more than one
@@ -505,7 +523,7 @@ func writeEntry(ctx context.Context, root *os.Root, blobs Blobs, e Entry) error 
 }
 
 func sameMode(m *Manifest, have, want uint32) bool {
-	if m.execBitOnly {
+	if m.GitCommit != "" { // git keeps only the executable bit
 		return have&0o100 == want&0o100
 	}
 	return have == want

@@ -94,8 +94,8 @@ func TestSelectiveRestoreWritesOnlyTheNamedFilesAndFailsClosedOnUnknownPaths(t *
 
 func TestRestoreRefusesToWriteThroughSymlinks(t *testing.T) {
 	cases := []struct {
-		name   string
-		break_ func(t *testing.T, ws, outside string)
+		name    string
+		break_  func(t *testing.T, ws, outside string)
 		at, why string
 	}{
 		{"an ancestor directory became a link out of the workspace", func(t *testing.T, ws, outside string) {
