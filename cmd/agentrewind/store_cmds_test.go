@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -437,5 +438,15 @@ func TestStoreMinThroughputTakesARate(t *testing.T) {
 		if err := r.Set(in); err == nil {
 			t.Errorf("--min-throughput %q was accepted as %d", in, r)
 		}
+	}
+}
+
+func TestStoreAdviceNamesTheFlagForATooSlowTransfer(t *testing.T) {
+	err := storeAdvice(fmt.Errorf("pull x: %w", &blobstore.TooSlowError{Bytes: 10, Elapsed: time.Second, Min: 1 << 20}))
+	if !errors.Is(err, blobstore.ErrTooSlow) || !strings.Contains(err.Error(), "lower --min-throughput") {
+		t.Fatalf("advice for a too slow transfer: %v", err)
+	}
+	if other := errors.New("x"); storeAdvice(other) != other {
+		t.Fatal("advice added to an unrelated error")
 	}
 }

@@ -159,3 +159,19 @@ func mustRead(t *testing.T, path string) []byte {
 	}
 	return data
 }
+
+func TestPushRefusesALocalMetaJSONWithAnUnknownKeyBeforeUploading(t *testing.T) {
+	dir, _, store, mem := memSession(t)
+	path := filepath.Join(dir, session.MetaFile)
+	data := bytes.Replace(mustRead(t, path), []byte(`"createdAt"`), []byte(`"CreatedAt"`), 1)
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := store.Push(context.Background(), dir)
+	if err == nil || !strings.Contains(err.Error(), `unknown key "CreatedAt"`) {
+		t.Fatalf("push of a meta.json with an unknown key: %v", err)
+	}
+	if got := keys(t, mem, ""); len(got) != 0 {
+		t.Fatalf("a refused push stored %v", got)
+	}
+}
