@@ -121,12 +121,14 @@ func newCheckpointCreateCommand() *cobra.Command {
 		turn, step int64
 		turnDigest string
 		excludes   []string
+		useGit     bool
 	)
 	cmd := &cobra.Command{
 		Use:   "create <workspace> --store-dir <dir>",
 		Short: "Capture a workspace directory as a checkpoint",
 		Long: `Capture a workspace directory as a checkpoint. Symbolic links are recorded with their target and
-never followed. A capture identical to the session's latest checkpoint writes nothing and names that
+never followed. With --git, a git work tree's tracked files become a commit object in the repository
+(parent HEAD; no ref, index or work-tree file changes). A capture identical to the session's latest checkpoint writes nothing and names that
 checkpoint. --exclude takes globs: * and ? within a path segment, ** across segments; a pattern
 without / matches a name at any depth, a trailing / only directories.`,
 		Args: cobra.ExactArgs(1),
@@ -144,7 +146,11 @@ without / matches a name at any depth, a trailing / only directories.`,
 					}
 				},
 			}
-			c, err := store.Create(cmd.Context(), args[0], opts)
+			create := store.Create
+			if useGit {
+				create = store.CreateGit
+			}
+			c, err := create(cmd.Context(), args[0], opts)
 			if err != nil {
 				return classifyCheckpoint(err)
 			}
@@ -168,6 +174,8 @@ without / matches a name at any depth, a trailing / only directories.`,
 	cmd.Flags().Int64Var(&step, "step", 0, "the step the checkpoint is taken at")
 	cmd.Flags().StringVar(&turnDigest, "turn-digest", "", "the transcript digest of that turn")
 	cmd.Flags().StringArrayVar(&excludes, "exclude", nil, "glob of paths to leave out (repeatable)")
+	cmd.Flags().BoolVar(&useGit, "git", false, "in a git work tree, checkpoint the tracked files as a commit object that moves no ref and touches no index "+
+		"(a directory without git or with no commit yet gets a file checkpoint)")
 	return cmd
 }
 

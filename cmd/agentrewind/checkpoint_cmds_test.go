@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentrewind/agentrewind/internal/engine/checkpoint"
+	"github.com/agentrewind/agentrewind/internal/engine/evidence/gittest"
 )
 
 // runCheckpoint runs `agentrewind checkpoint args…` under a root of its own, so the test does not
@@ -173,6 +174,7 @@ var checkpointErrors = map[string]struct {
 	"AmbiguousError":         {&checkpoint.AmbiguousError{Query: "a"}, exitError},
 	"ErrNotFound":            {checkpoint.ErrNotFound, exitError},
 	"GuardError":             {&checkpoint.GuardError{Err: errors.New("x")}, exitError},
+	"ErrUnbornHead":          {checkpoint.ErrUnbornHead, exitError},
 }
 
 func TestCheckpointExitCodesCoverEveryErrorType(t *testing.T) {
@@ -193,4 +195,25 @@ func TestCheckpointExitCodesCoverEveryErrorType(t *testing.T) {
 func hashHex(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
+}
+
+func TestCheckpointCreateGitRestoresThroughTheRepository(t *testing.T) {
+	r := gittest.New(t)
+	r.Commit("init", map[string]string{"main.go": "v1"})
+	store := t.TempDir()
+	out, err := runCheckpoint(t, "create", r.Dir, "--git", "--store-dir", store, "--session", "s1", "--step", "3", "-o", "json")
+	var c checkpoint.Created
+	if err != nil || json.Unmarshal([]byte(out), &c) != nil || !c.New {
+		t.Fatalf("create --git: %v\n%s", err, out)
+	}
+	writeFiles(t, r.Dir, map[string]string{"main.go": "broken"})
+	if out, err := runCheckpoint(t, "restore", r.Dir, "latest", "--store-dir", store, "--session", "s1", "--guard", "off"); err != nil {
+		t.Fatalf("restore: %v\n%s", err, out)
+	}
+	if got, _ := os.ReadFile(filepath.Join(r.Dir, "main.go")); string(got) != "v1" {
+		t.Errorf("main.go = %q after restoring the git checkpoint", got)
+	}
+	if _, err := os.Stat(filepath.Join(store, "blobs")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a git checkpoint stored file bytes in the blob space: %v", err)
+	}
 }
