@@ -353,7 +353,7 @@ func (s *Store) RestoreGit(ctx context.Context, dir, commit string, opts Restore
 // session's latest git checkpoint writes nothing (seed D2). A directory that is not a git work tree,
 // or whose HEAD is unborn, gets a file checkpoint instead (seed D13a); Created.Stats says which.
 func (s *Store) CreateGit(ctx context.Context, dir string, opts CaptureOptions) (Created, error) {
-	list, err := s.List()
+	list, err := s.list(true)
 	if err != nil {
 		return Created{}, err
 	}

@@ -304,6 +304,19 @@ func TestGuardCheckpointModes(t *testing.T) {
 			t.Errorf("require mode wrote without a guard (-before +after):\n%s", d)
 		}
 	})
+	t.Run("a damaged checkpoint in the store does not stop the guard", func(t *testing.T) {
+		ws, store, id := base(t)
+		write(t, ws, map[string]string{"a.txt": "changed"})
+		other := create(t, store, ws, clock(), 9)
+		must(t, os.WriteFile(filepath.Join(store.Dir, "checkpoints", other.ID, "manifest.json"), []byte("{}"), 0o644))
+		res, err := store.Restore(ctx, ws, id, RestoreOptions{Guard: GuardRequire, GuardAnchor: recorderAnchor(9), Now: clock()})
+		if err != nil || res.Guard == "" {
+			t.Fatalf("restore with a damaged latest checkpoint: %+v, %v", res, err)
+		}
+		if _, err := store.List(); err == nil {
+			t.Error("List hid a damaged checkpoint")
+		}
+	})
 	t.Run("off takes no guard", func(t *testing.T) {
 		ws, store, id := base(t)
 		write(t, ws, map[string]string{"a.txt": "changed"})

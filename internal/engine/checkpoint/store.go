@@ -44,7 +44,7 @@ func (s *Store) Create(ctx context.Context, dir string, opts CaptureOptions) (Cr
 	if err != nil {
 		return Created{}, err
 	}
-	list, err := s.List()
+	list, err := s.list(true)
 	if err != nil {
 		return Created{}, err
 	}
@@ -117,7 +117,11 @@ func (s *Store) Load(id string) (*Manifest, error) {
 }
 
 // List summarises every checkpoint, newest first. A manifest that does not verify is an error.
-func (s *Store) List() ([]Summary, error) {
+func (s *Store) List() ([]Summary, error) { return s.list(false) }
+
+// list summarises every checkpoint; lenient skips manifests that do not verify, so a damaged
+// checkpoint never stops a new capture or a guard from being taken (seed D10).
+func (s *Store) list(lenient bool) ([]Summary, error) {
 	ents, err := os.ReadDir(filepath.Join(s.Dir, "checkpoints"))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -131,6 +135,9 @@ func (s *Store) List() ([]Summary, error) {
 			continue
 		}
 		m, err := s.Load(e.Name())
+		if err != nil && lenient {
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
