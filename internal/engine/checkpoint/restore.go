@@ -477,7 +477,7 @@ func writeEntry(ctx context.Context, root *os.Root, blobs Blobs, e Entry) error 
 		}
 		return nil
 	}
-	if fi, err := root.Lstat(e.Path); err == nil && !fi.Mode().IsRegular() && fi.Mode()&fs.ModeSymlink != 0 {
+	if fi, err := root.Lstat(e.Path); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
 		return &UnsafeDestinationError{Path: e.Path, At: e.Path, Reason: "a symbolic link"}
 	}
 	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
