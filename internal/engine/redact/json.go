@@ -49,6 +49,10 @@ const (
 // A string member value is also matched together with its key ("aws_secret_access_key=<value>"),
 // so key-anchored shapes are found when the name and the secret are separate JSON strings.
 //
+// A string holding JSON escapes (a JSON body carried in a string, as a tool result or a ledger entry
+// often is) is also read unescaped: when a secret can only be read that way (\u0073k-…, a key with
+// \/), the whole string is replaced by its own token, which the vault restores exactly.
+//
 // Bytes are never repaired: a malformed document is a *JSONError, and a string holding invalid UTF-8
 // or an unpaired surrogate escape ("\ud800") is a *TextError, where encoding/json would substitute
 // U+FFFD and make different requests look alike.
@@ -58,12 +62,13 @@ func (r *Redactor) JSON(doc []byte) ([]byte, error) {
 	}
 	var found []finding
 	out, err := rewriteJSON(doc, stringRewriter{
-		key: func(k string) string { return r.redact(k, 0, &found) },
+		key: func(k string) string { return r.redactText("", k, &found) },
 		value: func(key string, member bool, v string) string {
+			prefix := ""
 			if member {
-				v = r.redactInContext(key+"=", v, &found)
+				prefix = key + "="
 			}
-			return r.redact(v, 0, &found)
+			return r.redactText(prefix, v, &found)
 		},
 	})
 	if err != nil {
@@ -252,18 +257,25 @@ func (j *jsonRewrite) writeString(s string) error {
 }
 
 // cleanDocument is the fast path for the common case, a document with no secret in it: when no pattern
-// matches anywhere in its raw bytes, no string in it can match either, and the document only needs
-// compacting. It declines (ok false) whenever the raw bytes could hide a secret from the patterns —
-// \u escapes other than Go's HTML escapes of <, > and &, which no secret shape contains — or the
-// document is not valid UTF-8 and JSON, leaving those to the full rewrite.
+// matches anywhere in its raw bytes, nor in their unescaped views, no string in it can match either,
+// and the document only needs compacting. It declines (ok false) whenever the raw bytes could hide a
+// secret from the patterns — \u escapes other than Go's HTML escapes of <, > and &, which no secret
+// shape contains, or other escapes (\/, \") behind which a pattern matches — or the document is not
+// valid UTF-8 and JSON, leaving those to the full rewrite.
 func (r *Redactor) cleanDocument(doc []byte) ([]byte, bool) {
 	if !utf8.Valid(doc) || hasOpaqueEscape(doc) {
 		return nil, false
 	}
-	lower := bytes.ToLower(doc)
-	for _, p := range r.all() {
-		if p.mayMatch(lower) && p.re.Match(doc) {
-			return nil, false
+	all := r.all()
+	if r.anyMatch(all, doc) {
+		return nil, false
+	}
+	if bytes.IndexByte(doc, '\\') >= 0 {
+		// One level more than for a string: the document's own escapes come first.
+		for _, view := range escapedViews(string(doc), maxEscapeDepth+1) {
+			if r.anyMatch(all, []byte(view)) {
+				return nil, false
+			}
 		}
 	}
 	var out bytes.Buffer
@@ -272,6 +284,17 @@ func (r *Redactor) cleanDocument(doc []byte) ([]byte, bool) {
 		return nil, false
 	}
 	return out.Bytes(), true
+}
+
+// anyMatch reports whether one of patterns matches b.
+func (r *Redactor) anyMatch(patterns []compiledPattern, b []byte) bool {
+	lower := bytes.ToLower(b)
+	for _, p := range patterns {
+		if p.mayMatch(lower) && p.re.Match(b) {
+			return true
+		}
+	}
+	return false
 }
 
 // hasOpaqueEscape reports whether doc holds a \u escape that could spell a character of a secret.

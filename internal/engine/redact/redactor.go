@@ -5,8 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"encoding/json"
 	"maps"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,13 +17,13 @@ import (
 // TokenPrefix starts every redaction token.
 const TokenPrefix = "arw:redacted:"
 
-// TokenHexLen is how many hex characters of sha256(secret) follow TokenPrefix: 48 bits, enough to
-// keep distinct secrets of one recording apart while revealing nothing useful about them.
-const TokenHexLen = 12
+// TokenHexLen is how many hex characters of sha256(secret) follow TokenPrefix: 128 bits, so that
+// two secrets sharing a token cannot be searched for.
+const TokenHexLen = 32
 
-// tokenRegexp finds tokens. It has no trailing boundary on purpose: a secret may have been followed
-// directly by hex characters, and the token must still be recognised in front of them.
-var tokenRegexp = regexp.MustCompile(regexp.QuoteMeta(TokenPrefix) + `[0-9a-f]{12}`)
+// LegacyTokenHexLen is the length of the tokens of recordings made before tokens carried 128 bits.
+// They are still recognised (a vault restores them) but never minted.
+const LegacyTokenHexLen = 12
 
 // Token returns the deterministic token that stands for secret in redacted output.
 func Token(secret string) string {
@@ -29,14 +31,78 @@ func Token(secret string) string {
 	return TokenPrefix + hex.EncodeToString(sum[:])[:TokenHexLen]
 }
 
+// IsToken reports whether s is exactly one token, of either length.
+func IsToken(s string) bool {
+	h, ok := strings.CutPrefix(s, TokenPrefix)
+	return ok && (len(h) == TokenHexLen || len(h) == LegacyTokenHexLen) && isLowerHex(h)
+}
+
+// tokenCandidates calls f with the spans of s that may be tokens: TokenPrefix followed by a run of
+// TokenHexLen, then of LegacyTokenHexLen, lower-case hex characters, whatever follows them. f picks at
+// most one per prefix by returning true; which spans are really tokens is for the caller to know.
+func tokenCandidates(s string, f func(start, end int) bool) {
+	for off := 0; ; {
+		i := strings.Index(s[off:], TokenPrefix)
+		if i < 0 {
+			return
+		}
+		start := off + i
+		hexStart := start + len(TokenPrefix)
+		for _, n := range []int{TokenHexLen, LegacyTokenHexLen} {
+			if hexStart+n <= len(s) && isLowerHex(s[hexStart:hexStart+n]) && f(start, hexStart+n) {
+				break
+			}
+		}
+		off = hexStart
+	}
+}
+
+// FindTokens returns the spans of the whole tokens in b, of either length: TokenPrefix and a hex run
+// of TokenHexLen or LegacyTokenHexLen characters that ends b, or is followed by a character that is
+// not a letter or a digit, or by another token. Text that merely starts like a token ("arw:redacted:"
+// before a secret whose first characters happen to be hex) is not one. It is for counting tokens in
+// stored bytes; redaction itself only honours the tokens it minted.
+func FindTokens(b []byte) [][]int {
+	var spans [][]int
+	s := string(b)
+	tokenCandidates(s, func(start, end int) bool {
+		rest := s[end:]
+		if rest == "" || !isAlnum(rest[0]) || strings.HasPrefix(rest, TokenPrefix) {
+			spans = append(spans, []int{start, end})
+			return true
+		}
+		return false
+	})
+	return spans
+}
+
+func isAlnum(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+}
+
+func isLowerHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
 // Redactor replaces secrets by tokens and remembers what it replaced. It is safe for concurrent use.
+//
+// Every secret it has found is afterwards redacted wherever it appears, like a literal: a key first
+// seen next to its name ("aws_secret_access_key=…") is still redacted when it later shows up bare.
 type Redactor struct {
-	patterns []compiledPattern                 // configured, fixed after New
-	literals atomic.Pointer[[]compiledPattern] // learned while recording (AddLiteral), copy-on-write
+	patterns []compiledPattern // configured, fixed after New
+	// literals are the secrets learned while recording (AddLiteral) and every secret found so far,
+	// copy-on-write, written under mu.
+	literals atomic.Pointer[[]compiledPattern]
 
 	mu      sync.Mutex
 	counts  map[string]int    // pattern name → occurrences redacted
 	secrets map[string]string // token → secret
+	known   map[string]bool   // the literal of every entry of literals
 }
 
 type compiledPattern struct {
@@ -44,7 +110,7 @@ type compiledPattern struct {
 	re    *regexp.Regexp
 	group int      // index of the "secret" group, or 0 for the whole match
 	hints [][]byte // lower-case literals every match contains; nil means none known
-	// literal is the secret itself for a pattern added by AddLiteral.
+	// literal is the secret itself for a learned secret (AddLiteral, or found by a pattern).
 	literal string
 }
 
@@ -65,12 +131,18 @@ func (p compiledPattern) mayMatch(lower []byte) bool {
 // (slow) regexp work runs outside it.
 type finding struct {
 	pattern, token, secret string
+	// silent: the secret is learned (and kept in the vault) but not counted, because its token is not
+	// in the output: a string holding it was replaced as a whole.
+	silent bool
+	// whole: the secret is a whole string replaced because of a secret its escapes hid; it is kept in
+	// the vault but not learned as a literal (the secrets inside it are).
+	whole bool
 }
 
 // New returns a Redactor applying patterns in order (typically append(BuiltinPatterns(), user...)).
 // It panics on a pattern without a Regexp: that is a programming error, not an input error.
 func New(patterns []Pattern) *Redactor {
-	r := &Redactor{counts: map[string]int{}, secrets: map[string]string{}}
+	r := &Redactor{counts: map[string]int{}, secrets: map[string]string{}, known: map[string]bool{}}
 	for i, p := range patterns {
 		if p.Regexp == nil {
 			panic(fmt.Sprintf("redact: pattern %d (%q) has no Regexp", i, p.Name))
@@ -85,10 +157,11 @@ func New(patterns []Pattern) *Redactor {
 	return r
 }
 
-// String replaces every secret in s by its token.
+// String replaces every secret in s by its token. Like a JSON string value, s is replaced as a whole
+// when a secret can only be read from it through JSON escapes (see JSON).
 func (r *Redactor) String(s string) string {
 	var found []finding
-	out := r.redact(s, 0, &found)
+	out := r.redactText("", s, &found)
 	r.record(found)
 	return out
 }
@@ -108,23 +181,35 @@ func (r *Redactor) Secrets() map[string]string {
 	return maps.Clone(r.secrets)
 }
 
+// record counts found and learns its secrets. Two secrets behind one token would make the vault
+// restore the wrong one: with 128-bit tokens that takes a SHA-256 collision, so it panics.
 func (r *Redactor) record(found []finding) {
 	if len(found) == 0 {
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	var learn []compiledPattern
 	for _, f := range found {
-		r.counts[f.pattern]++
+		if prev, ok := r.secrets[f.token]; ok && prev != f.secret {
+			panic("redact: two different secrets share token " + f.token)
+		}
+		if !f.silent {
+			r.counts[f.pattern]++
+		}
 		r.secrets[f.token] = f.secret
+		if !f.whole {
+			learn = r.literalFormsLocked(learn, f.pattern, f.secret)
+		}
 	}
+	r.storeLiteralsLocked(learn)
 }
 
 // redact applies every pattern in order. Only secrets starting at or after byte from are replaced:
 // that lets a caller prepend context (a JSON key) that patterns may match on but must not rewrite.
 func (r *Redactor) redact(s string, from int, found *[]finding) string {
 	for _, p := range r.all() {
-		s = p.replace(s, from, found)
+		s = r.replace(p, s, from, found)
 	}
 	return s
 }
@@ -141,32 +226,71 @@ func (r *Redactor) all() []compiledPattern {
 // AddLiteral makes every later occurrence of secret a redacted secret, counted under name. It is for
 // values known to be secret at run time that no pattern describes, such as a credential the agent
 // read from its environment. Literals are not part of PatternNames: they are learned, not configured.
+//
+// The forms the secret takes inside a Go-quoted (%q) or JSON string are learned with it when they
+// differ, so a secret holding '"' or '\' is still found once an agent has quoted it.
 func (r *Redactor) AddLiteral(name, secret string) {
 	if secret == "" {
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.storeLiteralsLocked(r.literalFormsLocked(nil, name, secret))
+}
+
+// literalFormsLocked appends to learn a literal pattern for each form of secret not known yet.
+func (r *Redactor) literalFormsLocked(learn []compiledPattern, name, secret string) []compiledPattern {
+	for _, form := range quotedForms(secret) {
+		if form == "" || r.known[form] {
+			continue
+		}
+		r.known[form] = true
+		learn = append(learn, compiledPattern{name: name, re: regexp.MustCompile(regexp.QuoteMeta(form)),
+			hints: [][]byte{bytes.ToLower([]byte(form))}, literal: form})
+	}
+	return learn
+}
+
+func (r *Redactor) storeLiteralsLocked(learn []compiledPattern) {
+	if len(learn) == 0 {
+		return
+	}
 	var next []compiledPattern
 	if cur := r.literals.Load(); cur != nil {
-		for _, p := range *cur {
-			if p.literal == secret {
-				return
-			}
-		}
 		next = append(next, *cur...)
 	}
-	next = append(next, compiledPattern{name: name, re: regexp.MustCompile(regexp.QuoteMeta(secret)),
-		hints: [][]byte{bytes.ToLower([]byte(secret))}, literal: secret})
+	next = append(next, learn...)
 	r.literals.Store(&next)
 }
 
-func (p compiledPattern) replace(s string, from int, found *[]finding) string {
+// quotedForms is secret followed by the inner text of its Go-quoted (%q, %+q) and JSON-encoded
+// (with and without HTML escapes) forms.
+func quotedForms(secret string) []string {
+	forms := []string{secret, inner(strconv.Quote(secret)), inner(strconv.QuoteToASCII(secret))}
+	if j, err := json.Marshal(secret); err == nil {
+		forms = append(forms, inner(string(j)))
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if enc.Encode(secret) == nil {
+		forms = append(forms, inner(strings.TrimSuffix(b.String(), "\n")))
+	}
+	return forms
+}
+
+// inner strips the quotes around a quoted string.
+func inner(q string) string { return q[1 : len(q)-1] }
+
+// replace replaces the matches of p in s. A match overlapping a token this redactor minted (in this
+// call or before) is left alone, so redaction is idempotent and never loses a secret's token; text
+// that only looks like a token ("arw:redacted:" written before a secret) protects nothing.
+func (r *Redactor) replace(p compiledPattern, s string, from int, found *[]finding) string {
 	matches := p.re.FindAllStringSubmatchIndex(s, -1)
 	if matches == nil {
 		return s
 	}
-	tokens := tokenRegexp.FindAllStringIndex(s, -1)
+	tokens := r.mintedTokens(s, *found)
 	var b strings.Builder
 	last := 0
 	for _, m := range matches {
@@ -186,6 +310,36 @@ func (p compiledPattern) replace(s string, from int, found *[]finding) string {
 	}
 	b.WriteString(s[last:])
 	return b.String()
+}
+
+// mintedTokens returns the spans of s holding a token this redactor minted: one of found's, or one
+// it recorded before.
+func (r *Redactor) mintedTokens(s string, found []finding) [][]int {
+	if !strings.Contains(s, TokenPrefix) {
+		return nil
+	}
+	var spans [][]int
+	tokenCandidates(s, func(start, end int) bool {
+		tok := s[start:end]
+		if end-start != len(TokenPrefix)+TokenHexLen || !r.minted(tok, found) {
+			return false
+		}
+		spans = append(spans, []int{start, end})
+		return true
+	})
+	return spans
+}
+
+func (r *Redactor) minted(token string, found []finding) bool {
+	for _, f := range found {
+		if f.token == token {
+			return true
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.secrets[token]
+	return ok
 }
 
 // overlapsAny reports whether [start,end) touches one of the spans. Redacting over an existing token

@@ -10,7 +10,7 @@ import (
 
 func TestTokenIsSHA256Prefix(t *testing.T) {
 	// sha256("abc") = ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad
-	if got, want := Token("abc"), "arw:redacted:ba7816bf8f01"; got != want {
+	if got, want := Token("abc"), "arw:redacted:ba7816bf8f01cfea414140de5dae2223"; got != want {
 		t.Fatalf("Token(abc) = %q, want %q", got, want)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 )
 
 // ErrStreamExposed reports a stream in which a secret the redactor knows would survive redaction, in
@@ -60,7 +59,7 @@ func (r *Redactor) Stream(chunks [][]byte) ([][]byte, error) {
 		n.walkKeys(func(k *jnode) {
 			k.out = k.str
 			if r.mayRedact(k.str) {
-				k.out = r.redact(k.str, 0, &found)
+				k.out = r.redactText("", k.str, &found)
 			}
 		})
 	}
@@ -105,7 +104,8 @@ func (l *lane) rewritten() string {
 
 // rewriteLane redacts the lane's concatenation as JSON redacts a member value (with its key as
 // context, then alone) and cuts each match out of the pieces it spans, its token written where the
-// match starts.
+// match starts. A lane from which a secret can only be read through JSON escapes (a tool call's partial
+// JSON, finished or cut off) is replaced as a whole: its token in the first piece, the others empty.
 func (r *Redactor) rewriteLane(ln *lane, found *[]finding) error {
 	for _, p := range ln.pieces {
 		p.out = p.str
@@ -118,16 +118,22 @@ func (r *Redactor) rewriteLane(ln *lane, found *[]finding) error {
 	if !r.mayRedact(prefix + text) {
 		return nil
 	}
-	var local []finding
-	red := text
-	if ln.member {
-		red = r.redact(prefix+red, len(prefix), &local)[len(prefix):]
-	}
-	red = r.redact(red, 0, &local)
+	local := (*found)[:len(*found):len(*found)]
+	red := r.redactText(prefix, text, &local)
 	if red == text {
 		return nil
 	}
-	reps, err := alignReplacements(text, red, local)
+	if last := local[len(local)-1]; last.whole && last.secret == text {
+		for i, p := range ln.pieces {
+			p.out = ""
+			if i == 0 {
+				p.out = red
+			}
+		}
+		*found = local
+		return nil
+	}
+	reps, err := alignReplacements(text, red, local[len(*found):])
 	if err != nil { // cannot happen while redaction only swaps secrets for tokens; fail closed if it does
 		return fmt.Errorf("%w: lane %s: %v", ErrStreamExposed, ln.path, err)
 	}
@@ -136,13 +142,16 @@ func (r *Redactor) rewriteLane(ln *lane, found *[]finding) error {
 		p.out = cutPiece(text, off, off+len(p.str), reps)
 		off += len(p.str)
 	}
-	*found = append(*found, local...)
+	*found = local
 	return nil
 }
 
 // mayRedact reports whether any pattern can match s, by the patterns' hints: most lanes of a stream
-// hold no secret, and this spares them every regexp.
+// hold no secret, and this spares them every regexp. A string with escapes may hide any secret.
 func (r *Redactor) mayRedact(s string) bool {
+	if strings.IndexByte(s, '\\') >= 0 {
+		return true
+	}
 	lower := []byte(strings.ToLower(s))
 	for _, p := range r.all() {
 		if p.mayMatch(lower) {
@@ -159,8 +168,9 @@ type replacement struct {
 }
 
 // alignReplacements recovers where the redacted text red replaced secrets of orig. red is orig with
-// disjoint spans replaced by tokens (redaction never rewrites over a token), so walking the tokens of
-// red in order, with found naming the secret behind each new one, maps every replacement back to orig.
+// disjoint spans replaced by tokens (redaction never rewrites over a token it minted), so walking the
+// new tokens of red in order, with found naming the secret behind each, maps every replacement back
+// to orig. A token orig already held is just text both share.
 func alignReplacements(orig, red string, found []finding) ([]replacement, error) {
 	secretOf := make(map[string]string, len(found))
 	for _, f := range found {
@@ -168,17 +178,20 @@ func alignReplacements(orig, red string, found []finding) ([]replacement, error)
 	}
 	var reps []replacement
 	i, j := 0, 0
-	for _, t := range tokenRegexp.FindAllStringIndex(red, -1) {
+	for t := range newTokens(red, secretOf) {
+		if t[0] < j {
+			continue // inside a token orig already held
+		}
 		gap := t[0] - j
 		if i+gap > len(orig) || orig[i:i+gap] != red[j:t[0]] {
 			return nil, errors.New("redacted text does not align with the original")
 		}
 		i += gap
 		token := red[t[0]:t[1]]
-		switch secret, isNew := secretOf[token]; {
+		switch secret := secretOf[token]; {
 		case strings.HasPrefix(orig[i:], token): // a token the text already held
 			i += len(token)
-		case isNew && strings.HasPrefix(orig[i:], secret):
+		case strings.HasPrefix(orig[i:], secret):
 			reps = append(reps, replacement{start: i, end: i + len(secret), token: token})
 			i += len(secret)
 		default:
@@ -190,6 +203,23 @@ func alignReplacements(orig, red string, found []finding) ([]replacement, error)
 		return nil, errors.New("redacted text does not align with the original")
 	}
 	return reps, nil
+}
+
+// newTokens yields the spans of red holding a token of secretOf, in order.
+func newTokens(red string, secretOf map[string]string) func(func([2]int) bool) {
+	return func(yield func([2]int) bool) {
+		stop := false
+		tokenCandidates(red, func(start, end int) bool {
+			if stop {
+				return true
+			}
+			if _, ok := secretOf[red[start:end]]; !ok {
+				return false
+			}
+			stop = !yield([2]int{start, end})
+			return true
+		})
+	}
 }
 
 // cutPiece returns the piece text[start:end] with every replacement applied: bytes inside a
@@ -282,6 +312,8 @@ func straddles(lanes []*lane, secrets []string) bool {
 // secretScanner finds known secrets, whole or by a recognisable piece, in stored bytes.
 type secretScanner struct {
 	whole   []string
+	tokens  map[string]bool                 // the tokens of the secrets
+
 	windows map[int]map[string]bool // window length → the windows of that length of the secrets
 }
 
@@ -296,8 +328,9 @@ func pieceLen(secret string) int {
 }
 
 func newSecretScanner(secrets []string) *secretScanner {
-	s := &secretScanner{whole: secrets, windows: map[int]map[string]bool{}}
+	s := &secretScanner{whole: secrets, tokens: map[string]bool{}, windows: map[int]map[string]bool{}}
 	for _, sec := range secrets {
+		s.tokens[Token(sec)] = true
 		m := pieceLen(sec)
 		if m == 0 {
 			continue
@@ -312,11 +345,11 @@ func newSecretScanner(secrets []string) *secretScanner {
 	return s
 }
 
-// hit reports whether b holds a secret or a piece of one outside the redaction tokens (whose hex could
-// spell a short secret by chance).
+// hit reports whether b holds a secret or a piece of one outside the tokens of the secrets (whose hex
+// could spell a short secret by chance). Text that only looks like a token is scanned like any other.
 func (s *secretScanner) hit(b []byte) bool {
 	if bytes.Contains(b, []byte(TokenPrefix)) {
-		b = tokenRegexp.ReplaceAllLiteral(b, []byte{0})
+		b = blankTokens(b, s.tokens)
 	}
 	for _, sec := range s.whole {
 		if bytes.Contains(b, []byte(sec)) {
@@ -331,6 +364,19 @@ func (s *secretScanner) hit(b []byte) bool {
 		}
 	}
 	return false
+}
+
+// blankTokens returns b with every token of tokens overwritten by zero bytes.
+func blankTokens(b []byte, tokens map[string]bool) []byte {
+	out := bytes.Clone(b)
+	tokenCandidates(string(b), func(start, end int) bool {
+		if !tokens[string(b[start:end])] {
+			return false
+		}
+		clear(out[start:end])
+		return true
+	})
+	return out
 }
 
 // hitJSONStrings scans the strings of text when text is a JSON document, where an escape (\u0073k-…)
@@ -449,14 +495,13 @@ func collectLanes(chunks []*jnode) []*lane {
 }
 
 // emit writes the chunk compacted, with each rewritten string re-encoded (without HTML escaping, as
-// JSON writes documents) and everything else as it was. A chunk that is not valid UTF-8 has every
-// string re-encoded, which replaces the invalid bytes by U+FFFD as JSON does.
+// JSON writes documents) and everything else as it was. parseChunk refused invalid text, so the
+// strings left as they were are exactly what was streamed.
 func (n *jnode) emit(doc []byte) ([]byte, error) {
-	all := !utf8.Valid(doc)
 	var edits []*jnode
 	var collect func(*jnode)
 	edit := func(v *jnode) {
-		if all || v.out != v.str {
+		if v.out != v.str {
 			edits = append(edits, v)
 		}
 	}
@@ -512,6 +557,10 @@ func parseChunk(doc []byte) (*jnode, error) {
 	// end costs more than the rest of a small chunk's parse).
 	if end := int(p.dec.InputOffset()); len(bytes.TrimLeft(doc[end:], " \t\r\n")) > 0 {
 		return nil, &JSONError{Offset: int64(end), Err: errors.New("unexpected data after the top-level value")}
+	}
+	// json.Decoder repaired invalid text into U+FFFD; refuse it as JSON does.
+	if err := checkText(doc); err != nil {
+		return nil, err
 	}
 	return n, nil
 }

@@ -9,7 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
+	"strings"
 	"sync"
 )
 
@@ -41,11 +41,12 @@ var (
 	ErrVaultDecrypt   = errors.New("vault.enc cannot be decrypted: wrong key or tampered file")
 	ErrVaultTruncated = errors.New("vault.enc is truncated")
 	ErrVaultMagic     = errors.New("vault.enc is not an agentrewind vault (bad magic)")
+	ErrTokenCollision = errors.New("two different secrets have the same redaction token")
 )
 
 // VaultError reports a vault that cannot be sealed or opened. Op is "key" (no usable key), "seal",
 // "open" (wrong key, tampered, truncated or foreign file) or "decode" (authentic but unreadable
-// contents). It never carries a secret.
+// contents), "merge" (two secrets for one token). It never carries a secret.
 type VaultError struct {
 	Op  string
 	Err error
@@ -57,25 +58,40 @@ func (e *VaultError) Unwrap() error { return e.Err }
 
 // Vault maps tokens back to the secrets they replaced. It is safe for concurrent use.
 type Vault struct {
-	mu      sync.RWMutex
-	secrets map[string]string // token → secret
+	mu        sync.RWMutex
+	secrets   map[string]string // token → secret
+	collision bool              // Add or Merge met two secrets for one token
 }
 
 // NewVault returns an empty vault.
 func NewVault() *Vault { return &Vault{secrets: map[string]string{}} }
 
-// Add records that token stands for secret.
-func (v *Vault) Add(token, secret string) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.secrets[token] = secret
+// Add records that token stands for secret. A token that already stands for another secret is a
+// *VaultError wrapping ErrTokenCollision; the vault keeps the first secret and refuses to Seal.
+func (v *Vault) Add(token, secret string) error {
+	return v.Merge(map[string]string{token: secret})
 }
 
-// Merge adds every token → secret pair of m (typically Redactor.Secrets()).
-func (v *Vault) Merge(m map[string]string) {
+// Merge adds every token → secret pair of m (typically Redactor.Secrets()). A token that already
+// stands for another secret is a *VaultError wrapping ErrTokenCollision: one of the two could never
+// be restored, so the vault keeps the first, and Seal refuses it from then on, whether or not the
+// caller looked at this error.
+func (v *Vault) Merge(m map[string]string) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	maps.Copy(v.secrets, m)
+	collided := false
+	for token, secret := range m {
+		if prev, ok := v.secrets[token]; ok && prev != secret {
+			collided = true
+			continue
+		}
+		v.secrets[token] = secret
+	}
+	if collided {
+		v.collision = true
+		return &VaultError{Op: "merge", Err: ErrTokenCollision}
+	}
+	return nil
 }
 
 // Len returns the number of tokens the vault can restore.
@@ -90,12 +106,26 @@ func (v *Vault) Len() int {
 func (v *Vault) Restore(s string) string {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
-	return tokenRegexp.ReplaceAllStringFunc(s, func(token string) string {
-		if secret, ok := v.secrets[token]; ok {
-			return secret
+	if !strings.Contains(s, TokenPrefix) {
+		return s
+	}
+	var b strings.Builder
+	last := 0
+	tokenCandidates(s, func(start, end int) bool {
+		secret, ok := v.secrets[s[start:end]]
+		if !ok || start < last {
+			return false
 		}
-		return token
+		b.WriteString(s[last:start])
+		b.WriteString(secret)
+		last = end
+		return true
 	})
+	if last == 0 {
+		return s
+	}
+	b.WriteString(s[last:])
+	return b.String()
 }
 
 // RestoreJSON restores tokens in every string leaf and object key of a JSON document, re-emitted like
@@ -115,6 +145,10 @@ func (v *Vault) Seal(ctx context.Context, kp KeyProvider) ([]byte, error) {
 		return nil, err
 	}
 	v.mu.RLock()
+	if v.collision {
+		v.mu.RUnlock()
+		return nil, &VaultError{Op: "seal", Err: ErrTokenCollision}
+	}
 	plaintext, err := json.Marshal(v.secrets)
 	v.mu.RUnlock()
 	if err != nil {
