@@ -11,23 +11,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentrewind/agentrewind/internal/engine/evidence"
+	"github.com/agentrewind/agentrewind/internal/engine/task"
 	"github.com/agentrewind/agentrewind/internal/engine/verdict"
 	"github.com/agentrewind/agentrewind/internal/engine/verdict/ledger"
 	"github.com/agentrewind/agentrewind/internal/fsutil"
 )
-
-// newEngineCommand is the parent of the tasks the operator's Jobs run.
-func newEngineCommand() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "engine <task>",
-		Short: "Run one of the tasks the operator's Jobs run (resume-plan, ...)",
-		Long: `Run one of the tasks the operator's Jobs run. Each task reads its inputs from flags,
-writes a JSON result and prints a one-line summary.`,
-		Args: cobra.NoArgs,
-	}
-	cmd.AddCommand(newResumePlanTaskCommand())
-	return cmd
-}
 
 // planSources are the flags that say where the workspace evidence comes from.
 type planSources struct {
@@ -44,18 +32,37 @@ func (s *planSources) register(cmd *cobra.Command) {
 func newResumePlanTaskCommand() *cobra.Command {
 	var dir, outputFile string
 	var src planSources
+	var job jobFlags
 	cmd := &cobra.Command{
-		Use:   "resume-plan --session <dir> [--git-dir D | --git-url U] [--output-file F]",
+		Use:   "resume-plan (--session <dir> | --store S --session-id ID --job-uid UID) [--git-dir D | --git-url U] [--output-file F]",
 		Short: "Judge whether a recorded run can be resumed, and write the verdicts as JSON",
 		Long: `Judge whether a recorded run can be resumed: the resume plan, reachability, the rewind plan
 with its no-good note, convergence and plan coherence.
 
 Without --git-dir or --git-url nothing can be re-verified, so no step counts as done (the safe floor).
-With --output-file the JSON result goes to the file and a one-line summary to stdout; without it the
-JSON goes to stdout. The file may not be inside the session directory, and an existing one is replaced
-only once the new result is complete.`,
+With --session the session is a local directory: with --output-file the JSON result goes to the file
+and a one-line summary to stdout, otherwise the JSON goes to stdout; the file may not be inside the
+session directory, and an existing one is replaced only once the new result is complete. With
+--session-id the session is pulled from the store and the result goes to results/<job-uid>.json there,
+as an engine Job does.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if (dir == "") == (job.sessionID == "") {
+				return errors.New("pass either --session <dir> or --session-id with --store")
+			}
+			if job.sessionID != "" {
+				return runJob(cmd, &job, task.ResumePlan, func(ctx context.Context, dir string, pulled error, res *task.Result) error {
+					if pulled != nil {
+						return pulled
+					}
+					plan, err := evaluatePlan(ctx, dir, src)
+					if err != nil {
+						return err
+					}
+					res.ResumePlan, err = resumePlanResult(plan)
+					return err
+				})
+			}
 			if outputFile != "" {
 				if err := fsutil.CheckOutputOutside(outputFile, dir); err != nil {
 					return fmt.Errorf("--output-file: %w", err)
@@ -76,10 +83,24 @@ only once the new result is complete.`,
 		},
 	}
 	cmd.Flags().StringVar(&dir, "session", "", "the session directory to judge")
-	cmd.Flags().StringVar(&outputFile, "output-file", "", "write the JSON result here instead of stdout")
-	_ = cmd.MarkFlagRequired("session")
+	cmd.Flags().StringVar(&outputFile, "output-file", "", "with --session: write the JSON result here instead of stdout")
 	src.register(cmd)
+	job.register(cmd)
 	return cmd
+}
+
+// resumePlanResult is the Job result of a resume plan: the verdicts in their wire form and the evidence
+// they were computed from.
+func resumePlanResult(p *planResult) (*task.ResumePlanResult, error) {
+	report, err := task.NewReport(p.Report)
+	if err != nil {
+		return nil, err
+	}
+	ev := task.Evidence{EventsHash: p.EventsHash, Workspace: p.Git != nil, PlanPresent: p.Ledger.HasIntent}
+	if p.Git != nil {
+		ev.ResolvedCommit = p.Git.Head
+	}
+	return &task.ResumePlanResult{SessionID: p.Session, Evidence: ev, Report: report}, nil
 }
 
 // newPlanCommand prints every verdict on a local session.
@@ -113,6 +134,7 @@ func newPlanCommand() *cobra.Command {
 type planResult struct {
 	Session    string              `json:"session"`
 	SessionDir string              `json:"sessionDir"`
+	EventsHash string              `json:"eventsHash"`
 	Evidence   planEvidence        `json:"evidence"`
 	Ledger     planLedger          `json:"ledger"`
 	Git        *evidence.GitReport `json:"git,omitempty"`
@@ -130,6 +152,7 @@ type planEvidence struct {
 
 // planLedger summarises the fold: how much of the ledger was readable and who minted the checkpoint.
 type planLedger struct {
+	HasIntent        bool              `json:"hasIntent"`
 	Records          int               `json:"records"`
 	Corrupt          int               `json:"corrupt"`
 	Untagged         int               `json:"untagged"`
@@ -161,8 +184,8 @@ func evaluatePlan(ctx context.Context, dir string, src planSources) (*planResult
 	}
 	st := g.Facts.Ledger
 	return &planResult{
-		Session: s.Meta.ID, SessionDir: dir, Evidence: ev, Git: g.Git,
-		Ledger: planLedger{Records: st.Records, Corrupt: st.Corrupt, Untagged: st.Untagged, UnreadableNewer: st.UnreadableNewer,
+		Session: s.Meta.ID, SessionDir: dir, EventsHash: s.Meta.EventsHash, Evidence: ev, Git: g.Git,
+		Ledger: planLedger{HasIntent: st.HasIntent, Records: st.Records, Corrupt: st.Corrupt, Untagged: st.Untagged, UnreadableNewer: st.UnreadableNewer,
 			UnmintedSuspends: st.UnmintedSuspends, Suspended: st.Suspended, Checkpoint: st.Checkpoint, Problems: st.Problems},
 		Report: verdict.Evaluate(g.Facts, policy),
 	}, nil

@@ -221,7 +221,7 @@ func TestEngineResumePlanRefusesBadInput(t *testing.T) {
 		code int
 	}{
 		{"both git sources", []string{"resume-plan", "--session", dir, "--git-dir", repo.dir, "--git-url", repo.dir}, "none of the others can be", exitError},
-		{"a missing session flag", []string{"resume-plan"}, `"session" not set`, exitError},
+		{"a missing session flag", []string{"resume-plan"}, "pass either --session", exitError},
 		{"a ref without a repository", []string{"resume-plan", "--session", dir, "--git-ref", "main"}, "--git-ref needs --git-dir or --git-url", exitError},
 		{"a directory that is not a repository", []string{"resume-plan", "--session", dir, "--git-dir", t.TempDir()}, "--git-dir", exitError},
 		{"an uncommitted session", []string{"resume-plan", "--session", uncommitted}, "not committed", exitCorrupt},

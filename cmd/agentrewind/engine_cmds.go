@@ -1,0 +1,211 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentrewind/agentrewind/internal/blobstore"
+	"github.com/agentrewind/agentrewind/internal/engine/session"
+	"github.com/agentrewind/agentrewind/internal/engine/task"
+)
+
+// defaultTerminationLog is where the kubelet reads a container's termination message from.
+const defaultTerminationLog = "/dev/termination-log"
+
+// newEngineCommand is the parent of the tasks the operator's Jobs run.
+func newEngineCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "engine <task>",
+		Short: "Run one of the tasks the operator's Jobs run (verify, resume-plan)",
+		Long: `Run one of the tasks the operator's Jobs run. In a Job, a task reads its session from the store
+(--store, --session-id), writes its result to results/<job-uid>.json there and a summary of at most
+4 KiB to the termination message; the controller reads both. A task that ran and found a problem (a
+corrupt session) succeeded as a task and exits 0: its result says what it found. A task that could not
+do its job exits non-zero and its result says why.`,
+		Args: cobra.NoArgs,
+	}
+	cmd.AddCommand(newVerifyTaskCommand(), newResumePlanTaskCommand())
+	return cmd
+}
+
+// jobFlags are what every engine task run by a Job shares: the store, the session and the Job.
+type jobFlags struct {
+	storeFlags
+	sessionID, jobUID, terminationLog string
+}
+
+func (f *jobFlags) register(cmd *cobra.Command) {
+	f.storeFlags.register(cmd, false)
+	cmd.Flags().StringVar(&f.sessionID, "session-id", "", "the session to read from the store")
+	cmd.Flags().StringVar(&f.jobUID, "job-uid", "", "the Job's UID, naming its result object results/<uid>.json (default $JOB_UID)")
+	cmd.Flags().StringVar(&f.terminationLog, "termination-log", defaultTerminationLog,
+		"where the summary for the controller goes; written only when the file exists, as the kubelet creates it")
+}
+
+// jobRun is one engine task run: it pulls the session, lets the task fill the result, and reports.
+type jobRun struct {
+	flags  *jobFlags
+	store  *blobstore.SessionStore
+	result *task.Result
+}
+
+// runJob runs one task against a session pulled from the store. do fills the task's payload of res
+// from the verified session directory; pulled is the pull's error about the session's bytes, which
+// verify reports as a finding and the other tasks as a failure.
+func runJob(cmd *cobra.Command, f *jobFlags, name task.Name, do func(ctx context.Context, dir string, pulled error, res *task.Result) error) error {
+	if f.jobUID == "" {
+		f.jobUID = os.Getenv("JOB_UID")
+	}
+	if f.sessionID == "" || f.jobUID == "" {
+		return errors.New("--session-id and --job-uid (or $JOB_UID) are required: the result is written to results/<job-uid>.json")
+	}
+	if err := blobstore.ValidateID(f.jobUID); err != nil {
+		return fmt.Errorf("--job-uid: %w", err)
+	}
+	ctx, cancel := f.context(cmd.Context())
+	defer cancel()
+	run := &jobRun{flags: f, result: &task.Result{APIVersion: task.APIVersion, Task: name, JobUID: f.jobUID, StartedAt: time.Now().UTC()}}
+	store, _, err := f.open(ctx, nil)
+	if err != nil {
+		return run.finish(cmd, task.ReasonStorageUnavailable, err)
+	}
+	run.store = store
+	tmp, err := os.MkdirTemp("", "agentrewind-"+string(name)+"-*")
+	if err != nil {
+		return run.finish(cmd, task.ReasonInternal, fmt.Errorf("making a working directory (set TMPDIR to a writable one): %w", err))
+	}
+	defer os.RemoveAll(tmp)
+	dir := filepath.Join(tmp, "session")
+	_, pulled := store.Pull(ctx, f.sessionID, dir)
+	if pulled != nil && !isCorrupt(pulled) {
+		reason := task.ReasonStorageUnavailable
+		if errors.Is(pulled, blobstore.ErrSessionNotFound) {
+			reason = task.ReasonSessionNotFound
+		}
+		return run.finish(cmd, reason, pulled)
+	}
+	if err := do(ctx, dir, pulled, run.result); err != nil {
+		reason := task.ReasonInternal
+		if isCorrupt(err) {
+			reason = task.ReasonSessionCorrupt
+		}
+		var fe *failure
+		if errors.As(err, &fe) {
+			reason = fe.reason
+		}
+		return run.finish(cmd, reason, err)
+	}
+	return run.finish(cmd, "", nil)
+}
+
+// failure is a task error with the reason the controller will see.
+type failure struct {
+	reason task.FailureReason
+	err    error
+}
+
+func (f *failure) Error() string { return f.err.Error() }
+func (f *failure) Unwrap() error { return f.err }
+
+// finish writes the result to the store and the termination message, prints the summary, and returns
+// the task's own error (nil when it succeeded).
+func (r *jobRun) finish(cmd *cobra.Command, reason task.FailureReason, taskErr error) error {
+	res := r.result
+	res.FinishedAt = time.Now().UTC()
+	res.Outcome = task.Succeeded
+	if taskErr != nil {
+		res.Outcome, res.Failure = task.Failed, &task.Failure{Reason: reason, Message: taskErr.Error()}
+	}
+	summary := task.TerminationMessage(res)
+	if r.flags.terminationLog != "" {
+		if _, err := os.Stat(r.flags.terminationLog); err == nil {
+			if err := os.WriteFile(r.flags.terminationLog, summary, 0o644); err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: writing the termination message to %s: %v\n", r.flags.terminationLog, err)
+			}
+		}
+	}
+	if r.store != nil {
+		data, err := task.Encode(res)
+		if err == nil {
+			err = r.store.PutResult(context.WithoutCancel(cmd.Context()), r.flags.jobUID, data)
+		}
+		if err != nil {
+			return errors.Join(taskErr, fmt.Errorf("the result could not be stored: %w", err))
+		}
+	}
+	fmt.Fprintln(cmd.OutOrStdout(), string(summary))
+	return classify(taskErr)
+}
+
+func newVerifyTaskCommand() *cobra.Command {
+	var f jobFlags
+	cmd := &cobra.Command{
+		Use:   "verify --store S --session-id ID --job-uid UID",
+		Short: "Pull a session from the store, verify every byte and its structure, and count what it holds",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runJob(cmd, &f, task.Verify, func(_ context.Context, dir string, pulled error, res *task.Result) error {
+				res.Verify = &task.VerifyResult{SessionID: f.sessionID, Redactions: []task.PatternCount{}}
+				if pulled != nil {
+					res.Verify.Problem = pulled.Error() // a finding: the task did its job
+					return nil
+				}
+				return describeSession(dir, res.Verify)
+			})
+		},
+	}
+	f.register(cmd)
+	return cmd
+}
+
+// describeSession fills a verify result from a pulled session: opened with every check, then counted.
+func describeSession(dir string, v *task.VerifyResult) error {
+	s, err := session.Open(dir)
+	if err != nil {
+		v.Problem = err.Error()
+		return nil
+	}
+	v.Intact = true
+	v.Ended = s.CheckComplete() == nil
+	m := s.Meta
+	v.SchemaVersion, v.EventsHash, v.Events = m.SchemaVersion, m.EventsHash, int64(len(s.Events))
+	for _, ev := range s.Events {
+		v.Steps = max(v.Steps, ev.Step+1)
+		switch ev.Kind {
+		case session.KindModelCall:
+			v.ModelCalls++
+			if ev.Usage != nil {
+				v.Usage.InputTokens += ev.Usage.InputTokens
+				v.Usage.OutputTokens += ev.Usage.OutputTokens
+				v.Usage.CostMicroUSD += ev.Usage.CostMicroUSD
+			}
+		case session.KindToolCall:
+			v.ToolCalls++
+		}
+	}
+	entries, err := os.ReadDir(filepath.Join(dir, session.BlobsDir))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil && info.Mode().IsRegular() {
+			v.Blobs++
+			v.Bytes += info.Size()
+		}
+	}
+	for name, n := range m.Redaction.Counts {
+		v.Redactions = append(v.Redactions, task.PatternCount{Pattern: name, Count: int64(n)})
+	}
+	slices.SortFunc(v.Redactions, func(a, b task.PatternCount) int { return strings.Compare(a.Pattern, b.Pattern) })
+	_, err = os.Stat(filepath.Join(dir, session.VaultFile))
+	v.Vault = err == nil
+	return nil
+}

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/minio/minio-go/v7"
+
+	"github.com/agentrewind/agentrewind/internal/engine/task"
+	"github.com/agentrewind/agentrewind/internal/engine/verdict/resume"
+)
+
+// jobResultFrom reads results/<uid>.json back from the store and decodes it the way a controller will.
+func jobResultFrom(t *testing.T, srv interface {
+	Client() (*minio.Client, error)
+}, bucket, prefix, uid string) *task.Result {
+	t.Helper()
+	client, err := srv.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := client.GetObject(context.Background(), bucket, prefix+"/results/"+uid+".json", minio.GetObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obj.Close()
+	data, err := io.ReadAll(obj)
+	if err != nil {
+		t.Fatalf("reading the result of job %s: %v", uid, err)
+	}
+	res, err := task.Decode(data)
+	if err != nil {
+		t.Fatalf("decoding the result of job %s: %v\n%s", uid, err, data)
+	}
+	return res
+}
+
+// TestEngineTasksWriteTheirResultsToTheStore runs the verify and resume-plan tasks as a Job would,
+// against versitygw, and reads each result back as the controller will: from results/<uid>.json and
+// from the termination message.
+func TestEngineTasksWriteTheirResultsToTheStore(t *testing.T) {
+	srv := storeServer(t)
+	const store = "s3://engine-bucket/team"
+	if _, _, err := runStoreCommand(t, newPushCommand, storeFixture(t, "run-1"), "--store", store, "--create-bucket"); err != nil {
+		t.Fatal(err)
+	}
+	termLog := filepath.Join(t.TempDir(), "termination-log")
+	if err := os.WriteFile(termLog, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	job := func(task, session, uid string) (string, error) {
+		out, _, err := runStoreCommand(t, newEngineCommand, task, "--store", store, "--session-id", session, "--job-uid", uid, "--termination-log", termLog)
+		return out, err
+	}
+
+	out, err := job("verify", "run-1", "uid-verify")
+	if err != nil {
+		t.Fatalf("engine verify: %v\n%s", err, out)
+	}
+	res := jobResultFrom(t, srv, "engine-bucket", "team", "uid-verify")
+	v := res.Verify
+	if res.Outcome != task.Succeeded || v == nil || !v.Intact || !v.Ended || v.Events != 3 || v.ToolCalls != 1 || v.Blobs != 1 || !v.Vault || v.EventsHash == "" {
+		t.Fatalf("verify result %+v: %+v", res, v)
+	}
+	summary, err := os.ReadFile(termLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := task.DecodeSummary(summary); err != nil || s.Headline != "intact" || s.JobUID != "uid-verify" || len(summary) > task.MaxTerminationMessage {
+		t.Fatalf("termination message %s: %v", summary, err)
+	}
+
+	// A blob damaged at rest is a finding of the verify task, which succeeded as a task.
+	client, err := srv.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var blobKey string
+	for obj := range client.ListObjects(context.Background(), "engine-bucket", minio.ListObjectsOptions{Prefix: "team/blobs/", Recursive: true}) {
+		blobKey = obj.Key
+	}
+	if _, err := client.PutObject(context.Background(), "engine-bucket", blobKey, strings.NewReader("tampered"), 8, minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := job("verify", "run-1", "uid-corrupt"); err != nil {
+		t.Fatalf("a corrupt session is a finding, not a failed task: %v\n%s", err, out)
+	}
+	if res := jobResultFrom(t, srv, "engine-bucket", "team", "uid-corrupt"); res.Outcome != task.Succeeded || res.Verify.Intact || res.Verify.Problem == "" {
+		t.Fatalf("verify of a damaged session: %+v %+v", res, res.Verify)
+	}
+	// resume-plan cannot judge a session it cannot trust: the task fails, and says so.
+	if _, err := job("resume-plan", "run-1", "uid-plan-corrupt"); exitCode(err) != exitCorrupt {
+		t.Fatalf("resume-plan of a damaged session: exit %d (%v), want %d", exitCode(err), err, exitCorrupt)
+	}
+	if res := jobResultFrom(t, srv, "engine-bucket", "team", "uid-plan-corrupt"); res.Outcome != task.Failed || res.Failure.Reason != task.ReasonSessionCorrupt {
+		t.Fatalf("resume-plan of a damaged session: %+v", res)
+	}
+
+	// A session that is not there fails the task with a reason the controller can act on.
+	if _, err := job("verify", "no-such-run", "uid-missing"); err == nil {
+		t.Fatal("verify of a missing session succeeded")
+	}
+	if res := jobResultFrom(t, srv, "engine-bucket", "team", "uid-missing"); res.Outcome != task.Failed || res.Failure.Reason != task.ReasonSessionNotFound {
+		t.Fatalf("verify of a missing session: %+v %+v", res, res.Failure)
+	}
+
+	// resume-plan of a crashed run pulled from the store, judged against its workspace.
+	repo := newPlanRepo(t, false)
+	if _, _, err := runStoreCommand(t, newPushCommand, planSession(t, repo), "--store", store); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err = runStoreCommand(t, newEngineCommand, "resume-plan", "--store", store, "--session-id", "run-session", "--job-uid", "uid-plan",
+		"--git-dir", repo.dir, "--termination-log", termLog)
+	if err != nil {
+		t.Fatalf("engine resume-plan: %v\n%s", err, out)
+	}
+	res = jobResultFrom(t, srv, "engine-bucket", "team", "uid-plan")
+	rp := res.ResumePlan
+	if res.Outcome != task.Succeeded || rp == nil || rp.Report.Resume.Verdict != resume.Resumable || !rp.Evidence.Workspace ||
+		rp.Evidence.ResolvedCommit == "" || !rp.Evidence.PlanPresent || rp.Evidence.EventsHash == "" {
+		t.Fatalf("resume-plan result %+v: %+v", res, rp)
+	}
+	if s, err := os.ReadFile(termLog); err != nil || !strings.Contains(string(s), "RESUMABLE REACHABLE") {
+		t.Fatalf("termination message %s: %v", s, err)
+	}
+}
+
+func TestEngineTasksRefuseAJobWithoutItsIdentity(t *testing.T) {
+	storeServer(t)
+	t.Setenv("JOB_UID", "")
+	_, _, err := runStoreCommand(t, newEngineCommand, "verify", "--store", "s3://b/p", "--session-id", "run-1")
+	if err == nil || !strings.Contains(err.Error(), "--job-uid") {
+		t.Fatalf("err = %v", err)
+	}
+	_, _, err = runStoreCommand(t, newEngineCommand, "verify", "--store", "s3://b/p", "--session-id", "run-1", "--job-uid", "../x")
+	if err == nil || !strings.Contains(err.Error(), "--job-uid") {
+		t.Fatalf("a uid that is no key: err = %v", err)
+	}
+}
