@@ -312,8 +312,7 @@ func straddles(lanes []*lane, secrets []string) bool {
 // secretScanner finds known secrets, whole or by a recognisable piece, in stored bytes.
 type secretScanner struct {
 	whole   []string
-	tokens  map[string]bool                 // the tokens of the secrets
-
+	tokens  map[string]bool         // the tokens of the secrets
 	windows map[int]map[string]bool // window length → the windows of that length of the secrets
 }
 

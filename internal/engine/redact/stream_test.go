@@ -314,3 +314,34 @@ func TestStreamDoesNotMistakeATokenForAShortSecret(t *testing.T) {
 		t.Fatalf("lane %q", lane)
 	}
 }
+
+// TestStreamRefusesInvalidTextInsteadOfRepairingIt: as JSON does, with the offset in the chunk, and
+// whichever chunk holds it.
+func TestStreamRefusesInvalidTextInsteadOfRepairingIt(t *testing.T) {
+	tests := []struct {
+		name       string
+		chunk      string
+		wantOffset int64
+		wantReason string
+	}{
+		{"invalid byte in a text delta", `{"delta":"x` + "\xff" + `y"}`, 11, reasonBadUTF8},
+		{"truncated rune in a key", `{"` + "\xe2\x82" + `":"x"}`, 2, reasonBadUTF8},
+		{"lone surrogate escape", `{"delta":"x\ud800"}`, 11, reasonSurrogate},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := New(BuiltinPatterns())
+			got, err := r.Stream([][]byte{textChunk("ok " + fakeGitHubPAT), []byte(tt.chunk)})
+			terr, ok := errors.AsType[*TextError](err)
+			if !ok || got != nil {
+				t.Fatalf("Stream() = %s, %v; want no chunks and a *TextError", joinLines(got), err)
+			}
+			if terr.Offset != tt.wantOffset || terr.Reason != tt.wantReason || !strings.HasPrefix(err.Error(), "chunk 1: ") {
+				t.Errorf("error %v at %d (%s), want chunk 1 at %d (%s)", err, terr.Offset, terr.Reason, tt.wantOffset, tt.wantReason)
+			}
+			if len(r.Secrets()) != 0 {
+				t.Error("a refused stream recorded secrets")
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -143,4 +144,48 @@ func TestRestoreJSONRestoresLeavesAndKeys(t *testing.T) {
 	if want := `{"k1":["<v&1>",2.50,"` + unknown + `"]}`; string(got) != want {
 		t.Fatalf("RestoreJSON = %s, want %s", got, want)
 	}
+}
+
+// TestVaultRefusesTwoSecretsForOneToken: a token that would restore the wrong secret is an error at
+// Add and Merge, and the vault then refuses to Seal even if the caller ignored that error.
+func TestVaultRefusesTwoSecretsForOneToken(t *testing.T) {
+	tok := Token("first secret")
+	for name, collide := range map[string]func(v *Vault) error{
+		"Add":   func(v *Vault) error { return v.Add(tok, "second secret") },
+		"Merge": func(v *Vault) error { return v.Merge(map[string]string{tok: "second secret"}) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			v := NewVault()
+			if err := v.Add(tok, "first secret"); err != nil {
+				t.Fatal(err)
+			}
+			if err := v.Add(tok, "first secret"); err != nil {
+				t.Fatalf("the same pair twice: %v", err)
+			}
+			err := collide(v)
+			if verr, ok := errors.AsType[*VaultError](err); !ok || verr.Op != "merge" || !errors.Is(err, ErrTokenCollision) {
+				t.Fatalf("err = %v, want a merge *VaultError wrapping ErrTokenCollision", err)
+			}
+			if strings.Contains(err.Error(), "secret\"") || strings.Contains(err.Error(), "first") {
+				t.Errorf("the error names a secret: %v", err)
+			}
+			if got := v.Restore(tok); got != "first secret" {
+				t.Errorf("Restore = %q, want the first secret kept", got)
+			}
+			if _, err := v.Seal(context.Background(), testKey(1)); !errors.Is(err, ErrTokenCollision) {
+				t.Errorf("Seal error = %v, want ErrTokenCollision", err)
+			}
+		})
+	}
+}
+
+func TestRedactorPanicsRatherThanMapTwoSecretsToOneToken(t *testing.T) {
+	r := New(BuiltinPatterns())
+	r.secrets[Token(fakeGitHubPAT)] = "another secret" // what a hash collision would leave
+	defer func() {
+		if p := recover(); p == nil || strings.Contains(fmt.Sprint(p), fakeGitHubPAT) {
+			t.Fatalf("recover() = %v, want a panic that names no secret", p)
+		}
+	}()
+	r.String(fakeGitHubPAT)
 }
