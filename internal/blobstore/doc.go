@@ -21,6 +21,7 @@
 //     vault.enc against its vaultHash, and a mismatch is an error naming the object;
 //   - wait without bound: every request has a bounded number of attempts, each with a deadline,
 //     and a download slower than the minimum throughput is abandoned;
+//   - know Kubernetes: credentials from a Secret are read by package kubecreds, not here;
 //   - make a session visible before all of its objects are stored (a declared vault included), or
 //     overwrite a committed session with different content;
 //   - interpret events beyond finding the blobs they reference: the format belongs to
