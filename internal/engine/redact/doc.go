@@ -1,7 +1,14 @@
 // Package redact owns secret redaction for recordings: it finds secrets (API keys, access keys,
 // bearer tokens, user-supplied shapes) in strings and JSON documents, replaces each by a deterministic
-// token "arw:redacted:<first 12 hex of sha256(secret)>", and keeps the token→secret map in a Vault that
-// is sealed with AES-256-GCM into vault.enc so that a local replay can restore the secrets.
+// token "arw:redacted:<first 32 hex of sha256(secret)>" (128 bits: no two secrets can be made to share
+// one), and keeps the token→secret map in a Vault that is sealed with AES-256-GCM into vault.enc so
+// that a local replay can restore the secrets. The 12-hex tokens of older recordings are still
+// restored, never minted; a vault that meets two secrets for one token refuses to seal.
+//
+// A secret found once is redacted wherever it appears later, bare or quoted. A string whose JSON
+// escapes spell a secret (\u0073k-…, a key with \/) is replaced as a whole by its own token. Only the
+// tokens the redactor minted shield text from the patterns: "arw:redacted:" written before a secret
+// protects nothing.
 //
 // Stream redacts a streamed response as a whole: the strings of its chunks are joined per lane (a
 // content block, a choice, a tool call) and redacted together, so a secret cut anywhere by chunk

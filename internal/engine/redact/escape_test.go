@@ -16,7 +16,7 @@ func jsonBodyWith(k, spelled string) string { return `{"` + k + `":"` + spelled 
 func escapedSecrets() map[string]struct{ secret, body string } {
 	lit := "hunter2-Correct-Horse"
 	return map[string]struct{ secret, body string }{
-		"anthropic key behind \\u": {fakeAnthropicKey, jsonBodyWith("k", `\u0073k-ant-`+fakeAnthropicKey[len("sk-ant-"):])},
+		"anthropic key behind \\u":            {fakeAnthropicKey, jsonBodyWith("k", `\u0073k-ant-`+fakeAnthropicKey[len("sk-ant-"):])},
 		"anthropic key escaped every 8 bytes": {fakeAnthropicKey, jsonBodyWith("k", escapeEvery(fakeAnthropicKey, 8))},
 		"declared literal behind \\u":         {lit, jsonBodyWith("pw", `\u0068unter2-Correct-Horse`)},
 		"aws secret with \\/":                 {fakeAWSSecret, jsonBodyWith("aws_secret_access_key", strings.ReplaceAll(fakeAWSSecret, "/", `\/`))},

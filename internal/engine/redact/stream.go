@@ -39,6 +39,10 @@ const maxStreamDepth = 10000
 // partial JSON, where an escape can hide it); by a piece of pieceLen bytes; or split across lanes,
 // one lane ending with its head and another starting with its tail. A failed stream redacts nothing
 // and counts nothing.
+//
+// A lane whose JSON escapes spell a secret (a tool call's partial JSON, finished or cut off) is
+// replaced as a whole, as JSON replaces such a string. A chunk holding invalid UTF-8 or an unpaired
+// surrogate escape is a *TextError, never repaired.
 func (r *Redactor) Stream(chunks [][]byte) ([][]byte, error) {
 	parsed := make([]*jnode, len(chunks))
 	for i, c := range chunks {

@@ -103,6 +103,7 @@ func (v *Vault) Len() int {
 
 // Restore swaps every known token in s back to its secret; unknown tokens stay as they are, so a
 // partial vault degrades to partially redacted output rather than failing.
+// A token is known by its text, 32 or (for older recordings) 12 hex characters, whatever follows it.
 func (v *Vault) Restore(s string) string {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
@@ -139,6 +140,7 @@ func (v *Vault) RestoreJSON(doc []byte) ([]byte, error) {
 
 // Seal encrypts the vault with AES-256-GCM: magic "ARWVAULT1", a 12-byte random nonce, then the
 // ciphertext (with its tag) of the JSON token → secret map, the magic authenticated as additional data.
+// A vault that met two secrets for one token (Add, Merge) is refused with ErrTokenCollision.
 func (v *Vault) Seal(ctx context.Context, kp KeyProvider) ([]byte, error) {
 	aead, err := newAEAD(ctx, kp)
 	if err != nil {
