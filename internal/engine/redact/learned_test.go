@@ -97,11 +97,6 @@ func TestTokensCarry128BitsAndOldTokensAreStillTokens(t *testing.T) {
 		t.Fatalf("Token = %q, want the prefix and 32 lower-case hex characters", tok)
 	}
 	legacy := tok[:len(TokenPrefix)+LegacyTokenHexLen]
-	for s, want := range map[string]bool{tok: true, legacy: true, tok[:len(tok)-1]: false, tok + "0": false, "x" + tok: false} {
-		if IsToken(s) != want {
-			t.Errorf("IsToken(%q) = %v, want %v", s, !want, want)
-		}
-	}
 	v := NewVault()
 	if err := v.Merge(map[string]string{legacy: "old secret", tok: "new secret"}); err != nil {
 		t.Fatal(err)

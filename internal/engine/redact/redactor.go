@@ -31,12 +31,6 @@ func Token(secret string) string {
 	return TokenPrefix + hex.EncodeToString(sum[:])[:TokenHexLen]
 }
 
-// IsToken reports whether s is exactly one token, of either length.
-func IsToken(s string) bool {
-	h, ok := strings.CutPrefix(s, TokenPrefix)
-	return ok && (len(h) == TokenHexLen || len(h) == LegacyTokenHexLen) && isLowerHex(h)
-}
-
 // tokenCandidates calls f with the spans of s that may be tokens: TokenPrefix followed by a run of
 // TokenHexLen, then of LegacyTokenHexLen, lower-case hex characters, whatever follows them. f picks at
 // most one per prefix by returning true; which spans are really tokens is for the caller to know.
