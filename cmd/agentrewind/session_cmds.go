@@ -13,6 +13,7 @@ import (
 	"github.com/agentrewind/agentrewind/internal/blobstore"
 	"github.com/agentrewind/agentrewind/internal/engine/bundle"
 	"github.com/agentrewind/agentrewind/internal/engine/codec/anthropic"
+	"github.com/agentrewind/agentrewind/internal/engine/inspect"
 	"github.com/agentrewind/agentrewind/internal/engine/replay"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
@@ -208,7 +209,7 @@ func newContextCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			msgs, err := replay.ContextAt(s.Events, step)
+			msgs, err := inspect.ContextAt(s.Events, step)
 			if err != nil {
 				return err
 			}
@@ -248,7 +249,7 @@ func newDiffCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			d, err := replay.DiffContext(s.Events, from, to, nil)
+			d, err := inspect.DiffContext(s.Events, from, to, nil)
 			if err != nil {
 				return err
 			}

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/agentrewind/agentrewind/internal/engine/bundle"
+	"github.com/agentrewind/agentrewind/internal/engine/inspect"
 	"github.com/agentrewind/agentrewind/internal/engine/replay"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 	"github.com/agentrewind/agentrewind/internal/fsutil"
@@ -117,7 +118,7 @@ func TestContextAndDiffShowThePrompt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var d replay.ContextDiff
+	var d inspect.ContextDiff
 	if err := json.Unmarshal([]byte(out), &d); err != nil || len(d.Added) != 2 || d.TokenDelta != 20 || d.TokenDeltaIsEstimate {
 		t.Fatalf("diff json %+v (%v)", d, err)
 	}

@@ -99,17 +99,3 @@ var ErrVaultNotSealed = errors.New("the vault of redacted secrets could not be s
 
 // ErrLiveModelRequired is returned when a call must go live and no live model was given.
 var ErrLiveModelRequired = errors.New("this call must go live but no live model was configured")
-
-// StepError says a step is not what an inspection asked for.
-type StepError struct {
-	Step int64
-	Want session.Kind
-	Got  session.Kind // "" when the step does not exist
-}
-
-func (e *StepError) Error() string {
-	if e.Got == "" {
-		return fmt.Sprintf("step %d does not exist in this session", e.Step)
-	}
-	return fmt.Sprintf("step %d is a %s, not a %s", e.Step, e.Got, e.Want)
-}

@@ -1,4 +1,4 @@
-package replay
+package inspect
 
 import (
 	"encoding/json"
