@@ -9,9 +9,9 @@ import (
 	"strings"
 
 	"github.com/agentrewind/agentrewind/examples/triage"
+	"github.com/agentrewind/agentrewind/internal/devenv"
 	"github.com/agentrewind/agentrewind/internal/engine/replay"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
-	"github.com/agentrewind/agentrewind/internal/testenv"
 )
 
 // engineDemo records the sample agent, forks it with a prompt fix, compares the runs and pushes both
@@ -58,7 +58,7 @@ func engineDemo(ctx context.Context, dir, bin string) error {
 	}
 
 	step("Pushing both runs to S3 (versitygw on loopback) and listing the store")
-	s3, err := testenv.LaunchS3Server(filepath.Join(dir, "s3"), func(f string, a ...any) { fmt.Printf(f+"\n", a...) })
+	s3, err := devenv.LaunchS3Server(filepath.Join(dir, "s3"), func(f string, a ...any) { fmt.Printf(f+"\n", a...) })
 	if err != nil {
 		return fmt.Errorf("%w (run 'make s3-server' first)", err)
 	}

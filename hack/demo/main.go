@@ -14,7 +14,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/agentrewind/agentrewind/internal/testenv"
+	"github.com/agentrewind/agentrewind/internal/devenv"
 )
 
 func main() {
@@ -32,7 +32,7 @@ func run(keep bool, managerBin string) error {
 	defer stop()
 
 	step("Starting a control plane (kube-apiserver + etcd) with the agentrewind CRDs")
-	api, err := testenv.StartAPIServer()
+	api, err := devenv.StartAPIServer()
 	if err != nil {
 		return err
 	}
