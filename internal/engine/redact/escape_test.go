@@ -3,6 +3,7 @@ package redact
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -136,5 +137,18 @@ func TestUnescapeJSONIsLenient(t *testing.T) {
 		if got := unescapeJSON(in); got != want {
 			t.Errorf("unescapeJSON(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestAWholeStringReplacedForItsEscapesIsNotScannedForAsASecret: a stream is checked for the secret
+// found behind the escapes, not for every piece of the (possibly huge) string that held it.
+func TestAWholeStringReplacedForItsEscapesIsNotScannedForAsASecret(t *testing.T) {
+	r := newEscapeRedactor()
+	body := jsonBodyWith("k", `\u0073k-ant-`+fakeAnthropicKey[len("sk-ant-"):]) + strings.Repeat(" padding", 1000)
+	r.String(body)
+	known := r.knownSecrets(nil)
+	if !slices.Contains(known, fakeAnthropicKey) || slices.Contains(known, body) {
+		t.Fatalf("known secrets hold the key %v, the whole string %v; want the key only",
+			slices.Contains(known, fakeAnthropicKey), slices.Contains(known, body))
 	}
 }

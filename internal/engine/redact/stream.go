@@ -270,19 +270,20 @@ func (r *Redactor) exposed(chunks [][]byte, lanes []*lane, found []finding) bool
 	return straddles(lanes, secrets)
 }
 
-// knownSecrets is every secret redacted so far, the learned literals and found.
+// knownSecrets is every secret redacted so far (all learned as literals) and found. A whole string
+// replaced for the secret its escapes hid is not one: the secrets inside it are, and scanning for
+// every piece of a long tool result would cost more than the stream.
 func (r *Redactor) knownSecrets(found []finding) []string {
 	set := map[string]bool{}
-	for _, s := range r.Secrets() {
-		set[s] = true
-	}
 	if lits := r.literals.Load(); lits != nil {
 		for _, p := range *lits {
 			set[p.literal] = true
 		}
 	}
 	for _, f := range found {
-		set[f.secret] = true
+		if !f.whole {
+			set[f.secret] = true
+		}
 	}
 	delete(set, "")
 	return slices.Collect(maps.Keys(set))
