@@ -40,9 +40,9 @@ const maxStreamDepth = 10000
 // one lane ending with its head and another starting with its tail. A failed stream redacts nothing
 // and counts nothing.
 //
-// A lane whose JSON escapes spell a secret (a tool call's partial JSON, finished or cut off) is
-// replaced as a whole, as JSON replaces such a string. A chunk holding invalid UTF-8 or an unpaired
-// surrogate escape is a *TextError, never repaired.
+// A lane whose JSON escapes spell a secret (a tool call's partial JSON, finished or cut off) is found
+// as JSON finds it, and is ErrStreamExposed: one token in place of the lane would not assemble to
+// JSON. A chunk holding invalid UTF-8 or an unpaired surrogate escape is a *TextError, never repaired.
 func (r *Redactor) Stream(chunks [][]byte) ([][]byte, error) {
 	parsed := make([]*jnode, len(chunks))
 	for i, c := range chunks {
@@ -109,7 +109,7 @@ func (l *lane) rewritten() string {
 // rewriteLane redacts the lane's concatenation as JSON redacts a member value (with its key as
 // context, then alone) and cuts each match out of the pieces it spans, its token written where the
 // match starts. A lane from which a secret can only be read through JSON escapes (a tool call's partial
-// JSON, finished or cut off) is replaced as a whole: its token in the first piece, the others empty.
+// JSON, finished or cut off) is ErrStreamExposed.
 func (r *Redactor) rewriteLane(ln *lane, found *[]finding) error {
 	for _, p := range ln.pieces {
 		p.out = p.str
@@ -128,14 +128,8 @@ func (r *Redactor) rewriteLane(ln *lane, found *[]finding) error {
 		return nil
 	}
 	if last := local[len(local)-1]; last.whole && last.secret == text {
-		for i, p := range ln.pieces {
-			p.out = ""
-			if i == 0 {
-				p.out = red
-			}
-		}
-		*found = local
-		return nil
+		// Replacing the lane by one token would leave a tool call's partial JSON that no longer parses.
+		return fmt.Errorf("%w: lane %s: a secret is written with JSON escapes", ErrStreamExposed, ln.path)
 	}
 	reps, err := alignReplacements(text, red, local[len(*found):])
 	if err != nil { // cannot happen while redaction only swaps secrets for tokens; fail closed if it does

@@ -217,6 +217,11 @@ func TestStreamFailsClosedWhenASecretStraddlesLanes(t *testing.T) {
 			prepare: func(r *Redactor) { r.AddLiteral("env-secret", "Hunter2-Correct-Horse") },
 		},
 		{
+			name:    "an escaped secret in a tool call's partial JSON",
+			chunks:  [][]byte{anthropicDelta(0, "input_json_delta", "partial_json", `{"k":"`+escapeEvery(fakeAnthropicKey, 8)+`"}`)},
+			prepare: func(r *Redactor) { r.String(fakeAnthropicKey) },
+		},
+		{
 			name:    "a short literal, too short to recognise by a piece, across two content blocks",
 			chunks:  [][]byte{anthropicDelta(0, "text_delta", "text", "pw Pa5"), anthropicDelta(1, "text_delta", "text", "5word!x and more")},
 			prepare: func(r *Redactor) { r.AddLiteral("env-secret", "Pa55word!x") },
