@@ -91,6 +91,9 @@ bench: ## Run the benchmarks side by side with their peers (compare the ratios, 
 	go test -run '^$$' -bench Replay -benchtime 3x ./internal/engine/replay/
 	go test -run '^$$' -bench LoadSession -benchtime 20x ./internal/engine/session/
 	go test -run '^$$' -bench Store -benchtime 1x ./internal/blobstore/
+	@# Capture of a 1 GiB, 10,000-file workspace vs tar | sha256sum, then again after changing 1 % of it
+	@# (ARW_CHECKPOINT_BENCH_BYTES shrinks it).
+	go test -run '^$$' -bench Capture -benchtime 1x -timeout 30m ./internal/engine/checkpoint/
 
 ##@ Build
 
