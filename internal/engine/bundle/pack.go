@@ -22,7 +22,7 @@ type PackSummary struct {
 	Files int   // files in the bundle: meta.json, events.jsonl and the blobs
 	Bytes int64 // their total uncompressed size
 	Blobs int
-	// RedactionTokens counts the occurrences of each distinct "arw:redacted:<12hex>" token in the
+	// RedactionTokens counts the occurrences of each distinct "arw:redacted:<32hex>" token in the
 	// bundled files, so a user sees what was redacted before sharing.
 	RedactionTokens map[string]int
 	// Unreferenced and UnreferencedBytes count, for Unpack only, the blobs of the bundle that no event

@@ -2,13 +2,14 @@ package bundle
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"regexp"
 
 	"github.com/agentrewind/agentrewind/internal/engine/redact"
 )
 
-var tokenRegexp = regexp.MustCompile(regexp.QuoteMeta(redact.TokenPrefix) + `[0-9a-f]{12}`)
+var tokenRegexp = regexp.MustCompile(regexp.QuoteMeta(redact.TokenPrefix) + fmt.Sprintf("[0-9a-f]{%d}", redact.TokenHexLen))
 
 // tokenTail is how many trailing bytes of the stream are kept to find a token split across writes: one
 // less than a token, so a token already counted can never be seen whole again.

@@ -112,9 +112,13 @@ func (r *runner) sealVault(ctx context.Context, w *session.Writer) error {
 	}
 	v := redact.NewVault()
 	if r.vault != nil {
-		v.Merge(r.vault.Secrets())
+		if err := v.Merge(r.vault.Secrets()); err != nil {
+			return err
+		}
 	}
-	v.Merge(r.cfg.Redactor.Secrets())
+	if err := v.Merge(r.cfg.Redactor.Secrets()); err != nil {
+		return err
+	}
 	if v.Len() == 0 {
 		return nil
 	}

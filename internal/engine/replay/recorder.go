@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/agentrewind/agentrewind/internal/engine/evidence"
+	"github.com/agentrewind/agentrewind/internal/engine/redact"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 	"github.com/agentrewind/agentrewind/internal/engine/verdict/ledger"
 )
@@ -28,6 +29,10 @@ func (r *runner) prepare(from *session.Session) error {
 		r.cfg.Redactor.AddLiteral("declared-secret", v)
 	}
 	for _, kv := range r.cfg.Environ() {
+		// A URL with credentials (DATABASE_URL=postgres://app:pw@db/app) is secret whatever its name.
+		for _, c := range redact.CredentialsInValue(kv) {
+			r.cfg.Redactor.AddLiteral("env-secret", c)
+		}
 		if k, v, ok := strings.Cut(kv, "="); ok && secretEnvName.MatchString(k) && len(v) >= minEnvSecretLen {
 			r.cfg.Redactor.AddLiteral("env-secret", v)
 		}

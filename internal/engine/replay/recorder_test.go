@@ -343,3 +343,22 @@ func TestAnErrorNameAndACallSiteAreRedacted(t *testing.T) {
 		t.Fatalf("the redacted call site no longer matches on replay: %v", err)
 	}
 }
+
+// TestACredentialInAURLInTheEnvironmentIsNeverStored: DATABASE_URL's name says nothing about secrets,
+// but the password in its userinfo is one.
+func TestACredentialInAURLInTheEnvironmentIsNeverStored(t *testing.T) {
+	const password = "db-pw-7Hq2zK"
+	t.Setenv("DATABASE_URL", "postgres://app:"+password+"@db.internal:5432/app")
+	dir := filepath.Join(t.TempDir(), "run")
+	tools := map[string]Tool{"query": func(_ context.Context, args json.RawMessage) (any, error) { return string(args), nil }}
+	if _, err := Record(context.Background(), RecordOptions{Dir: dir, Tools: tools}, func(ctx context.Context, ac AgentContext) error {
+		_, err := ac.Tool(ctx, "query", map[string]string{"dsn": os.Getenv("DATABASE_URL")})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, session.EventsFile))
+	if err != nil || bytes.Contains(data, []byte(password)) {
+		t.Fatalf("events.jsonl holds the database password (%v):\n%s", err, data)
+	}
+}
