@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
+	"github.com/agentrewind/agentrewind/internal/engine/replay"
+	"github.com/agentrewind/agentrewind/internal/engine/session"
 	"github.com/agentrewind/agentrewind/internal/engine/task"
 	"github.com/agentrewind/agentrewind/internal/engine/verdict/resume"
 )
@@ -139,5 +142,54 @@ func TestEngineTasksRefuseAJobWithoutItsIdentity(t *testing.T) {
 	_, _, err = runStoreCommand(t, newEngineCommand, "verify", "--store", "s3://b/p", "--session-id", "run-1", "--job-uid", "../x")
 	if err == nil || !strings.Contains(err.Error(), "--job-uid") {
 		t.Fatalf("a uid that is no key: err = %v", err)
+	}
+}
+
+// TestASecretReadFromTheEnvironmentReachesNoStoredObject records an agent that reads a credential with
+// plain os.Getenv and sends it to a model and a tool, pushes the recording, and reads back every object
+// in the bucket: none holds the secret.
+func TestASecretReadFromTheEnvironmentReachesNoStoredObject(t *testing.T) {
+	srv := storeServer(t)
+	const canary = "canary-billing-9f3e71c2d4"
+	t.Setenv("BILLING_API_TOKEN", canary)
+	dir := filepath.Join(t.TempDir(), "run-env")
+	tools := map[string]replay.Tool{"charge": func(_ context.Context, args json.RawMessage) (any, error) { return string(args), nil }}
+	_, err := replay.Record(context.Background(), replay.RecordOptions{Dir: dir, ID: "run-env", Model: echoModel{}, Tools: tools},
+		func(ctx context.Context, ac replay.AgentContext) error {
+			token := os.Getenv("BILLING_API_TOKEN")
+			if _, err := ac.Model(ctx, session.Request{Model: "m", Messages: []session.Message{msg("user", "bill with "+token+strings.Repeat(" pad", 5000))}}); err != nil {
+				return err
+			}
+			_, err := ac.Tool(ctx, "charge", map[string]string{"token": token})
+			return err
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := runStoreCommand(t, newPushCommand, dir, "--store", "s3://canary-bucket/team", "--create-bucket"); err != nil {
+		t.Fatal(err)
+	}
+	client, err := srv.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := 0
+	for info := range client.ListObjects(context.Background(), "canary-bucket", minio.ListObjectsOptions{Recursive: true}) {
+		obj, err := client.GetObject(context.Background(), "canary-bucket", info.Key, minio.GetObjectOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := io.ReadAll(obj)
+		obj.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		read++
+		if strings.Contains(string(data), canary) {
+			t.Errorf("%s holds the secret", info.Key)
+		}
+	}
+	if read < 4 { // meta.json, its record, events.jsonl and the request's blob at least
+		t.Fatalf("only %d objects were read back", read)
 	}
 }
