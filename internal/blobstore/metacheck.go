@@ -1,15 +1,11 @@
 package blobstore
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"reflect"
 	"strings"
 
 	"github.com/agentrewind/agentrewind/internal/engine/session"
@@ -109,7 +105,7 @@ func (s *SessionStore) checkStoredMeta(id string, m storedMeta, reads int) (sess
 		return session.Meta{}, fmt.Errorf("%w (read %d times, never matching: the stored object is damaged, not just its transfer)",
 			&session.DigestMismatchError{Object: s.name(metaKey), Want: m.sum, Got: sha256Hex(m.data)}, reads)
 	}
-	meta, err := decodeMetaStrict(m.data, s.name(metaKey))
+	meta, err := session.DecodeMeta(m.data, s.name(metaKey))
 	if err != nil {
 		return session.Meta{}, err
 	}
@@ -119,106 +115,9 @@ func (s *SessionStore) checkStoredMeta(id string, m storedMeta, reads int) (sess
 	return meta, nil
 }
 
-// decodeMetaStrict decodes meta.json refusing what encoding/json lets through: a key session.Meta
-// does not have (encoding/json ignores it, and matches keys case-insensitively, so "CreatedAt"
-// would pass for "createdAt"), a key it requires that is missing, a key given twice, and anything
-// after the object. Keys are compared exactly with Meta's JSON names, so a field another package
-// adds to Meta is accepted without a change here. Then session.DecodeMeta checks the values.
+// decodeMetaStrict decodes meta.json with session.DecodeMeta, the one strict decoder every reader
+// shares: unknown, missing, case-variant and repeated keys, trailing data and impossible values are
+// a *session.CorruptMetaError naming the field.
 func decodeMetaStrict(data []byte, name string) (session.Meta, error) {
-	if err := checkKeys(data, reflect.TypeFor[session.Meta](), ""); err != nil {
-		return session.Meta{}, fmt.Errorf("%s: %w: it is damaged, or was written by another program", name, err)
-	}
 	return session.DecodeMeta(data, name)
-}
-
-// checkKeys checks that the JSON object raw has exactly the keys struct type t declares: every
-// one without omitempty, no other, none twice; nested struct fields are checked the same way.
-func checkKeys(raw []byte, t reflect.Type, path string) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return fmt.Errorf("%sis not a JSON object", where(path))
-	}
-	fields := jsonFields(t)
-	seen := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return fmt.Errorf("%s%v", where(path), err)
-		}
-		key := tok.(string) // an object's keys are strings
-		var value json.RawMessage
-		if err := dec.Decode(&value); err != nil {
-			return fmt.Errorf("%s%q: %v", where(path), key, err)
-		}
-		f, ok := fields[key]
-		switch {
-		case !ok:
-			return fmt.Errorf("%sunknown key %q", where(path), key)
-		case seen[key]:
-			return fmt.Errorf("%skey %q given twice", where(path), key)
-		}
-		seen[key] = true
-		if ft := derefType(f.typ); ft.Kind() == reflect.Struct && string(value) != "null" {
-			if err := checkKeys(value, ft, path+key+"."); err != nil {
-				return err
-			}
-		}
-	}
-	if _, err := dec.Token(); err != nil { // the closing brace
-		return fmt.Errorf("%s%v", where(path), err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return fmt.Errorf("%sdata after the object", where(path))
-	}
-	for key, f := range fields {
-		if f.required && !seen[key] {
-			return fmt.Errorf("%smissing key %q", where(path), key)
-		}
-	}
-	return nil
-}
-
-func where(path string) string {
-	if path == "" {
-		return ""
-	}
-	return strings.TrimSuffix(path, ".") + ": "
-}
-
-type jsonField struct {
-	typ      reflect.Type
-	required bool
-}
-
-// jsonFields maps the JSON names of struct type t's fields to their types; a field without
-// omitempty is required.
-func jsonFields(t reflect.Type) map[string]jsonField {
-	out := map[string]jsonField{}
-	for i := range t.NumField() {
-		f := t.Field(i)
-		if !f.IsExported() {
-			continue
-		}
-		tag := f.Tag.Get("json")
-		if tag == "-" {
-			continue
-		}
-		name, opts, _ := strings.Cut(tag, ",")
-		if name == "" {
-			name = f.Name
-		}
-		omit := false
-		for _, o := range strings.Split(opts, ",") {
-			omit = omit || o == "omitempty" || o == "omitzero"
-		}
-		out[name] = jsonField{typ: f.Type, required: !omit}
-	}
-	return out
-}
-
-func derefType(t reflect.Type) reflect.Type {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	return t
 }

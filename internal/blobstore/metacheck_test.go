@@ -16,7 +16,9 @@ const validMetaJSON = `{"id":"s1","createdAt":1700000000000,"agentRewindVersion"
 	`"redaction":{"enabled":true,"patterns":["aws-key"],"counts":{"aws-key":1}},` +
 	`"eventsHash":"0000000000000000000000000000000000000000000000000000000000000000"}`
 
-func TestDecodeMetaStrictRefusesWhatEncodingJSONIgnores(t *testing.T) {
+// TestDecodeMetaRefusesWhatEncodingJSONIgnores: push and pull decode meta.json with session.DecodeMeta,
+// the one strict decoder.
+func TestDecodeMetaRefusesWhatEncodingJSONIgnores(t *testing.T) {
 	for _, tc := range []struct {
 		name, from, to, want string
 	}{
@@ -38,7 +40,7 @@ func TestDecodeMetaStrictRefusesWhatEncodingJSONIgnores(t *testing.T) {
 				t.Fatalf("%s: the test does not change meta.json", tc.name)
 			}
 		}
-		meta, err := decodeMetaStrict([]byte(data), "meta.json")
+		meta, err := session.DecodeMeta([]byte(data), "meta.json")
 		if tc.want == "" {
 			if err != nil || meta.ID != "s1" || meta.Redaction.Counts["aws-key"] != 1 {
 				t.Errorf("%s: %+v, %v", tc.name, meta, err)

@@ -44,40 +44,41 @@ func addAuthor(obj map[string]json.RawMessage) error {
 var eventType = reflect.TypeFor[Event]()
 
 // decodeEvent decodes one line of events.jsonl, migrating it to the current schema first when it was
-// written by an older version. Lines at the current version — nearly all of them — are decoded once.
-func decodeEvent(line []byte) (Event, error) {
+// written by an older version, and returns the version it was written at. Lines at the current
+// version — nearly all of them — are decoded once.
+func decodeEvent(line []byte) (Event, int, error) {
 	ev, err := decodeStrict(line)
 	if err == nil || json.Valid(line) {
 		// encoding/json accepted the text; refuse what it would have silently rewritten.
 		if terr := checkJSONText(line, eventType); terr != nil {
-			return Event{}, terr
+			return Event{}, 0, terr
 		}
 	}
 	if err == nil && ev.SchemaVersion == CurrentSchemaVersion {
-		return ev, checkKind(ev)
+		return ev, CurrentSchemaVersion, checkKind(ev)
 	}
 	var head struct {
 		SchemaVersion int `json:"schemaVersion"`
 	}
 	if herr := json.Unmarshal(line, &head); herr != nil {
-		return Event{}, herr
+		return Event{}, 0, herr
 	}
 	switch {
 	case head.SchemaVersion < 1:
-		return Event{}, fmt.Errorf("schemaVersion is missing or not a positive integer")
+		return Event{}, 0, fmt.Errorf("schemaVersion is missing or not a positive integer")
 	case head.SchemaVersion > CurrentSchemaVersion:
-		return Event{}, &MigrationError{From: head.SchemaVersion, To: CurrentSchemaVersion}
+		return Event{}, 0, &MigrationError{From: head.SchemaVersion, To: CurrentSchemaVersion}
 	case head.SchemaVersion == CurrentSchemaVersion:
-		return Event{}, err
+		return Event{}, 0, err
 	}
 	migrated, err := migrate(line, head.SchemaVersion)
 	if err != nil {
-		return Event{}, err
+		return Event{}, 0, err
 	}
 	if ev, err = decodeStrict(migrated); err != nil {
-		return Event{}, err
+		return Event{}, 0, err
 	}
-	return ev, checkKind(ev)
+	return ev, head.SchemaVersion, checkKind(ev)
 }
 
 // decodeStrict decodes an event, refusing fields the schema does not define: at a known schema version

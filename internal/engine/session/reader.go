@@ -58,12 +58,21 @@ func Open(dir string) (*Session, error) {
 		return nil, fmt.Errorf("session %s: %w", dir, err)
 	}
 	defer f.Close()
+	metaPath := filepath.Join(dir, MetaFile)
 	check := NewStructureChecker(path)
-	events, err := readLog(f, meta.EventsHash, path, check.Add)
+	events, err := readLog(f, meta.EventsHash, path, func(ev *Event, written, line int, offset int64) error {
+		if err := check.Add(ev, line, offset); err != nil {
+			return err
+		}
+		return checkWrittenSchema(meta, metaPath, path, written, line)
+	})
 	if err != nil {
 		return nil, err
 	}
-	if err := check.Finish(meta, filepath.Join(dir, MetaFile)); err != nil {
+	if err := check.Finish(meta, metaPath); err != nil {
+		return nil, err
+	}
+	if err := checkMetaAgainstStart(meta, events[0].Meta, metaPath); err != nil {
 		return nil, err
 	}
 	if err := resolveAll(events, dirBlobs(dir)); err != nil {
@@ -94,29 +103,6 @@ func ReadMeta(dir string) (Meta, error) {
 	return DecodeMeta(data, path)
 }
 
-// DecodeMeta parses meta.json bytes; name is used in errors. Bytes that are not one JSON object with
-// unique keys and valid text, an eventsHash that is not a sha256 hex digest and a negative event count
-// are *CorruptMetaError; a schema newer than this build a *MigrationError.
-func DecodeMeta(data []byte, name string) (Meta, error) {
-	var meta Meta
-	if err := json.Unmarshal(data, &meta); err != nil {
-		return Meta{}, &CorruptMetaError{File: name, Err: err}
-	}
-	if err := checkJSONText(data, reflect.TypeFor[Meta]()); err != nil {
-		return Meta{}, &CorruptMetaError{File: name, Err: err}
-	}
-	if meta.SchemaVersion > CurrentSchemaVersion {
-		return Meta{}, fmt.Errorf("%s: %w", name, &MigrationError{From: meta.SchemaVersion, To: CurrentSchemaVersion})
-	}
-	if !ValidBlobHash(meta.EventsHash) {
-		return Meta{}, &CorruptMetaError{File: name, Field: "eventsHash", Err: fmt.Errorf("%q is not a sha256 hex digest", meta.EventsHash)}
-	}
-	if meta.Events < 0 {
-		return Meta{}, &CorruptMetaError{File: name, Field: "events", Err: fmt.Errorf("%d is negative", meta.Events)}
-	}
-	return meta, nil
-}
-
 // ReadEvents decodes an events.jsonl stream, verifying that its bytes hash to wantHash (skipped when
 // wantHash is empty) and resolving externalised fields through blobs (skipped when blobs is nil).
 // name labels errors. Each line is checked on its own; the log's structure is not (Open checks it,
@@ -134,10 +120,11 @@ func ReadEvents(r io.Reader, wantHash string, blobs BlobSource, name string) ([]
 	return events, nil
 }
 
-// readLog decodes every line of r, passing each event to visit (when set) with its line and offset.
+// readLog decodes every line of r, passing each event to visit (when set) with the schema version
+// it was written at, its line and its offset.
 // After the first bad line it still reads to the end, so that a log edited after it was committed is
 // reported as such rather than by the first line the edit broke.
-func readLog(r io.Reader, wantHash, name string, visit func(ev *Event, line int, offset int64) error) ([]Event, error) {
+func readLog(r io.Reader, wantHash, name string, visit func(ev *Event, written, line int, offset int64) error) ([]Event, error) {
 	h := sha256.New()
 	br := bufio.NewReaderSize(io.TeeReader(r, h), 64<<10)
 	var events []Event
@@ -167,16 +154,16 @@ func readLog(r io.Reader, wantHash, name string, visit func(ev *Event, line int,
 	return events, firstErr
 }
 
-func decodeLine(line []byte, lineNo int, offset int64, name string, visit func(*Event, int, int64) error, events *[]Event) error {
+func decodeLine(line []byte, lineNo int, offset int64, name string, visit func(*Event, int, int, int64) error, events *[]Event) error {
 	if line[len(line)-1] != '\n' {
 		return &CorruptEventError{File: name, Line: lineNo, Offset: offset, Err: errors.New("truncated: the last line has no newline")}
 	}
-	ev, err := decodeEvent(bytes.TrimSuffix(line, []byte("\n")))
+	ev, written, err := decodeEvent(bytes.TrimSuffix(line, []byte("\n")))
 	if err != nil {
 		return &CorruptEventError{File: name, Line: lineNo, Offset: offset, Field: fieldOf(err), Err: err}
 	}
 	if visit != nil {
-		if err := visit(&ev, lineNo, offset); err != nil {
+		if err := visit(&ev, written, lineNo, offset); err != nil {
 			return err
 		}
 	}

@@ -191,7 +191,7 @@ func TestOpenChecksMetaAndReferencedFiles(t *testing.T) {
 			data, _ := os.ReadFile(filepath.Join(dir, MetaFile))
 			_ = os.WriteFile(filepath.Join(dir, MetaFile), []byte(strings.Replace(string(data), `{"id":"forged"`, `{"id":"forged","id":"other"`, 1)), 0o644)
 			return dir
-		}, isCorruptMeta("")},
+		}, isCorruptMeta("id")},
 		{"eventsHash is not hex", func(t *testing.T) string {
 			dir := forge(t, good, nil)
 			meta, _ := ReadMeta(dir)
