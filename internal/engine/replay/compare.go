@@ -45,7 +45,7 @@ func CompareSessions(golden, candidate *session.Session, codecs CodecLookup) (*D
 		if err := s.CheckComplete(); err != nil {
 			return nil, err
 		}
-		if _, err := recomputeFingerprints(s, s.Meta.FingerprintMode, codecs, true); err != nil {
+		if err := CheckFingerprints(s, codecs); err != nil {
 			return nil, err
 		}
 	}
@@ -63,49 +63,92 @@ func CompareSessions(golden, candidate *session.Session, codecs CodecLookup) (*D
 	return compare(golden.Events, candidate.Events, func(ev *session.Event) string { return fps[ev] }), nil
 }
 
+// CheckFingerprints recomputes every stored fingerprint of s (a model call's requestHash, a tool
+// call's argsHash) from the stored request or arguments, in s's fingerprint mode and with its
+// provider's codec, as the recorder computed it, and returns a *FingerprintMismatchError for the
+// first that differs (a *session.CorruptMetaError when the mode is not one).
+func CheckFingerprints(s *session.Session, codecs CodecLookup) error {
+	_, err := recomputeFingerprints(s, s.Meta.FingerprintMode, codecs, true)
+	return err
+}
+
+// FingerprintMismatches is CheckFingerprints reporting every mismatch, in log order, for a reader
+// that shows the log rather than refusing it.
+func FingerprintMismatches(s *session.Session, codecs CodecLookup) ([]*FingerprintMismatchError, error) {
+	opts, err := fingerprintOptions(s, s.Meta.FingerprintMode)
+	if err != nil {
+		return nil, err
+	}
+	var out []*FingerprintMismatchError
+	for i := range s.Events {
+		if fp, field, err := recompute(&s.Events[i], opts, codecs); field != "" && (err != nil || fp != eventFingerprint(&s.Events[i])) {
+			out = append(out, mismatch(s, &s.Events[i], field, fp, err))
+		}
+	}
+	return out, nil
+}
+
 // recomputeFingerprints hashes every boundary call of s in mode, keyed by event; with check set it
 // also requires each to equal the stored one.
 func recomputeFingerprints(s *session.Session, mode string, codecs CodecLookup, check bool) (map[*session.Event]string, error) {
+	opts, err := fingerprintOptions(s, mode)
+	if err != nil {
+		return nil, err
+	}
+	out := map[*session.Event]string{}
+	for i := range s.Events {
+		ev := &s.Events[i]
+		fp, field, err := recompute(ev, opts, codecs)
+		if field == "" {
+			continue
+		}
+		if check && (err != nil || fp != eventFingerprint(ev)) {
+			return nil, mismatch(s, ev, field, fp, err)
+		}
+		out[ev] = fp
+	}
+	return out, nil
+}
+
+func fingerprintOptions(s *session.Session, mode string) (fingerprint.Options, error) {
 	opts := fingerprint.Options{Mode: fingerprint.Mode(mode)}
 	if opts.Mode == "" {
 		opts.Mode = fingerprint.Strict
 	}
 	if opts.Mode != fingerprint.Strict && opts.Mode != fingerprint.Structural {
-		return nil, &session.CorruptMetaError{File: filepath.Join(s.Dir, session.MetaFile), Field: "fingerprintMode",
+		return opts, &session.CorruptMetaError{File: filepath.Join(s.Dir, session.MetaFile), Field: "fingerprintMode",
 			Err: fmt.Errorf("%q is not a fingerprint mode", mode)}
 	}
-	out := map[*session.Event]string{}
-	for i := range s.Events {
-		ev := &s.Events[i]
-		var fp, field string
-		var err error
-		switch ev.Kind {
-		case session.KindModelCall:
-			field = "requestHash"
-			if ev.Request != nil {
-				codec := Codec(GenericCodec{Provider: ev.Provider})
-				if codecs != nil && codecs(ev.Provider) != nil {
-					codec = codecs(ev.Provider)
-				}
-				o := opts
-				o.VolatilePaths = codec.VolatilePaths()
-				fp, err = fingerprint.Of(codec.StripVolatile(*ev.Request), o)
+	return opts, nil
+}
+
+// recompute hashes the call ev stores; field names the stored fingerprint ("" for an event that has
+// none).
+func recompute(ev *session.Event, opts fingerprint.Options, codecs CodecLookup) (fp, field string, err error) {
+	switch ev.Kind {
+	case session.KindModelCall:
+		field = "requestHash"
+		if ev.Request != nil {
+			codec := Codec(GenericCodec{Provider: ev.Provider})
+			if codecs != nil && codecs(ev.Provider) != nil {
+				codec = codecs(ev.Provider)
 			}
-		case session.KindToolCall:
-			field = "argsHash"
-			if len(ev.Args) > 0 {
-				fp, err = fingerprint.OfJSON(ev.Args, fingerprint.Options{})
-			}
-		default:
-			continue
+			o := opts
+			o.VolatilePaths = codec.VolatilePaths()
+			fp, err = fingerprint.Of(codec.StripVolatile(*ev.Request), o)
 		}
-		if check && (err != nil || fp != eventFingerprint(ev)) {
-			return nil, &FingerprintMismatchError{Session: s.Meta.ID, Step: ev.Step, Kind: ev.Kind, Field: field,
-				Stored: eventFingerprint(ev), Recomputed: fp, Err: err}
+	case session.KindToolCall:
+		field = "argsHash"
+		if len(ev.Args) > 0 {
+			fp, err = fingerprint.OfJSON(ev.Args, fingerprint.Options{})
 		}
-		out[ev] = fp
 	}
-	return out, nil
+	return fp, field, err
+}
+
+func mismatch(s *session.Session, ev *session.Event, field, fp string, err error) *FingerprintMismatchError {
+	return &FingerprintMismatchError{Session: s.Meta.ID, Step: ev.Step, Kind: ev.Kind, Field: field,
+		Stored: eventFingerprint(ev), Recomputed: fp, Err: err}
 }
 
 // Compare checks that a candidate run crossed the boundary exactly as a golden recording did: the same

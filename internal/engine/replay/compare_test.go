@@ -6,10 +6,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/agentrewind/agentrewind/internal/engine/fingerprint"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
@@ -191,3 +194,44 @@ type maskAllCodec struct{ GenericCodec }
 
 func (maskAllCodec) Name() string            { return "mask-all" }
 func (maskAllCodec) VolatilePaths() []string { return []string{"system"} }
+
+// TestCheckFingerprintsNamesEveryForgedStep: CheckFingerprints (what verify runs) refuses a session
+// whose stored fingerprint is not its stored call's, naming the step and field, and
+// FingerprintMismatches (what inspect marks) lists each one.
+func TestCheckFingerprintsNamesEveryForgedStep(t *testing.T) {
+	s, _ := recordTriage(t, liveEntropy())
+	if err := CheckFingerprints(s, nil); err != nil {
+		t.Fatalf("an intact recording: %v", err)
+	}
+	if got, err := FingerprintMismatches(s, nil); len(got) != 0 || err != nil {
+		t.Fatalf("an intact recording: %v, %v", got, err)
+	}
+	tampered := rewriteLog(t, s.Dir, func(lines []string) []string {
+		lines = replaceInKind(session.KindModelCall, `"model":"fake-1"`, `"model":"fake-9"`)(lines)
+		return replaceInKind(session.KindToolCall, `"label":"bug"`, `"label":"wontfix"`)(lines)
+	})
+	var want []string
+	for _, ev := range tampered.Events {
+		if ev.Kind == session.KindModelCall && ev.Request.Model == "fake-9" {
+			want = append(want, fmt.Sprintf("%d requestHash", ev.Step))
+		}
+		if ev.Kind == session.KindToolCall && strings.Contains(string(ev.Args), "wontfix") {
+			want = append(want, fmt.Sprintf("%d argsHash", ev.Step))
+		}
+	}
+	var fm *FingerprintMismatchError
+	if err := CheckFingerprints(tampered, nil); !errors.As(err, &fm) || fmt.Sprintf("%d %s", fm.Step, fm.Field) != want[0] {
+		t.Fatalf("CheckFingerprints: %v; want a *FingerprintMismatchError at %s", err, want[0])
+	}
+	all, err := FingerprintMismatches(tampered, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range all {
+		got = append(got, fmt.Sprintf("%d %s", m.Step, m.Field))
+	}
+	if diff := cmp.Diff(want, got); diff != "" || len(want) != 2 {
+		t.Fatalf("mismatches (-want +got):\n%s", diff)
+	}
+}
