@@ -19,14 +19,22 @@ import (
 // The log is hashed as it is read and checked against the eventsHash when it ends: Next returns
 // io.EOF only for a log that matched, and *session.DigestMismatchError otherwise. Events returned
 // before the end come from a log not yet verified, so a caller that must not act on tampered data
-// either waits for io.EOF or uses Pull. Each event's blob fields are resolved and verified.
+// either waits for io.EOF or uses Pull. Each event's blob fields are resolved and verified, and the
+// log's structure is checked as it streams (session.StructureChecker): an event out of place fails
+// with *session.CorruptEventError, and an event count other than meta.json's at the end with
+// *session.CorruptMetaError.
 type EventStream struct {
-	meta   session.Meta
-	name   string
-	body   io.ReadCloser
-	br     *bufio.Reader
-	hash   hash.Hash
-	blobs  session.BlobSource
+	meta     session.Meta
+	metaName string // meta.json's name in errors
+	name     string
+	body     io.ReadCloser
+	br       *bufio.Reader
+	hash     hash.Hash
+	blobs    session.BlobSource
+	// check applies the log's structural rules (session.StructureChecker) as it streams: an event
+	// that breaks them ends the stream with a *session.CorruptEventError, and a count that differs
+	// from meta.json's with a *session.CorruptMetaError instead of io.EOF.
+	check  *session.StructureChecker
 	line   int
 	offset int64
 	err    error // sticky
@@ -44,14 +52,15 @@ func (s *SessionStore) OpenEvents(ctx context.Context, id string) (*EventStream,
 	key := s.layout.SessionEvents(id)
 	body, err := s.objects.Get(ctx, key)
 	if errors.Is(err, ErrNotFound) {
-		return nil, fmt.Errorf("session %s is committed but %s is missing: the store is damaged; push the session again: %w", id, s.name(key), err)
+		return nil, missingEvents(id, s.name(key), err)
 	}
 	if err != nil {
 		return nil, err
 	}
 	h := sha256.New()
-	return &EventStream{meta: meta, name: s.name(key), body: body, hash: h,
-		br: bufio.NewReaderSize(io.TeeReader(body, h), 64<<10), blobs: s.BlobSource(ctx)}, nil
+	name := s.name(key)
+	return &EventStream{meta: meta, name: name, body: body, hash: h, check: session.NewStructureChecker(name),
+		br: bufio.NewReaderSize(io.TeeReader(body, h), 64<<10), blobs: s.BlobSource(ctx), metaName: s.name(s.layout.SessionMeta(id))}, nil
 }
 
 // Meta is the session's verified meta.json.
@@ -75,6 +84,9 @@ func (e *EventStream) next() (session.Event, error) {
 		if got := hex.EncodeToString(e.hash.Sum(nil)); got != e.meta.EventsHash {
 			return session.Event{}, &session.DigestMismatchError{Object: e.name, Want: e.meta.EventsHash, Got: got}
 		}
+		if err := e.check.Finish(e.meta, e.metaName); err != nil {
+			return session.Event{}, err
+		}
 		return session.Event{}, io.EOF
 	}
 	if err != nil {
@@ -91,6 +103,9 @@ func (e *EventStream) next() (session.Event, error) {
 		return session.Event{}, relocate(err, e.line, start)
 	}
 	ev := events[0]
+	if err := e.check.Add(&ev, e.line, start); err != nil {
+		return session.Event{}, err
+	}
 	if err := session.ResolveBlobs(&ev, e.blobs); err != nil {
 		return session.Event{}, err
 	}

@@ -34,8 +34,9 @@ var ErrDestinationNotEmpty = errors.New("destination is not empty")
 // Pull downloads the committed session id into dir, which must be missing or empty, verifying
 // events.jsonl against the eventsHash, every blob against its hash and the sealed vault.enc, when
 // meta.json declares one, against its vaultHash; a mismatch fails with *session.DigestMismatchError
-// naming the object, and a declared vault missing from the store with ErrVaultMissing. The session is assembled beside dir and renamed
-// into place, so on failure nothing is left at dir; on success session.Open accepts it.
+// naming the object, and a declared vault missing from the store with ErrVaultMissing. The session is
+// assembled beside dir, opened with session.Open (its errors, about the log's structure and counts,
+// are returned as they are) and only then renamed into place, so on failure nothing is left at dir.
 func (s *SessionStore) Pull(ctx context.Context, id, dir string) (*PullResult, error) {
 	metaBytes, meta, err := s.readMeta(ctx, id)
 	if err != nil {
@@ -64,6 +65,9 @@ func (s *SessionStore) Pull(ctx context.Context, id, dir string) (*PullResult, e
 	if err == nil {
 		err = os.Remove(filepath.Join(tmp, pullMarker))
 	}
+	if err == nil {
+		err = verifyPulled(tmp, id)
+	}
 	if err != nil {
 		os.RemoveAll(tmp)
 		removeCreated(created)
@@ -79,6 +83,17 @@ func (s *SessionStore) Pull(ctx context.Context, id, dir string) (*PullResult, e
 	}
 	res.Dir, res.RemovedStale = dir, removed
 	return res, nil
+}
+
+// verifyPulled opens the assembled session with session.Open before it is renamed into place: every
+// object matched its hash, but a session pushed by an older agentrewind, or rewritten in the store
+// with its hashes recomputed, can still break the log's structure or its event count, and
+// agentrewind verify would reject it. Its errors are the session package's, naming files in tmp.
+func verifyPulled(tmp, id string) error {
+	if _, err := session.Open(tmp); err != nil {
+		return fmt.Errorf("session %s as stored does not verify, so nothing was written (the files named are in the temporary directory it was assembled in, now removed): %w", id, err)
+	}
+	return nil
 }
 
 // mkdirAllCreated makes dir and its missing parents, and returns those it made, deepest first, so
@@ -145,6 +160,9 @@ func (s *SessionStore) pullInto(ctx context.Context, tmp, dir string, meta sessi
 	eventsKey := s.layout.SessionEvents(meta.ID)
 	eventsPath := filepath.Join(tmp, session.EventsFile)
 	n, err := s.download(ctx, eventsKey, eventsPath, meta.EventsHash)
+	if errors.Is(err, ErrNotFound) {
+		return nil, missingEvents(meta.ID, s.name(eventsKey), err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -231,7 +249,9 @@ func (s *SessionStore) pullBlobs(ctx context.Context, tmp string, hashes []strin
 		key := s.layout.Blob(hashes[i])
 		n, err := s.download(ctx, key, filepath.Join(tmp, session.BlobsDir, hashes[i]), hashes[i])
 		if errors.Is(err, ErrNotFound) {
-			return fmt.Errorf("blob %s, referenced by session %s, is missing from the store: push the session again from a machine that has it: %w", key, res.ID, err)
+			// A committed session with a hole in it is damaged, as a local one missing a blob is.
+			return fmt.Errorf("session %s: %w; push the session again from a machine that has it", res.ID,
+				&session.MissingError{Object: s.name(key), Err: err})
 		}
 		if err != nil {
 			return err

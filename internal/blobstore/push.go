@@ -187,9 +187,11 @@ func (s *SessionStore) storedAlready(ctx context.Context, local *localSession) (
 // because the store holds them damaged or, for the record, not at all.
 type metaRepair struct{ sum, meta bool }
 
-// openLocal reads meta.json, verifies events.jsonl against its eventsHash and the sealed vault
-// against its vaultHash, and finds the blobs the events reference. Blob contents are verified as
-// they are uploaded. Everything that can refuse the push is checked here, before any upload.
+// openLocal reads meta.json, verifies the session as session.Open does (the log's structure and
+// event count, every line's text, every blob's hash), then the open events.jsonl against the
+// eventsHash and the sealed vault against its vaultHash. Blob contents are verified again as they
+// are uploaded. Everything that can refuse the push is checked here, before any upload: a session
+// that agentrewind verify rejects must not reach the store, where every pull would trust it.
 func openLocal(dir string) (*localSession, error) {
 	metaPath := filepath.Join(dir, session.MetaFile)
 	metaBytes, err := os.ReadFile(metaPath)
@@ -206,13 +208,17 @@ func openLocal(dir string) (*localSession, error) {
 	if err := ValidateID(meta.ID); err != nil {
 		return nil, fmt.Errorf("%s: session %w", metaPath, err)
 	}
+	verified, err := session.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("session %s does not verify, so nothing was pushed: %w", dir, err)
+	}
 	eventsPath := filepath.Join(dir, session.EventsFile)
 	f, err := os.Open(eventsPath)
 	if err != nil {
 		return nil, fmt.Errorf("session %s: %w", dir, err)
 	}
 	local := &localSession{dir: dir, meta: meta, metaBytes: metaBytes, events: f}
-	if err := local.scan(eventsPath); err != nil {
+	if err := local.scan(eventsPath, verified.Events); err != nil {
 		local.close()
 		return nil, err
 	}
@@ -223,14 +229,15 @@ func openLocal(dir string) (*localSession, error) {
 	return local, nil
 }
 
-func (l *localSession) scan(eventsPath string) error {
+// scan checks that the open events.jsonl is the log session.Open verified (it hashes to the same
+// eventsHash) and finds the blobs its events reference.
+func (l *localSession) scan(eventsPath string, events []session.Event) error {
 	fi, err := l.events.Stat()
 	if err != nil {
 		return err
 	}
 	l.eventsSize = fi.Size()
-	events, err := session.ReadEvents(l.events, l.meta.EventsHash, nil, eventsPath)
-	if err != nil {
+	if err := copyVerified(io.Discard, l.events, l.meta.EventsHash, eventsPath); err != nil {
 		return err
 	}
 	for _, h := range session.Blobs(events) {

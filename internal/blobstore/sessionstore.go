@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"slices"
 	"strings"
 	"time"
@@ -98,9 +99,38 @@ func (s *SessionStore) readMeta(ctx context.Context, id string) ([]byte, session
 	}
 	meta, err := s.checkStoredMeta(id, m, reads)
 	if err != nil {
-		return nil, session.Meta{}, err
+		return nil, session.Meta{}, asCorruptMeta(err, s.name(s.layout.SessionMeta(id)))
 	}
 	return m.data, meta, nil
+}
+
+// asCorruptMeta makes an error about the bytes of a stored meta.json — a key session.Meta does not
+// have, one given twice, an id that is not the session's — match *session.CorruptMetaError, as
+// session.DecodeMeta's own errors do, keeping its message. Errors that already say what is wrong
+// with the bytes (a digest mismatch, an unverifiable record, a newer schema) are left as they are.
+func asCorruptMeta(err error, name string) error {
+	var dm *session.DigestMismatchError
+	var cm *session.CorruptMetaError
+	var me *session.MigrationError
+	if errors.As(err, &dm) || errors.As(err, &cm) || errors.As(err, &me) || errors.Is(err, ErrMetaUnverified) {
+		return err
+	}
+	return &corruptMetaError{err: err, as: &session.CorruptMetaError{File: name, Err: err}}
+}
+
+// corruptMetaError reads as err and matches *session.CorruptMetaError.
+type corruptMetaError struct {
+	err error
+	as  *session.CorruptMetaError
+}
+
+func (e *corruptMetaError) Error() string   { return e.err.Error() }
+func (e *corruptMetaError) Unwrap() []error { return []error{e.err, e.as} }
+
+// missingEvents is the error for a committed session whose events.jsonl is not in the store: the
+// store is damaged, as a session directory without its log is.
+func missingEvents(id, name string, err error) error {
+	return fmt.Errorf("session %s: %w; push the session again", id, &session.MissingError{Object: name, Err: err})
 }
 
 // missingSession tells a session never pushed from one whose upload stopped before meta.json.
@@ -235,6 +265,11 @@ func (b storeBlobs) ReadBlob(hash string) ([]byte, error) {
 
 func (b storeBlobs) readOnce(key, hash string) ([]byte, error) {
 	rc, err := b.s.objects.Get(b.ctx, key)
+	if errors.Is(err, ErrNotFound) {
+		// fs.ErrNotExist is how a BlobSource says the blob is not there: session.ResolveBlobs then
+		// reports a *session.MissingError, the damage it is, rather than a failure to read.
+		return nil, fmt.Errorf("%w (%w)", err, fs.ErrNotExist)
+	}
 	if err != nil {
 		return nil, err
 	}
