@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"regexp"
 	"strings"
 	"time"
 
@@ -106,7 +107,7 @@ func (s Secret) LogValue() slog.Value { return slog.StringValue(s.redacted()) }
 
 // String describes the configuration without its secrets.
 func (c Config) String() string {
-	return fmt.Sprintf("s3 store %s at %s (region %s; %v)", StoreURL{Bucket: c.Bucket, Prefix: c.Prefix}, redactURL(c.Endpoint), c.Region, c.Credentials)
+	return fmt.Sprintf("s3 store %s at %s (region %s; %v)", StoreURL{Bucket: c.Bucket, Prefix: c.Prefix}, shownEndpoint(c.Endpoint), c.Region, c.Credentials)
 }
 
 // CredentialsFromEnv reads AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and the optional
@@ -165,13 +166,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("no S3 credentials: set %s and %s, or name a credentials Secret", EnvAccessKeyID, EnvSecretAccessKey)
 	}
 	if _, secure, _ := parseEndpoint(c.Endpoint); !secure && (c.TLS.CAFile != "" || c.TLS.InsecureSkipVerify) {
-		return fmt.Errorf("endpoint %s is plain HTTP but TLS options are set: use an https:// endpoint or drop the TLS options", redactURL(c.Endpoint))
+		return fmt.Errorf("endpoint %s is plain HTTP but TLS options are set: use an https:// endpoint or drop the TLS options", shownEndpoint(c.Endpoint))
 	}
 	return nil
 }
 
 // parseEndpoint splits an endpoint into the host:port minio-go takes and whether it uses TLS. Its
-// errors show the endpoint only through redactURL: never its userinfo, query or fragment.
+// errors show the endpoint only through shownEndpoint: scheme://host[:port], nothing that did not parse.
 func parseEndpoint(endpoint string) (host string, secure bool, err error) {
 	if endpoint == "" {
 		return "", false, fmt.Errorf("no S3 endpoint: pass --endpoint https://host[:port] or set %s", EnvEndpoint)
@@ -179,7 +180,7 @@ func parseEndpoint(endpoint string) (host string, secure bool, err error) {
 	if carriesCredentials(endpoint) {
 		return "", false, errors.New("S3 endpoint: credentials do not belong in the URL: use AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a Secret")
 	}
-	shown := redactURL(endpoint)
+	shown := shownEndpoint(endpoint)
 	if strings.ContainsAny(endpoint, "?#") {
 		return "", false, fmt.Errorf("S3 endpoint %q: a query or fragment is not part of an endpoint (a presigned URL is not one): give only scheme, host and port, like https://s3.example.com:9000", shown)
 	}
@@ -256,7 +257,7 @@ func Open(ctx context.Context, cfg Config) (*S3ObjectStore, error) {
 		MaxRetries: 1,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("S3 client for %s: %w", redactURL(cfg.Endpoint), err)
+		return nil, fmt.Errorf("S3 client for %s: %w", shownEndpoint(cfg.Endpoint), err)
 	}
 	s := &S3ObjectStore{client: client, core: minio.Core{Client: client}, bucket: cfg.Bucket,
 		timeout: cfg.RequestTimeout, minThroughput: cfg.MinThroughput, retry: cfg.Retry}
@@ -325,12 +326,12 @@ func (u StoreURL) String() string {
 
 // ParseStoreURL parses s3://bucket[/prefix]. The endpoint is not part of it: S3-compatible servers
 // are many, so it comes from --endpoint or AGENTREWIND_S3_ENDPOINT. Its errors show the URL only
-// through redactURL: never its userinfo, query or fragment.
+// through shownStoreURL: s3://bucket/prefix, nothing that did not parse.
 func ParseStoreURL(s string) (StoreURL, error) {
 	if carriesCredentials(s) {
 		return StoreURL{}, errors.New("store URL: credentials do not belong in the URL: use AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a Secret")
 	}
-	shown := redactURL(s)
+	shown := shownStoreURL(s)
 	if strings.ContainsAny(s, "?#") {
 		return StoreURL{}, fmt.Errorf("store URL %q: a query or fragment is not supported: write it as s3://bucket/prefix", shown)
 	}
@@ -346,11 +347,11 @@ func ParseStoreURL(s string) (StoreURL, error) {
 		return StoreURL{}, errors.New("store URL: credentials do not belong in the URL: use AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a Secret")
 	}
 	if err := s3utils.CheckValidBucketNameStrict(u.Host); err != nil {
-		return StoreURL{}, fmt.Errorf("store URL %q: bucket %q: %v", shown, u.Host, err)
+		return StoreURL{}, fmt.Errorf("store URL %q: the bucket name is not valid: %v", shown, err)
 	}
 	layout, err := NewLayout(u.Path)
-	if err != nil {
-		return StoreURL{}, fmt.Errorf("store URL %q: %w", shown, err)
+	if err != nil { // its message quotes the prefix, which may be anything
+		return StoreURL{}, fmt.Errorf("store URL %q: the prefix has an empty, \".\" or \"..\" path segment: use a plain path like s3://bucket/team/prod", shown)
 	}
 	return StoreURL{Bucket: u.Host, Prefix: layout.Prefix()}, nil
 }
@@ -363,14 +364,53 @@ func carriesCredentials(raw string) bool {
 	return strings.Contains(raw, "@")
 }
 
-// redactURL is how an error shows an endpoint or store URL: without its userinfo, query and
-// fragment, whatever characters they hold. A URL with an "@" anywhere is not shown at all.
-func redactURL(raw string) string {
+// shownEndpoint is how an error shows an endpoint: scheme://host[:port] once it parsed, never its
+// userinfo, path, query or fragment, nor any part of one that did not parse (see shownURL).
+func shownEndpoint(raw string) string {
+	if !carriesCredentials(raw) && !strings.Contains(raw, "://") {
+		raw = "https://" + raw // as parseEndpoint reads it
+	}
+	return shownURL(raw, false)
+}
+
+// shownStoreURL is how an error shows a store URL: s3://bucket and its prefix once it parsed.
+func shownStoreURL(raw string) string { return shownURL(raw, true) }
+
+// shownURL shows only what parsed and cannot hold a secret: scheme://host[:port] with a host of
+// hostname or IP characters, and, when withPath, a path of the characters a key prefix uses. A URL
+// with an "@" anywhere, or that does not parse, is not shown at all: in text that is not a URL, where
+// a secret ends cannot be told ("http://u:hunter2" fails as a bad port, "/%zzhunter2" as a bad
+// escape). A query or fragment is cut off before parsing and never shown.
+func shownURL(raw string, withPath bool) string {
 	if carriesCredentials(raw) {
 		return "[a URL with credentials, not shown]"
 	}
-	if i := strings.IndexAny(raw, "?#"); i >= 0 {
-		return raw[:i] + "[query not shown]"
+	head, _, cut := strings.Cut(strings.ReplaceAll(raw, "#", "?"), "?")
+	u, err := url.Parse(head)
+	if err != nil || u.Scheme == "" || u.Opaque != "" || u.User != nil || !plainHostRE.MatchString(u.Host) {
+		return "[a URL that does not parse, not shown]"
 	}
-	return raw
+	shown := u.Scheme + "://" + u.Host
+	switch {
+	case !withPath || u.Path == "":
+	case onlyChars(u.Path, pathChars):
+		shown += u.Path
+	default:
+		shown += "/[path not shown]"
+	}
+	if cut {
+		shown += "[query not shown]"
+	}
+	return shown
+}
+
+// plainHostRE is a host a URL may show: a hostname or IPv4 address, or a bracketed IPv6 address,
+// and an optional port. url.Parse accepts more ("u:hunter2:" parses as a host with an empty port).
+var plainHostRE = regexp.MustCompile(`^([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]+)?$`)
+
+// pathChars are the characters of a path a store URL may show: those of a plain key prefix.
+const pathChars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.-_/"
+
+func onlyChars(s, allowed string) bool {
+	return !strings.ContainsFunc(s, func(r rune) bool { return !strings.ContainsRune(allowed, r) })
 }

@@ -221,8 +221,14 @@ func TestURLsNeverShowUserinfoOrQuery(t *testing.T) {
 			"https://AKIAUSERINFO:" + secret + "@s3.example.com", "AKIAUSERINFO:" + secret + "@s3.example.com:9000",
 			"ftp://AKIAUSERINFO:" + secret + "@h", "https://s3.example.com/?X-Amz-Signature=" + secret,
 			"http://h:1?" + secret, "https://h#" + secret, "https://h:x/" + secret + "@",
+			// URLs that do not parse, or parse with a secret outside scheme://host[:port]: what is
+			// after the first character that fails to parse may be anything, so none of it shows.
+			"http://u:" + secret, "http://127.0.0.1:1/%zz" + secret, "http://127.0.0.1:1/X-Amz-Signature=" + secret,
+			"http://h:1;X-Amz-Signature=" + secret, "u:" + secret, "https://h/" + secret,
 		}
-		stores := []string{"s3://AKIAUSERINFO:" + secret + "@bucket/p", "s4://u:" + secret + "@b", "s3://bucket/p?x=" + secret, "s3://B_b/p#" + secret}
+		stores := []string{"s3://AKIAUSERINFO:" + secret + "@bucket/p", "s4://u:" + secret + "@b", "s3://bucket/p?x=" + secret, "s3://B_b/p#" + secret,
+			"s3://u:" + secret, "s3://bkt:" + secret + "/team", "s3://bkt/te%zz" + secret, "s3://bkt/X-Amz-Signature=" + secret,
+			"s3:" + secret, "s3://bkt;X-Amz-Signature=" + secret + "/p"}
 		var outs []string
 		for _, ep := range endpoints {
 			_, _, err := parseEndpoint(ep)

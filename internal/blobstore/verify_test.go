@@ -22,8 +22,11 @@ type structuralTamper struct {
 	want func(error) bool
 }
 
-func isCorruptEvent(err error) bool { _, ok := errors.AsType[*session.CorruptEventError](err); return ok }
-func isCorruptMeta(err error) bool  { _, ok := errors.AsType[*session.CorruptMetaError](err); return ok }
+func isCorruptEvent(err error) bool {
+	_, ok := errors.AsType[*session.CorruptEventError](err)
+	return ok
+}
+func isCorruptMeta(err error) bool { _, ok := errors.AsType[*session.CorruptMetaError](err); return ok }
 
 var structuralTampers = []structuralTamper{
 	{"a second session_end line, counted in meta.json", func(ev []byte, n int) ([]byte, int) {
