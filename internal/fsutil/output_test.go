@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -17,6 +18,12 @@ func TestCheckOutputOutsideRefusesEverySpellingOfTheInput(t *testing.T) {
 	mustSymlink(t, session, filepath.Join(base, "alias"))                         // a link to the session
 	mustSymlink(t, filepath.Join(session, "blobs"), filepath.Join(base, "blobs")) // a link into it
 	mustSymlink(t, filepath.Join(session, "events.jsonl"), filepath.Join(base, "runs", "42-bundles", "link"))
+	mustWrite(t, filepath.Join(session, "blobs", "b1"), "blob")
+	mustWrite(t, filepath.Join(base, "runs", "42-bundles", "other"), "not the session's")
+	mustSymlink(t, filepath.Join(base, "runs", "42-bundles", "other"), filepath.Join(base, "runs", "42-bundles", "elsewhere"))
+	mustSymlink(t, filepath.Join(base, "nowhere"), filepath.Join(base, "runs", "42-bundles", "dangling"))
+	mustLink(t, filepath.Join(session, "events.jsonl"), filepath.Join(base, "runs", "42-bundles", "hard"))
+	mustLink(t, filepath.Join(session, "blobs", "b1"), filepath.Join(base, "runs", "42-bundles", "hardblob"))
 
 	cases := []struct {
 		name, output, input string
@@ -34,7 +41,12 @@ func TestCheckOutputOutsideRefusesEverySpellingOfTheInput(t *testing.T) {
 		{"relative ..", filepath.Join(session, "blobs", ".."), session, true},
 		{"a sibling whose name extends the session's", filepath.Join(base, "runs", "42-bundles", "out.rewind"), session, false},
 		{"the parent directory", filepath.Join(base, "runs", "out.rewind"), session, false},
-		{"a link elsewhere pointing into the session (replaced, not followed)", filepath.Join(base, "runs", "42-bundles", "link"), session, false},
+		{"a link elsewhere pointing into the session", filepath.Join(base, "runs", "42-bundles", "link"), session, true},
+		{"a hard link elsewhere to a file of the session", filepath.Join(base, "runs", "42-bundles", "hard"), session, true},
+		{"a hard link to a blob", filepath.Join(base, "runs", "42-bundles", "hardblob"), session, true},
+		{"a link to a file outside", filepath.Join(base, "runs", "42-bundles", "elsewhere"), session, false},
+		{"a dangling link", filepath.Join(base, "runs", "42-bundles", "dangling"), session, false},
+		{"an existing file outside", filepath.Join(base, "runs", "42-bundles", "other"), session, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -47,6 +59,20 @@ func TestCheckOutputOutsideRefusesEverySpellingOfTheInput(t *testing.T) {
 	}
 	if err := CheckOutputOutside(filepath.Join(base, "missing", "out"), session); err == nil {
 		t.Fatal("an output in a directory that does not exist was accepted")
+	}
+	var isDir *OutputIsDirectoryError
+	if err := CheckOutputOutside(filepath.Join(base, "runs", "42-bundles"), session); !errors.As(err, &isDir) ||
+		!strings.Contains(err.Error(), "the output is a directory: give a file name") {
+		t.Fatalf("an output that is a directory: %v", err)
+	}
+}
+
+// TestWriteFileAtomicRefusesADirectory says so rather than failing the rename with "file exists".
+func TestWriteFileAtomicRefusesADirectory(t *testing.T) {
+	dir := t.TempDir()
+	var isDir *OutputIsDirectoryError
+	if err := WriteFileAtomic(dir, 0o644, func(io.Writer) error { return nil }); !errors.As(err, &isDir) {
+		t.Fatalf("WriteFileAtomic over a directory: %v", err)
 	}
 }
 
@@ -107,6 +133,13 @@ func mustSymlink(t *testing.T, target, link string) {
 	t.Helper()
 	if err := os.Symlink(target, link); err != nil {
 		t.Skipf("cannot create symlinks here: %v", err)
+	}
+}
+
+func mustLink(t *testing.T, target, link string) {
+	t.Helper()
+	if err := os.Link(target, link); err != nil {
+		t.Skipf("cannot create hard links here: %v", err)
 	}
 }
 
