@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-
+	"io/fs"
+	"os"
 	"text/tabwriter"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -95,9 +97,22 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
+// openSession opens the committed session in dir. A path with nothing at it is a usage error (exit
+// 1); a directory without meta.json is an uncommitted session (exit 2).
 func openSession(dir string) (*session.Session, error) {
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("no session at %s: the path does not exist", dir)
+	}
 	s, err := session.Open(dir)
 	return s, classify(err)
+}
+
+// warnIfIncomplete prints a warning line when s is a run that stopped before session_end: readable,
+// and worth sharing, but not a finished recording.
+func warnIfIncomplete(w io.Writer, s *session.Session) {
+	if s.CheckComplete() != nil {
+		fmt.Fprintf(w, "warning: session %s is incomplete (no session_end): the run did not finish\n", printable(s.Meta.ID))
+	}
 }
 
 // openForOutput checks --output and opens the session: the prologue of every session command.
@@ -114,23 +129,36 @@ func newInspectCommand() *cobra.Command {
 		Use:   "inspect <session-dir>",
 		Short: "Print a recorded session's timeline: step, kind, lane, call site, fingerprint, tokens",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: escapingRunE(func(cmd *cobra.Command, args []string) error {
 			s, err := openForOutput(output, args[0])
 			if err != nil {
 				return err
 			}
-			rows := timeline(s.Events)
+			mismatches, err := replay.FingerprintMismatches(s, codecFor)
+			if err != nil {
+				return classify(err)
+			}
+			rows := timeline(s.Events, mismatches)
 			if output == "json" {
 				return writeJSON(cmd.OutOrStdout(), map[string]any{"meta": s.Meta, "events": rows})
 			}
+			warnIfIncomplete(cmd.ErrOrStderr(), s)
+			for _, m := range mismatches {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", printable(m.Error()))
+			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintf(w, "session %s (%d events, schema %d, parent %q)\n", s.Meta.ID, len(s.Events), s.Meta.SchemaVersion, s.Meta.Parent)
+			fmt.Fprintf(w, "session %s (%d events, schema %d, parent %q)\n", printableCell(s.Meta.ID), len(s.Events), s.Meta.SchemaVersion, s.Meta.Parent)
 			fmt.Fprintln(w, "STEP\tKIND\tLANE\tCALL SITE\tWHAT\tFINGERPRINT\tTOKENS\tPROVENANCE")
 			for _, r := range rows {
-				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Step, r.Kind, r.Lane, r.CallSite, r.What, short12(r.Fingerprint), tokensText(r), r.Provenance)
+				fp := short12(r.Fingerprint)
+				if r.FingerprintMismatch != "" {
+					fp = "FORGED:" + fp // the stored fingerprint is not the stored call's
+				}
+				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Step, printableCell(r.Kind), printableCell(r.Lane), printableCell(r.CallSite),
+					printableCell(r.What), printableCell(fp), tokensText(r), printableCell(r.Provenance))
 			}
 			return w.Flush()
-		},
+		}),
 	}
 	outputFlag(cmd, &output)
 	return cmd
@@ -138,19 +166,26 @@ func newInspectCommand() *cobra.Command {
 
 // timelineRow is one event as inspect shows it.
 type timelineRow struct {
-	Step         int64  `json:"step"`
-	Kind         string `json:"kind"`
-	Lane         string `json:"lane"`
-	CallSite     string `json:"callSite"`
-	What         string `json:"what,omitempty"`
-	Fingerprint  string `json:"fingerprint,omitempty"`
-	InputTokens  int64  `json:"inputTokens,omitempty"`
-	OutputTokens int64  `json:"outputTokens,omitempty"`
-	Provenance   string `json:"provenance,omitempty"`
-	Error        string `json:"error,omitempty"`
+	Step        int64  `json:"step"`
+	Kind        string `json:"kind"`
+	Lane        string `json:"lane"`
+	CallSite    string `json:"callSite"`
+	What        string `json:"what,omitempty"`
+	Fingerprint string `json:"fingerprint,omitempty"`
+	// FingerprintMismatch says why the stored fingerprint is not the one the stored call hashes to.
+	FingerprintMismatch string `json:"fingerprintMismatch,omitempty"`
+	InputTokens         int64  `json:"inputTokens,omitempty"`
+	OutputTokens        int64  `json:"outputTokens,omitempty"`
+	Provenance          string `json:"provenance,omitempty"`
+	Error               string `json:"error,omitempty"`
 }
 
-func timeline(events []session.Event) []timelineRow {
+// timeline lists events as inspect shows them, marking the steps whose stored fingerprint mismatches.
+func timeline(events []session.Event, mismatches []*replay.FingerprintMismatchError) []timelineRow {
+	forged := map[int64]string{}
+	for _, m := range mismatches {
+		forged[m.Step] = m.Error()
+	}
 	rows := make([]timelineRow, 0, len(events))
 	for _, ev := range events {
 		r := timelineRow{Step: ev.Step, Kind: string(ev.Kind), Lane: ev.Lane, CallSite: ev.CallSite, Provenance: string(ev.Provenance)}
@@ -172,9 +207,10 @@ func timeline(events []session.Event) []timelineRow {
 		case session.KindLedger:
 			r.What = string(ev.Ledger)
 		}
-		if len(r.What) > 60 {
-			r.What = r.What[:57] + "..."
+		if utf8.RuneCountInString(r.What) > 60 {
+			r.What = string([]rune(r.What)[:57]) + "..."
 		}
+		r.FingerprintMismatch = forged[ev.Step]
 		if ev.Error != nil {
 			r.Error = ev.Error.Error()
 		}
@@ -204,7 +240,7 @@ func newContextCommand() *cobra.Command {
 		Use:   "context <session-dir> --step N",
 		Short: "Print the prompt context (the messages sent) of the model call at a step",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: escapingRunE(func(cmd *cobra.Command, args []string) error {
 			s, err := openForOutput(output, args[0])
 			if err != nil {
 				return err
@@ -217,10 +253,10 @@ func newContextCommand() *cobra.Command {
 				return writeJSON(cmd.OutOrStdout(), msgs)
 			}
 			for i, m := range msgs {
-				fmt.Fprintf(cmd.OutOrStdout(), "[%d] %s: %s\n", i, m.Role, messageText(m.Content))
+				fmt.Fprintf(cmd.OutOrStdout(), "[%d] %s: %s\n", i, printable(m.Role), printable(messageText(m.Content)))
 			}
 			return nil
-		},
+		}),
 	}
 	cmd.Flags().Int64Var(&step, "step", -1, "the step of a model call")
 	_ = cmd.MarkFlagRequired("step")
@@ -244,7 +280,7 @@ func newDiffCommand() *cobra.Command {
 		Use:   "diff <session-dir> --from A --to B",
 		Short: "Show how the prompt context changed between the model calls at two steps",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: escapingRunE(func(cmd *cobra.Command, args []string) error {
 			s, err := openForOutput(output, args[0])
 			if err != nil {
 				return err
@@ -258,10 +294,10 @@ func newDiffCommand() *cobra.Command {
 			}
 			out := cmd.OutOrStdout()
 			for _, m := range d.Removed {
-				fmt.Fprintf(out, "- %s: %s\n", m.Role, messageText(m.Content))
+				fmt.Fprintf(out, "- %s: %s\n", printable(m.Role), printable(messageText(m.Content)))
 			}
 			for _, m := range d.Added {
-				fmt.Fprintf(out, "+ %s: %s\n", m.Role, messageText(m.Content))
+				fmt.Fprintf(out, "+ %s: %s\n", printable(m.Role), printable(messageText(m.Content)))
 			}
 			estimate := ""
 			if d.TokenDeltaIsEstimate {
@@ -269,7 +305,7 @@ func newDiffCommand() *cobra.Command {
 			}
 			fmt.Fprintf(out, "tokens %+d%s\n", d.TokenDelta, estimate)
 			return nil
-		},
+		}),
 	}
 	cmd.Flags().Int64Var(&from, "from", -1, "the step of the earlier model call")
 	cmd.Flags().Int64Var(&to, "to", -1, "the step of the later model call")
@@ -285,16 +321,18 @@ func newVerifyCommand() *cobra.Command {
 		Use:   "verify <session-dir>",
 		Short: "Check a session: committed, complete, every line readable and in order, every hash intact",
 		Long: `Check a session: committed (meta.json), complete (it ends with session_end), every line readable,
-the log's structure (steps, lane sequence numbers, session markers, the event count), the events hash
-and every blob hash.
+the log's structure (steps, lane sequence numbers, session markers, the event count), meta.json against
+the log (its keys, and every field session_start also records), the events hash, every blob hash, and
+every stored fingerprint (requestHash, argsHash) recomputed from the stored call, as compare does.
 
-Exits 0 when the session is intact, 2 when it is corrupt, tampered with, not committed or incomplete (a
-run that crashed before session_end: still readable by plan, but not a finished recording).
+Exits 0 when the session is intact; 1 when there is no session at the path; 2 when it is corrupt,
+tampered with, not committed (a directory without meta.json) or incomplete (a run that crashed before
+session_end: still readable by plan, but not a finished recording).
 
 meta.json is not signed: verify detects accidents and inconsistent edits, not someone who rewrites
 meta.json to match an edited log.`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: escapingRunE(func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(output); err != nil {
 				return err
 			}
@@ -303,7 +341,10 @@ meta.json to match an edited log.`,
 			if err == nil {
 				blobs := session.Blobs(s.Events)
 				result["id"], result["events"], result["blobs"], result["eventsHash"] = s.Meta.ID, len(s.Events), len(blobs), s.Meta.EventsHash
-				if cerr := s.CheckComplete(); cerr != nil {
+				if ferr := replay.CheckFingerprints(s, codecFor); ferr != nil {
+					err, s = classify(ferr), nil
+					result["ok"] = false
+				} else if cerr := s.CheckComplete(); cerr != nil {
 					err = classify(cerr)
 					result["ok"], result["incomplete"] = false, true
 				}
@@ -314,7 +355,7 @@ meta.json to match an edited log.`,
 					_ = writeJSON(cmd.OutOrStdout(), result)
 				} else if s != nil {
 					fmt.Fprintf(cmd.OutOrStdout(), "session %s is incomplete (no session_end): %d events, hashes intact, but the run did not finish\n",
-						s.Meta.ID, len(s.Events))
+						printable(s.Meta.ID), len(s.Events))
 				}
 				return err
 			}
@@ -322,9 +363,9 @@ meta.json to match an edited log.`,
 				return writeJSON(cmd.OutOrStdout(), result)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "session %s is intact: %d events, %d blobs, events hash %s\n",
-				s.Meta.ID, len(s.Events), result["blobs"], s.Meta.EventsHash)
+				printable(s.Meta.ID), len(s.Events), result["blobs"], s.Meta.EventsHash)
 			return nil
-		},
+		}),
 	}
 	outputFlag(cmd, &output)
 	return cmd
@@ -350,9 +391,9 @@ requests, tool calls and entropy draws, in the same per-lane order, from the sam
 Exits 0 when the trajectories agree and 3 at the first divergent step, with a diff of the two requests —
 the check a replay suite runs after re-recording an agent whose prompt or code changed. Fingerprints are
 recomputed from the stored requests, not trusted: a mismatch, an incomplete run (no session_end) or a
-corrupt session exits 2.`,
+corrupt session exits 2; a path with no session at it exits 1.`,
 		Args: cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: escapingRunE(func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(output); err != nil {
 				return err
 			}
@@ -378,13 +419,13 @@ corrupt session exits 2.`,
 					return err
 				}
 			} else if d == nil {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s matches %s: the same boundary calls in the same order\n", candidate.Meta.ID, golden.Meta.ID)
+				fmt.Fprintf(cmd.OutOrStdout(), "%s matches %s: the same boundary calls in the same order\n", printable(candidate.Meta.ID), printable(golden.Meta.ID))
 			}
 			if d != nil {
 				return classify(d)
 			}
 			return nil
-		},
+		}),
 	}
 	outputFlag(cmd, &output)
 	return cmd

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -142,7 +143,7 @@ func TestVerifyExitsNonZeroOnCorruption(t *testing.T) {
 	if !strings.Contains(out, `"ok": false`) {
 		t.Fatalf("verify -o json on a tampered session printed %s", out)
 	}
-	if _, err := runCLI(t, "inspect", filepath.Join(t.TempDir(), "nothing")); exitCode(err) != exitCorrupt {
+	if _, err := runCLI(t, "inspect", t.TempDir()); exitCode(err) != exitCorrupt {
 		t.Fatalf("inspect of an uncommitted session: exit %d (%v)", exitCode(err), err)
 	}
 }
@@ -406,5 +407,218 @@ func TestPackRefusesASymlinkedBlobWithTheCorruptCode(t *testing.T) {
 	var ue *bundle.UnsafeEntryError
 	if !errors.As(err, &ue) || exitCode(err) != exitCorrupt {
 		t.Fatalf("exit %d, %v; want exit 2 with an *UnsafeEntryError", exitCode(err), err)
+	}
+}
+
+// runCLIStderr is runCLI returning what the command wrote to stderr too.
+func runCLIStderr(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	cmd := newRootCommand()
+	cmd.SetArgs(args)
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	err := cmd.Execute()
+	return out.String(), errOut.String(), err
+}
+
+// TestVerifyRecomputesStoredFingerprints: an edit that keeps the log's hashes consistent but leaves a
+// stored fingerprint that is not its stored call's is tampering to verify (exit 2, naming the step
+// and field) as it is to compare, and inspect marks the step instead of showing it as fine.
+func TestVerifyRecomputesStoredFingerprints(t *testing.T) {
+	zeros := strings.Repeat("0", 64)
+	cases := []struct {
+		name  string
+		edit  func(string) string
+		step  int64
+		field string
+	}{
+		{"a request edited", func(log string) string { return strings.Replace(log, `"model":"fake-1"`, `"model":"fake-9"`, 1) }, 1, "requestHash"},
+		{"only the requestHash edited", func(log string) string {
+			i := strings.Index(log, `"requestHash":"`) + len(`"requestHash":"`)
+			return log[:i] + zeros + log[i+64:]
+		}, 1, "requestHash"},
+		{"only the argsHash edited", func(log string) string {
+			i := strings.Index(log, `"argsHash":"`) + len(`"argsHash":"`)
+			return log[:i] + zeros + log[i+64:]
+		}, 2, "argsHash"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, good := fixtureSession(t), fixtureSession(t)
+			rehash(t, dir, tc.edit)
+			want := fmt.Sprintf("step %d: the stored %s", tc.step, tc.field)
+			for _, args := range [][]string{{"verify", dir}, {"verify", dir, "-o", "json"}, {"compare", good, dir}} {
+				out, err := runCLI(t, args...)
+				if exitCode(err) != exitCorrupt || !strings.Contains(err.Error(), want) {
+					t.Fatalf("%v: exit %d, %v; want exit 2 saying %q\n%s", args, exitCode(err), err, want, out)
+				}
+				if args[0] == "verify" && strings.Contains(out, "intact") {
+					t.Fatalf("%v says intact:\n%s", args, out)
+				}
+			}
+			out, stderr, err := runCLIStderr(t, "inspect", dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out, "FORGED:") || !strings.Contains(stderr, want) {
+				t.Fatalf("inspect does not mark the forged fingerprint:\n%s\nstderr: %s", out, stderr)
+			}
+			out, err = runCLI(t, "inspect", dir, "-o", "json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var doc struct{ Events []timelineRow }
+			if err := json.Unmarshal([]byte(out), &doc); err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range doc.Events {
+				if forged := r.FingerprintMismatch != ""; forged != (r.Step == tc.step) {
+					t.Fatalf("inspect -o json step %d: fingerprintMismatch %q", r.Step, r.FingerprintMismatch)
+				}
+			}
+		})
+	}
+}
+
+// TestVerifyRefusesAMetaJSONThatDisagreesWithTheLog: meta.json edited so that it no longer describes
+// its log (the events hash still matches) exits 2 from every session command, naming the field.
+func TestVerifyRefusesAMetaJSONThatDisagreesWithTheLog(t *testing.T) {
+	cases := []struct {
+		name, from, to, field string
+	}{
+		{"another id", `"id":"fixture"`, `"id":"other"`, "id"},
+		{"a parent the log does not record", `"id":"fixture"`, `"id":"fixture","parent":"p","forkedAtStep":1`, "parent"},
+		{"a negative forkedAtStep", `"id":"fixture"`, `"id":"fixture","parent":"p","forkedAtStep":-5`, "forkedAtStep"},
+		{"schema 1 over schema 2 events", `"schemaVersion":2`, `"schemaVersion":1`, "schemaVersion"},
+		{"a schema newer than this build", `"schemaVersion":2`, `"schemaVersion":3`, "schema version 3"},
+		{"a fingerprint mode that is not one", `"fingerprintMode":"strict"`, `"fingerprintMode":"loose"`, "fingerprintMode"},
+		{"an unknown key", `"id":"fixture"`, `"id":"fixture","zzz":1`, `unknown key "zzz"`},
+		{"a key in another case", `"createdAt"`, `"CreatedAt"`, `unknown key "CreatedAt"`},
+		{"a key given twice", `"id":"fixture"`, `"id":"fixture","id":"fixture"`, `"id" given twice`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := fixtureSession(t)
+			path := filepath.Join(dir, session.MetaFile)
+			data, _ := os.ReadFile(path)
+			compact := strings.NewReplacer("\n", "", "  ", "", `": `, `":`).Replace(string(data))
+			edited := strings.Replace(compact, tc.from, tc.to, 1)
+			if edited == compact {
+				t.Fatalf("meta.json has no %s:\n%s", tc.from, compact)
+			}
+			if err := os.WriteFile(path, []byte(edited), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			for _, args := range [][]string{{"verify", dir}, {"verify", dir, "-o", "json"}, {"inspect", dir}, {"compare", dir, dir}} {
+				out, err := runCLI(t, args...)
+				if exitCode(err) != exitCorrupt || !strings.Contains(err.Error(), tc.field) {
+					t.Fatalf("%v: exit %d, %v; want exit 2 naming %s\n%s", args, exitCode(err), err, tc.field, out)
+				}
+			}
+		})
+	}
+}
+
+// hostile is what a bundle from someone else can hold in a call site, a model name or a message: an
+// OSC that sets the terminal title, a colour, and a carriage return and line feed that forge a line.
+const hostile = "\u001b]0;PWNED\u0007\u001b[31mRED\r\nFAKE LINE\u2028\u202eevil\u0085"
+
+// TestSessionCommandsEscapeTerminalControls: text output shows a recorded control sequence escaped,
+// never raw; -o json keeps the exact string.
+func TestSessionCommandsEscapeTerminalControls(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "hostile")
+	_, err := replay.Record(context.Background(), replay.RecordOptions{Dir: dir, ID: "hostile", Model: echoModel{}},
+		func(ctx context.Context, ac replay.AgentContext) error {
+			req := session.Request{Model: hostile, Messages: []session.Message{msg("user", "first")}}
+			if _, err := ac.Model(ctx, req, replay.Site(hostile)); err != nil {
+				return err
+			}
+			req.Messages = append(req.Messages, msg("user", hostile))
+			_, err := ac.Model(ctx, req, replay.Site("second"))
+			return err
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := func(s string) bool {
+		return strings.ContainsAny(s, "\u001b\u0007\r\u2028\u202e\u0085") || strings.Contains(s, "\nFAKE LINE")
+	}
+	for _, args := range [][]string{{"inspect", dir}, {"context", dir, "--step", "2"}, {"diff", dir, "--from", "1", "--to", "2"}} {
+		out, stderr, err := runCLIStderr(t, args...)
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		if raw(out) || raw(stderr) {
+			t.Fatalf("%v prints raw control characters:\n%q\nstderr: %q", args, out, stderr)
+		}
+		if !strings.Contains(out, `\x1b]0;PWNED\x07\x1b[31mRED\r\nFAKE LINE\u2028\u202eevil\u0085`) {
+			t.Fatalf("%v does not show the sequence escaped:\n%s", args, out)
+		}
+	}
+	out, err := runCLI(t, "context", dir, "--step", "2", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []session.Message
+	if err := json.Unmarshal([]byte(out), &msgs); err != nil || len(msgs) != 2 || messageText(msgs[1].Content) != hostile {
+		t.Fatalf("context -o json does not keep the exact text: %s (%v)", out, err)
+	}
+	// An error quoting the session is escaped as well: compare's drift names the call site.
+	other := fixtureSession(t)
+	_, err = runCLI(t, "compare", other, dir)
+	if exitCode(err) != exitDrift || raw(err.Error()) {
+		t.Fatalf("compare: exit %d, %q", exitCode(err), err)
+	}
+}
+
+func TestPrintableEscapesOnlyWhatATerminalActsOn(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain text, tabs\tand ünïcödé": "plain text, tabs\tand ünïcödé",
+		"\x00\x1b\x7f\r\n":              `\x00\x1b\x7f\r\n`,
+		"\u0085\u009b":                  `\u0085\u009b`,
+		"\u2028\u2029":                  `\u2028\u2029`,
+		"\u202a\u202e\u2066\u2069":      `\u202a\u202e\u2066\u2069`,
+		"bad \xff byte":                 `bad \xff byte`,
+		"a real \uFFFD stays":           "a real \uFFFD stays",
+	} {
+		if got := printable(in); got != want {
+			t.Errorf("printable(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got := printableCell("a\tb"); got != `a\tb` {
+		t.Errorf("printableCell keeps a tab: %q", got)
+	}
+}
+
+// TestAPathWithNoSessionIsAUsageError: a path that does not exist exits 1 ("no session at"); a
+// directory without meta.json is an uncommitted session, exit 2.
+func TestAPathWithNoSessionIsAUsageError(t *testing.T) {
+	good := fixtureSession(t)
+	missing := filepath.Join(t.TempDir(), "nonexistent")
+	for _, args := range [][]string{{"verify", missing}, {"inspect", missing}, {"compare", good, missing}, {"compare", missing, good}} {
+		if _, err := runCLI(t, args...); exitCode(err) != exitError || !strings.Contains(err.Error(), "no session at "+missing) {
+			t.Fatalf("%v: exit %d, %v; want exit 1, no session at the path", args, exitCode(err), err)
+		}
+	}
+	empty := t.TempDir()
+	for _, args := range [][]string{{"verify", empty}, {"compare", good, empty}} {
+		if _, err := runCLI(t, args...); exitCode(err) != exitCorrupt || !errors.Is(err, session.ErrNotCommitted) {
+			t.Fatalf("%v: exit %d, %v; want exit 2, not committed", args, exitCode(err), err)
+		}
+	}
+}
+
+// TestInspectWarnsOfAnIncompleteRun: a crashed run opens, with a warning line that it did not finish.
+func TestInspectWarnsOfAnIncompleteRun(t *testing.T) {
+	dir, _ := blobSession(t)
+	_, stderr, err := runCLIStderr(t, "inspect", dir)
+	if err != nil || strings.Contains(stderr, "incomplete") {
+		t.Fatalf("inspect of a finished run: %v, %q", err, stderr)
+	}
+	rehash(t, dir, func(log string) string { lines := strings.SplitAfter(log, "\n"); return strings.Join(lines[:2], "") })
+	_, stderr, err = runCLIStderr(t, "inspect", dir)
+	if err != nil || !strings.Contains(stderr, "warning: session blobbed is incomplete (no session_end)") {
+		t.Fatalf("inspect of a crashed run: %v, %q", err, stderr)
 	}
 }
