@@ -54,7 +54,8 @@ var readerErrors = map[string]struct {
 func TestExitCodesClassifyEveryReaderError(t *testing.T) {
 	for name, tc := range readerErrors {
 		t.Run(name, func(t *testing.T) {
-			for _, err := range []error{tc.err, fmt.Errorf("session runs/42: %w", tc.err)} {
+			// escapeErr is how the session commands return every error, so its text prints safely.
+			for _, err := range []error{tc.err, fmt.Errorf("session runs/42: %w", tc.err), escapeErr(classify(tc.err))} {
 				if got := exitCode(classify(err)); got != tc.exit {
 					t.Errorf("exitCode(classify(%v)) = %d, want %d", err, got, tc.exit)
 				}
