@@ -7,8 +7,7 @@
 // log's structure — and reports a problem with the file, line, byte offset and field. It makes no
 // decisions about replay and never sees a secret in the clear: callers redact before they write.
 //
-// meta.json is session_start's meta (when it carries one) plus eventsHash, events, vaultHash and
-// redaction.counts, every line is written at its schemaVersion, and DecodeMeta is the one strict decoder.
+// Rule: meta.json = session_start's meta (if any) + eventsHash, events, vaultHash, redaction.counts.
 // A committed log without session_end (a crashed run) opens, for resuming; CheckComplete refuses it.
 // meta.json is not signed: verification catches accidents and inconsistent edits, not a forger who
 // rewrites meta.json to match.
