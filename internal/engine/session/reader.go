@@ -38,7 +38,8 @@ func (d dirBlobs) ReadBlob(hash string) ([]byte, error) {
 	return os.ReadFile(filepath.Join(string(d), BlobsDir, hash))
 }
 
-// Open loads the committed session in dir and checks it: meta.json (*CorruptMetaError), the events
+// Open loads the committed session in dir and checks it: meta.json (DecodeMeta, and against the log:
+// session_start's meta and every line's schema version, *CorruptMetaError naming the field), the events
 // hash and every blob's hash (*DigestMismatchError), every line's text and shape and the log's
 // structure (*CorruptEventError naming the line, byte offset and field; see StructureChecker), and
 // that every referenced blob is there (*MissingError) and decodes (*BlobRefError). It fails with
