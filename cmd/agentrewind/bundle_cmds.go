@@ -24,8 +24,10 @@ func newPackCommand() *cobra.Command {
 Before writing, pack prints what was redacted, by pattern, so you know what the bundle does not reveal.
 Secrets the patterns did not recognise are not redacted: read the summary before you share the file.
 
-The bundle may not be written inside the session directory, and an existing file is replaced only once
-the new bundle is complete.`,
+The bundle may not be written inside the session directory, nor over one of its files through a
+symbolic or hard link, nor over a directory; an existing file is replaced only once the new bundle is
+complete. The bundle is written to .<out.rewind>.tmp-* beside it and renamed into place; the ones a
+killed pack into the same file left (their process is gone, or they are a day old) are removed.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir, out := args[0], args[1]
@@ -99,9 +101,13 @@ func newUnpackCommand() *cobra.Command {
 		Long: `Unpack a .rewind bundle into an empty directory and verify the session in it.
 
 Bundles come from other people: entries that are links, devices, outside the session layout, escape
-the directory, or do not match their hash are refused; the session is extracted beside the directory
-and moved into place only once it verifies, so nothing is left behind on failure. Blobs no event
-references are dropped, with a warning.`,
+the directory, or do not match their hash are refused; the session is extracted into .<dir>.unpack-*
+beside the directory and moved into place only once it verifies, so nothing is left behind on failure
+(the ones a killed unpack into the same directory left are removed). <dir> may not be a file or a
+symbolic link. Blobs no event references are dropped, with a warning.
+
+Exit codes: 2 when the bundle is hostile or damaged or its session does not verify; 1 when <dir>
+cannot take it (not empty, a file, a link) or for any other failure.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(output); err != nil {
@@ -113,14 +119,15 @@ references are dropped, with a warning.`,
 			}
 			defer f.Close()
 			summary, err := bundle.Unpack(cmd.Context(), f, args[1], bundle.Limits{})
-			if errors.Is(err, bundle.ErrDestinationNotEmpty) {
-				return fmt.Errorf("%w: unpack into a new or empty directory", err)
-			}
 			if err != nil {
-				if ctx := cmd.Context(); ctx != nil && ctx.Err() != nil {
-					return err
+				var de *bundle.DestinationError
+				if ctx := cmd.Context(); errors.As(err, &de) || (ctx != nil && ctx.Err() != nil) {
+					return err // the destination (not empty, a file, a link) or the user, not the bundle
 				}
 				return &codedError{exitCorrupt, err} // a hostile or damaged bundle, or a session that does not verify
+			}
+			for _, tmp := range summary.RemovedStale {
+				fmt.Fprintf(cmd.ErrOrStderr(), "removed %s, left by an unpack into %s that did not finish\n", tmp, args[1])
 			}
 			s, err := openSession(args[1])
 			if err != nil {

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +12,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +22,7 @@ import (
 
 	"github.com/agentrewind/agentrewind/internal/blobstore"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
+	"github.com/agentrewind/agentrewind/internal/fsutil"
 	"github.com/agentrewind/agentrewind/internal/testenv"
 )
 
@@ -377,6 +381,24 @@ func TestStoreErrorsNeverEchoURLCredentialsOrQueries(t *testing.T) {
 		check("pull --help", out, errOut)
 		t.Setenv(envStore, "")
 	}
+
+	// URLs without an "@" that do not parse, or parse with the secret outside scheme://host[:port]:
+	// the error says the URL is wrong without repeating any of it.
+	const secret = "hunter2Zq9wJalrXUtnFEMI"
+	t.Setenv(blobstore.EnvEndpoint, "")
+	for _, ep := range []string{"http://u:" + secret, "http://127.0.0.1:1/%zz" + secret, "http://127.0.0.1:1/X-Amz-Signature=" + secret,
+		"http://h:1;X-Amz-Signature=" + secret} {
+		out, errOut, err := runStoreCommand(t, newLsCommand, "--store", "s3://bucket", "--endpoint", ep)
+		if err == nil || strings.Contains(err.Error()+out+errOut, secret) || strings.Contains(err.Error()+out+errOut, "hunter2") {
+			t.Errorf("endpoint %q: %v\n%s%s", ep, err, out, errOut)
+		}
+	}
+	for _, st := range []string{"s3://u:" + secret, "s3://bkt:" + secret + "/team", "s3://bkt/te%zz" + secret} {
+		out, errOut, err := runStoreCommand(t, newLsCommand, "--store", st, "--endpoint", "https://s3.example.com")
+		if err == nil || strings.Contains(err.Error()+out+errOut, "hunter2") {
+			t.Errorf("store %q: %v\n%s%s", st, err, out, errOut)
+		}
+	}
 }
 
 func TestStoreSilentEndpointFailsWithinTheStatedTime(t *testing.T) {
@@ -448,5 +470,159 @@ func TestStoreAdviceNamesTheFlagForATooSlowTransfer(t *testing.T) {
 	}
 	if other := errors.New("x"); storeAdvice(other) != other {
 		t.Fatal("advice added to an unrelated error")
+	}
+}
+
+// rewriteCommitted rewrites a committed session's events.jsonl with edit and meta.json to match
+// (its eventsHash and event count), as someone who knows the format would: every hash holds, and
+// only agentrewind verify's structural checks can tell.
+func rewriteCommitted(t *testing.T, events, meta []byte, edit func([]byte) []byte, count func(int64) int64) (newEvents, newMeta []byte) {
+	t.Helper()
+	m, err := session.DecodeMeta(meta, "meta.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	newEvents = edit(events)
+	sum := sha256.Sum256(newEvents)
+	newMeta = bytes.Replace(meta, []byte(m.EventsHash), []byte(hex.EncodeToString(sum[:])), 1)
+	for _, end := range []string{",", "\n"} { // the count is followed by another key, or ends the object
+		oldCount, newCount := fmt.Sprintf(`"events": %d`+end, m.Events), fmt.Sprintf(`"events": %d`+end, count(m.Events))
+		if bytes.Contains(newMeta, []byte(oldCount)) {
+			return newEvents, bytes.Replace(newMeta, []byte(oldCount), []byte(newCount), 1)
+		}
+	}
+	t.Fatalf("meta.json has no event count:\n%s", meta)
+	return nil, nil
+}
+
+// TestStoreSessionsVerifyRejectsNeitherEnterNorLeaveTheStore: push of a session whose log has a
+// second session_end exits 2 and stores nothing; a stored session whose meta.json counts an event
+// more than its log, rewritten at rest with its hashes recomputed, is not pulled (exit 2, nothing
+// written), as a meta.json with an unknown key (its record matching) and a missing events.jsonl are
+// not either.
+func TestStoreSessionsVerifyRejectsNeitherEnterNorLeaveTheStore(t *testing.T) {
+	srv := storeServer(t)
+	const store = "s3://cli-bucket"
+	bad := recordStoreFixture(t, "bad", nil)
+	events, meta := mustRead(t, filepath.Join(bad, session.EventsFile)), mustRead(t, filepath.Join(bad, session.MetaFile))
+	events, meta = rewriteCommitted(t, events, meta, func(ev []byte) []byte {
+		lines := bytes.SplitAfter(ev, []byte("\n"))
+		return append(bytes.Clone(ev), lines[len(lines)-2]...) // the session_end line again
+	}, func(n int64) int64 { return n + 1 })
+	mustWriteFile(t, filepath.Join(bad, session.EventsFile), events)
+	mustWriteFile(t, filepath.Join(bad, session.MetaFile), meta)
+	if _, _, err := runStoreCommand(t, newPushCommand, bad, "--store", store, "--create-bucket"); exitCode(err) != exitCorrupt {
+		t.Fatalf("push of a session with two session_end lines: exit %d (%v), want %d", exitCode(err), err, exitCorrupt)
+	}
+	if out, _, err := runStoreCommand(t, newLsCommand, "--store", store); err != nil || !strings.Contains(out, "no committed sessions") {
+		t.Fatalf("ls after a refused push: %v\n%s", err, out)
+	}
+
+	damage := map[string]func(eventsPath, metaPath, sumPath string){
+		"meta.json counting an event more than the log holds": func(eventsPath, metaPath, sumPath string) {
+			_, meta := rewriteCommitted(t, mustRead(t, eventsPath), mustRead(t, metaPath), func(ev []byte) []byte { return ev },
+				func(n int64) int64 { return n + 1 })
+			mustWriteFile(t, metaPath, meta)
+			mustWriteFile(t, sumPath, metaSum(meta))
+		},
+		"meta.json with a key in another case": func(_, metaPath, sumPath string) {
+			meta := bytes.Replace(mustRead(t, metaPath), []byte(`"createdAt"`), []byte(`"CreatedAt"`), 1)
+			mustWriteFile(t, metaPath, meta)
+			mustWriteFile(t, sumPath, metaSum(meta))
+		},
+		"events.jsonl missing": func(eventsPath, _, _ string) {
+			if err := os.Remove(eventsPath); err != nil {
+				t.Fatal(err)
+			}
+		},
+	}
+	for name, spoil := range damage {
+		t.Run(name, func(t *testing.T) {
+			id := "run-" + strconv.Itoa(len(name))
+			if _, _, err := runStoreCommand(t, newPushCommand, recordStoreFixture(t, id, nil), "--store", store); err != nil {
+				t.Fatal(err)
+			}
+			key := func(f string) string { return srv.ObjectPath("cli-bucket", "sessions/"+id+"/"+f) }
+			spoil(key(session.EventsFile), key(session.MetaFile), key(session.MetaFile+".sha256"))
+			parent := t.TempDir()
+			_, _, err := runStoreCommand(t, newPullCommand, id, filepath.Join(parent, "out"), "--store", store)
+			if exitCode(err) != exitCorrupt {
+				t.Fatalf("pull: exit %d (%v), want %d", exitCode(err), err, exitCorrupt)
+			}
+			if entries, _ := os.ReadDir(parent); len(entries) != 0 {
+				t.Fatalf("a refused pull left %v", entries)
+			}
+		})
+	}
+}
+
+func metaSum(meta []byte) []byte {
+	sum := sha256.Sum256(meta)
+	return []byte(hex.EncodeToString(sum[:]) + "  " + session.MetaFile + "\n")
+}
+
+// TestUnpackAndPackRefuseOutputsThatAreNotWhatTheySeem: unpack into a file or a symbolic link exits
+// 1 (the destination, not the bundle, is wrong) and changes nothing; pack over a symbolic or hard
+// link to one of the session's files, or over a directory, is refused and changes nothing.
+func TestUnpackAndPackRefuseOutputsThatAreNotWhatTheySeem(t *testing.T) {
+	dir := recordStoreFixture(t, "b", nil)
+	work := t.TempDir()
+	bundlePath := filepath.Join(work, "b.rewind")
+	if _, _, err := runStoreCommand(t, newPackCommand, dir, bundlePath); err != nil {
+		t.Fatal(err)
+	}
+	orig := mustRead(t, bundlePath)
+	if _, _, err := runStoreCommand(t, newUnpackCommand, bundlePath, bundlePath); exitCode(err) != exitError ||
+		!strings.Contains(err.Error(), "not a directory") || !bytes.Equal(mustRead(t, bundlePath), orig) {
+		t.Fatalf("unpack into the bundle itself: exit %d (%v)", exitCode(err), err)
+	}
+	empty := t.TempDir()
+	link := filepath.Join(work, "link")
+	if err := os.Symlink(empty, link); err != nil {
+		t.Skipf("cannot create symlinks here: %v", err)
+	}
+	if _, _, err := runStoreCommand(t, newUnpackCommand, bundlePath, link); exitCode(err) != exitError || !strings.Contains(err.Error(), "symbolic link") {
+		t.Fatalf("unpack into a symbolic link: exit %d (%v)", exitCode(err), err)
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("the link was replaced: %v", err)
+	}
+
+	eventsPath := filepath.Join(dir, session.EventsFile)
+	events := mustRead(t, eventsPath)
+	symOut, hardOut := filepath.Join(work, "sym.rewind"), filepath.Join(work, "hard.rewind")
+	if err := os.Symlink(eventsPath, symOut); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(eventsPath, hardOut); err != nil {
+		t.Skipf("cannot create hard links here: %v", err)
+	}
+	for _, out := range []string{symOut, hardOut} {
+		_, _, err := runStoreCommand(t, newPackCommand, dir, out)
+		if _, ok := errors.AsType[*fsutil.OutputInsideInputError](err); !ok {
+			t.Errorf("pack over %s, a link to events.jsonl: %v", out, err)
+		}
+	}
+	if fi, err := os.Lstat(symOut); err != nil || fi.Mode()&os.ModeSymlink == 0 || !bytes.Equal(mustRead(t, eventsPath), events) {
+		t.Fatalf("pack changed the link or the session: %v", err)
+	}
+	if _, _, err := runStoreCommand(t, newPackCommand, dir, empty); err == nil || !strings.Contains(err.Error(), "the output is a directory: give a file name") {
+		t.Fatalf("pack over a directory: %v", err)
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func mustWriteFile(t *testing.T, path string, data []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

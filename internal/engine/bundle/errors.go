@@ -41,4 +41,18 @@ func (e *MissingEntryError) Error() string {
 // unpacking over an existing session would mix two recordings.
 var ErrDestinationNotEmpty = errors.New("destination is not empty")
 
+// DestinationError reports a destination Unpack cannot put the session in — not empty, a file, a
+// symbolic link, or a place it cannot create or rename into. It is about the local file system, not
+// the bundle, which may be intact.
+type DestinationError struct {
+	Dir string
+	Err error
+}
+
+func (e *DestinationError) Error() string {
+	return fmt.Sprintf("bundle: destination %s: %v", e.Dir, e.Err)
+}
+
+func (e *DestinationError) Unwrap() error { return e.Err }
+
 func refuse(name, reason string) error { return &UnsafeEntryError{Name: name, Reason: reason} }

@@ -29,6 +29,9 @@ type PackSummary struct {
 	// references: they are dropped, never left in the destination.
 	Unreferenced      int
 	UnreferencedBytes int64
+	// RemovedStale lists, for Unpack only, the temporary directories that earlier unpacks into the
+	// same destination left when they were killed, found abandoned and removed.
+	RemovedStale []string `json:",omitempty"`
 	// Skipped lists, for Pack only, the session-directory names left out of the bundle (vault.enc,
 	// and anything outside the allowed set, directories with a trailing slash), sorted.
 	Skipped []string

@@ -11,9 +11,10 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
+	"time"
 
 	"github.com/agentrewind/agentrewind/internal/engine/session"
+	"github.com/agentrewind/agentrewind/internal/fsutil"
 )
 
 // Limits bound what Unpack accepts from an untrusted bundle. A zero (or negative) field means its
@@ -50,8 +51,10 @@ func (l Limits) withDefaults() Limits {
 // Unpack extracts a .rewind bundle from r into destDir, verifies the session and returns what it
 // extracted.
 //
-// destDir must be empty or absent (its parent must exist). The bundle is extracted into a new
-// temporary directory beside destDir — every write through an os.Root opened on it, so nothing can
+// destDir must be empty or absent (its parent must exist), and neither a file nor a symbolic link: a
+// destination that is not is a *DestinationError. The bundle is extracted into a new temporary
+// directory beside destDir, named as this process's (fsutil.MkdirTemp; the ones killed unpacks into
+// destDir left are removed first and listed in the summary's RemovedStale) — every write through an os.Root opened on it, so nothing can
 // land outside — then opened with session.Open, and only a session that verifies is renamed to
 // destDir. Any entry other than the regular files meta.json, events.jsonl and blobs/<64 lowercase
 // hex>, and the directory blobs/, is refused with an *UnsafeEntryError, as are vault.enc, duplicates
@@ -68,9 +71,10 @@ func Unpack(ctx context.Context, r io.Reader, destDir string, limits Limits) (_ 
 	if err != nil {
 		return nil, err
 	}
-	tmp, err := os.MkdirTemp(filepath.Dir(destDir), "."+filepath.Base(destDir)+".unpack-*")
+	stale := fsutil.RemoveStaleTemps(destDir, tempPurpose, time.Now())
+	tmp, err := fsutil.MkdirTemp(destDir, tempPurpose)
 	if err != nil {
-		return nil, fmt.Errorf("bundle: creating a directory beside the destination: %w", err)
+		return nil, &DestinationError{Dir: destDir, Err: fmt.Errorf("creating a directory beside it: %w", err)}
 	}
 	defer func() {
 		if err != nil {
@@ -94,32 +98,48 @@ func Unpack(ctx context.Context, r io.Reader, destDir string, limits Limits) (_ 
 		return nil, fmt.Errorf("bundle: the unpacked session does not verify: %w", err)
 	}
 	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp makes it 0700
-		return nil, fmt.Errorf("bundle: %w", err)
+		return nil, &DestinationError{Dir: destDir, Err: err}
 	}
 	if existed {
 		if err := os.Remove(destDir); err != nil { // only while still empty
-			return nil, fmt.Errorf("bundle: %w: %s (unpack into a new or empty directory)", ErrDestinationNotEmpty, destDir)
+			return nil, &DestinationError{Dir: destDir, Err: fmt.Errorf("%w (unpack into a new or empty directory)", ErrDestinationNotEmpty)}
 		}
 	}
 	if err := os.Rename(tmp, destDir); err != nil {
 		if existed {
 			_ = os.Mkdir(destDir, 0o755)
 		}
-		return nil, fmt.Errorf("bundle: moving the verified session into place: %w", err)
+		return nil, &DestinationError{Dir: destDir, Err: fmt.Errorf("moving the verified session into place: %w", err)}
 	}
+	u.sum.RemovedStale = stale
 	return u.sum, nil
 }
 
-// checkDest refuses a destination with content and reports whether it exists (as an empty directory).
+// tempPurpose names Unpack's temporary directories: .<dest>.unpack-<owner> (see fsutil.MkdirTemp).
+const tempPurpose = "unpack"
+
+// checkDest refuses a destination with content, a file and a symbolic link, and reports whether it
+// exists (as an empty directory). A link would be replaced by the session renamed over it, and what
+// it points to left empty.
 func checkDest(destDir string) (existed bool, err error) {
-	entries, err := os.ReadDir(destDir)
+	fail := func(err error) (bool, error) { return false, &DestinationError{Dir: destDir, Err: err} }
+	info, err := os.Lstat(destDir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return false, nil
 	case err != nil:
-		return false, fmt.Errorf("bundle: reading destination: %w", err)
+		return fail(err)
+	case info.Mode()&fs.ModeSymlink != 0:
+		return fail(errors.New("is a symbolic link: unpack into the directory it points to, or a new path"))
+	case !info.IsDir():
+		return fail(errors.New("is not a directory: unpack into a new or empty directory"))
+	}
+	entries, err := os.ReadDir(destDir)
+	switch {
+	case err != nil:
+		return fail(err)
 	case len(entries) > 0:
-		return false, fmt.Errorf("bundle: %w: %s (unpack into a new or empty directory)", ErrDestinationNotEmpty, destDir)
+		return fail(fmt.Errorf("%w (unpack into a new or empty directory)", ErrDestinationNotEmpty))
 	}
 	return true, nil
 }
