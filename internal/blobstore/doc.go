@@ -18,7 +18,10 @@
 //     that holds them, and are never logged, printed or put in an error;
 //   - serve bytes it has not verified: every blob is checked against its hash, meta.json against
 //     meta.json.sha256 (and decoded strictly), events.jsonl against the eventsHash of meta.json and
-//     vault.enc against its vaultHash, and a mismatch is an error naming the object;
+//     vault.enc against its vaultHash, and a mismatch is an error naming the object; nor store or
+//     write out a session agentrewind verify rejects: push opens the local session with
+//     session.Open before uploading anything, and pull opens the assembled copy before renaming it
+//     into place;
 //   - wait without bound: every request has a bounded number of attempts, each with a deadline,
 //     and a download slower than the minimum throughput is abandoned;
 //   - know Kubernetes: credentials from a Secret are read by package kubecreds, not here;

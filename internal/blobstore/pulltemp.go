@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/agentrewind/agentrewind/internal/fsutil"
 )
 
 // A pull assembles the session in a temporary directory beside its destination, named
@@ -77,5 +79,5 @@ func stalePull(tmp, dir, host string) bool {
 	if time.Since(fi.ModTime()) > stalePullAge {
 		return true
 	}
-	return owner.Host == host && owner.PID != os.Getpid() && processGone(owner.PID)
+	return owner.Host == host && owner.PID != os.Getpid() && fsutil.ProcessGone(owner.PID)
 }
