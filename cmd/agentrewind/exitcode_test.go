@@ -37,6 +37,7 @@ var readerErrors = map[string]struct {
 	"bundle.BlobHashError":             {&bundle.BlobHashError{Name: "blobs/ab"}, exitCorrupt},
 	"bundle.MissingEntryError":         {&bundle.MissingEntryError{Name: "events.jsonl"}, exitCorrupt},
 	"bundle.ErrDestinationNotEmpty":    {bundle.ErrDestinationNotEmpty, exitError},
+	"bundle.DestinationError":          {&bundle.DestinationError{Dir: "out", Err: bundle.ErrDestinationNotEmpty}, exitError},
 	"blobstore.ErrVaultMissing":        {blobstore.ErrVaultMissing, exitCorrupt},
 	"blobstore.ErrMetaUnverified":      {blobstore.ErrMetaUnverified, exitCorrupt},
 	"blobstore.ErrNotFound":            {blobstore.ErrNotFound, exitError},
