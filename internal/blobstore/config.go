@@ -197,8 +197,10 @@ func parseEndpoint(endpoint string) (host string, secure bool, err error) {
 		return "", false, fmt.Errorf("S3 endpoint %q: the scheme is not http or https", shown)
 	case u.User != nil:
 		return "", false, errors.New("S3 endpoint: credentials do not belong in the URL: use AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a Secret")
-	case u.Host == "" || (u.Path != "" && u.Path != "/"):
+	case u.Host == "":
 		return "", false, fmt.Errorf("S3 endpoint %q: give only scheme, host and port, like https://s3.example.com:9000", shown)
+	case u.Path != "" && u.Path != "/": // the path is not shown: a presigned URL may carry a signature there
+		return "", false, fmt.Errorf("S3 endpoint %q has a path, which an endpoint does not: give only scheme, host and port, like https://s3.example.com:9000", shown)
 	}
 	return u.Host, u.Scheme == "https", nil
 }
