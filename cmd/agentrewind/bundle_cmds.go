@@ -41,6 +41,8 @@ killed pack into the same file left (their process is gone, or they are a day ol
 			if err != nil {
 				return err
 			}
+			// A crashed run is worth sharing, so it is packed, but the receiver should know.
+			warnIfIncomplete(cmd.ErrOrStderr(), s)
 			if output == "text" {
 				printRedactionSummary(cmd, s.Meta.Redaction)
 			}

@@ -622,3 +622,16 @@ func TestInspectWarnsOfAnIncompleteRun(t *testing.T) {
 		t.Fatalf("inspect of a crashed run: %v, %q", err, stderr)
 	}
 }
+
+func TestPackWarnsOfAnIncompleteRunAndStillPacksIt(t *testing.T) {
+	dir, _ := blobSession(t)
+	rehash(t, dir, func(log string) string { lines := strings.SplitAfter(log, "\n"); return strings.Join(lines[:2], "") })
+	out := filepath.Join(t.TempDir(), "crashed.rewind")
+	_, stderr, err := runCLIStderr(t, "pack", dir, out)
+	if err != nil || !strings.Contains(stderr, "warning: session blobbed is incomplete (no session_end)") {
+		t.Fatalf("pack of a crashed run: %v, %q", err, stderr)
+	}
+	if info, err := os.Stat(out); err != nil || info.Size() == 0 {
+		t.Fatalf("the crashed run was not packed: %v", err)
+	}
+}
