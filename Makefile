@@ -55,6 +55,11 @@ generate: controller-gen ## Generate DeepCopy methods for the API types.
 fmt: ## Run go fmt against the code.
 	go fmt ./...
 
+.PHONY: tidy
+tidy: ## Tidy go.mod and the SDK example's module (run it after adding a dependency the engine imports).
+	go mod tidy
+	cd examples/sdk-agent && go mod tidy
+
 .PHONY: vet
 vet: ## Run go vet against the code.
 	go vet ./...
