@@ -11,6 +11,7 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
+	"github.com/agentrewind/agentrewind/internal/blobstore"
 	"github.com/agentrewind/agentrewind/internal/engine/replay"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 	"github.com/agentrewind/agentrewind/internal/engine/task"
@@ -191,5 +192,20 @@ func TestASecretReadFromTheEnvironmentReachesNoStoredObject(t *testing.T) {
 	}
 	if read < 4 { // meta.json, its record, events.jsonl and the request's blob at least
 		t.Fatalf("only %d objects were read back", read)
+	}
+}
+
+// TestLsEscapesWhatAMetaJSONSays: ls prints fields of meta.json files anyone with write access to the
+// bucket may have written; terminal controls in them are shown escaped, never acted on.
+func TestLsEscapesWhatAMetaJSONSays(t *testing.T) {
+	hostile := "p\x1b]0;PWNED\x07\x1b[31mRED\r\nFAKE LINE"
+	var out strings.Builder
+	err := printLs(&out, blobstore.StoreURL{Bucket: "b"}, []blobstore.SessionInfo{{ID: "run-1",
+		Meta: session.Meta{ID: "run-1", Parent: hostile}, Problem: "bad\x1b[2J"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.ContainsAny(out.String(), "\x1b\x07\r") || strings.Count(out.String(), "\n") != 2 {
+		t.Fatalf("ls printed terminal controls:\n%q", out.String())
 	}
 }

@@ -373,7 +373,9 @@ func printLs(w io.Writer, loc blobstore.StoreURL, list []blobstore.SessionInfo) 
 		if r.ForkedAtStep != nil {
 			parent = fmt.Sprintf("%s@%d", parent, *r.ForkedAtStep)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", r.ID, storeDash(parent), r.Events, storeDash(r.CreatedAt), r.CommittedAt, storeDash(r.Problem))
+		// Everything but the counts comes from a meta.json someone else may have written.
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", printableCell(r.ID), printableCell(storeDash(parent)), r.Events,
+			printableCell(storeDash(r.CreatedAt)), printableCell(r.CommittedAt), printableCell(storeDash(r.Problem)))
 	}
 	return tw.Flush()
 }
