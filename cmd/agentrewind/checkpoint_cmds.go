@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -190,7 +191,7 @@ func newCheckpointListCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			all, err := store.List()
+			all, err := store.List(cmd.Context())
 			if err != nil {
 				return classifyCheckpoint(err)
 			}
@@ -224,8 +225,8 @@ func dash(s string) string {
 }
 
 // resolveCheckpoint finds the checkpoint an address (the arguments after the workspace) names.
-func resolveCheckpoint(store *checkpoint.Store, sessionID string, addr []string) (checkpoint.Summary, error) {
-	list, err := store.List()
+func resolveCheckpoint(ctx context.Context, store *checkpoint.Store, sessionID string, addr []string) (checkpoint.Summary, error) {
+	list, err := store.List(ctx)
 	if err != nil {
 		return checkpoint.Summary{}, classifyCheckpoint(err)
 	}
@@ -246,7 +247,7 @@ func newCheckpointPreviewCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			target, err := resolveCheckpoint(store, f.session, args[1:])
+			target, err := resolveCheckpoint(cmd.Context(), store, f.session, args[1:])
 			if err != nil {
 				return err
 			}
@@ -306,13 +307,13 @@ undoes the restore.`,
 			if err != nil {
 				return err
 			}
-			target, err := resolveCheckpoint(store, f.session, args[1:])
+			target, err := resolveCheckpoint(cmd.Context(), store, f.session, args[1:])
 			if err != nil {
 				return err
 			}
 			// The guard sits where the session is now: at its latest checkpoint's turn and step.
 			anchor := checkpoint.Anchor{Session: f.session, Author: checkpointAuthor}
-			if latest, err := resolveCheckpoint(store, f.session, []string{"latest"}); err == nil {
+			if latest, err := resolveCheckpoint(cmd.Context(), store, f.session, []string{"latest"}); err == nil {
 				anchor.Turn, anchor.Step = latest.Anchor.Turn, latest.Anchor.Step
 			}
 			res, err := store.Restore(cmd.Context(), args[0], target.ID, checkpoint.RestoreOptions{Files: files, Guard: mode, GuardAnchor: anchor})
@@ -362,14 +363,14 @@ Each deletion names the rule that caused it. Blobs stay until the blob sweep fin
 			if policy.KeepPerSession < 0 || policy.MaxBytes < 0 {
 				return errors.New("--keep and --max-bytes must not be negative")
 			}
-			list, err := store.List()
+			list, err := store.List(cmd.Context())
 			if err != nil {
 				return classifyCheckpoint(err)
 			}
 			plan := checkpoint.Prune(list, policy)
 			if !dryRun {
 				for _, d := range plan.Delete {
-					if err := store.Delete(d.ID); err != nil {
+					if err := store.Delete(cmd.Context(), d.ID); err != nil {
 						return fmt.Errorf("deleting checkpoint %s: %w", d.ID, err)
 					}
 				}

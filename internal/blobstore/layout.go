@@ -111,6 +111,22 @@ func (l Layout) SessionIDFromMetaKey(key string) (string, bool) {
 // CheckpointManifest is the key of a checkpoint's manifest; callers check id with ValidateID.
 func (l Layout) CheckpointManifest(id string) string { return l.join(checkpointsDir, id, manifestFile) }
 
+// CheckpointsPrefix is the key prefix under which every checkpoint's manifest lives.
+func (l Layout) CheckpointsPrefix() string { return l.join(checkpointsDir) + "/" }
+
+// CheckpointIDFromManifestKey returns the checkpoint id of a key that is some checkpoint's manifest.
+func (l Layout) CheckpointIDFromManifestKey(key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, l.CheckpointsPrefix())
+	if !ok {
+		return "", false
+	}
+	id, file, ok := strings.Cut(rest, "/")
+	if !ok || file != manifestFile || ValidateID(id) != nil {
+		return "", false
+	}
+	return id, true
+}
+
 // Result is the key of an engine Job's output document; callers check uid with ValidateID.
 func (l Layout) Result(uid string) string { return l.join(resultsDir, uid+".json") }
 

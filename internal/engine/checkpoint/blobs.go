@@ -94,10 +94,13 @@ func (b DirBlobs) Get(_ context.Context, hash string) (io.ReadCloser, error) {
 // verifyBlob reads a whole blob and checks that it hashes to its name and has the expected size.
 func verifyBlob(ctx context.Context, blobs Blobs, e Entry) error {
 	rc, err := blobs.Get(ctx, e.Hash)
-	if errors.Is(err, fs.ErrNotExist) {
+	var dm *session.DigestMismatchError
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return &BlobHashError{Path: e.Path, Hash: e.Hash}
-	}
-	if err != nil {
+	case errors.As(err, &dm): // a Blobs that verifies on read refused it
+		return &BlobHashError{Path: e.Path, Hash: e.Hash, Actual: dm.Got}
+	case err != nil:
 		return fmt.Errorf("blob %s of %q: %w", e.Hash, e.Path, err)
 	}
 	defer rc.Close()

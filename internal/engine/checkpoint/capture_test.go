@@ -33,21 +33,21 @@ func TestCaptureUploadsOnlyNewBytesAndSkipsIdenticalCheckpoints(t *testing.T) {
 	if !third.New || third.Stats.IncrementalBytes != 1000 || third.Stats.UploadedBlobs != 1 {
 		t.Fatalf("after changing one file and adding a duplicate: %+v, want 1000 incremental bytes in 1 blob", third)
 	}
-	m, err := store.Load(third.ID)
+	m, err := store.Load(ctx, third.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if m.IncrementalBytes != 1000 {
 		t.Errorf("manifest records %d incremental bytes, want 1000", m.IncrementalBytes)
 	}
-	list, err := store.List()
+	list, err := store.List(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(list) != 2 || list[0].ID != third.ID || list[1].ID != first.ID {
 		t.Errorf("list = %+v, want [third, first]", list)
 	}
-	blobs, _ := filepath.Glob(filepath.Join(store.Dir, "blobs", "sha256", "*", "*"))
+	blobs, _ := filepath.Glob(filepath.Join(storeDir(store), "blobs", "sha256", "*", "*"))
 	if len(blobs) != 3 {
 		t.Errorf("%d blobs stored, want 3 (a, d, e)", len(blobs))
 	}
@@ -67,7 +67,7 @@ func TestCaptureRecordsSymlinksAndNeverReadsThroughThem(t *testing.T) {
 		}
 	}
 	c := create(t, store, ws, clock(), 1)
-	m, err := store.Load(c.ID)
+	m, err := store.Load(ctx, c.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestCaptureSkipsExcludedPathsAndSubtrees(t *testing.T) {
 		"build/out.o": "o", "src/build/keep.go": "k",
 	})
 	c := create(t, store, ws, clock(), 1, "node_modules", "*.log", "/build")
-	m, err := store.Load(c.ID)
+	m, err := store.Load(ctx, c.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

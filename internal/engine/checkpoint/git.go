@@ -353,7 +353,7 @@ func (s *Store) RestoreGit(ctx context.Context, dir, commit string, opts Restore
 // session's latest git checkpoint writes nothing (seed D2). A directory that is not a git work tree,
 // or whose HEAD is unborn, gets a file checkpoint instead (seed D13a); Created.Stats says which.
 func (s *Store) CreateGit(ctx context.Context, dir string, opts CaptureOptions) (Created, error) {
-	list, err := s.list(true)
+	list, err := s.list(ctx, true)
 	if err != nil {
 		return Created{}, err
 	}
@@ -363,7 +363,7 @@ func (s *Store) CreateGit(ctx context.Context, dir string, opts CaptureOptions) 
 		if c.Anchor.Session != opts.Anchor.Session || c.Reason != "git" {
 			continue
 		}
-		if m, err := s.Load(c.ID); err == nil {
+		if m, err := s.Load(ctx, c.ID); err == nil {
 			prev, prevCommit = c, m.GitCommit
 		}
 		break
@@ -392,7 +392,7 @@ func (s *Store) CreateGit(ctx context.Context, dir string, opts CaptureOptions) 
 	for _, e := range m.Files {
 		st.Bytes += e.Size
 	}
-	id, err := s.Save(m)
+	id, err := s.Save(ctx, m)
 	if err != nil {
 		return Created{}, err
 	}

@@ -120,7 +120,7 @@ func TestGitRestoreWritesExplicitPathsAndNeverDeletes(t *testing.T) {
 		t.Errorf("restore changed refs or the index (-before +after):\n%s", d)
 	}
 	// The guard is a file checkpoint of the broken work tree, without the repository in it.
-	g, err := store.Load(res.Guard)
+	g, err := store.Load(ctx, res.Guard)
 	must(t, err)
 	for _, e := range g.Files {
 		if e.Path == ".git" || filepath.Dir(e.Path) == ".git" || len(e.Path) > 5 && e.Path[:5] == ".git/" {
@@ -154,12 +154,12 @@ func TestStoredGitCheckpointsAreAddressedAndRestoredLikeFileCheckpoints(t *testi
 	now := clock()
 	c, err := store.CreateGit(ctx, r.Dir, CaptureOptions{Anchor: recorderAnchor(12), Now: now})
 	must(t, err)
-	m, err := store.Load(c.ID)
+	m, err := store.Load(ctx, c.ID)
 	must(t, err)
 	if !c.New || m.GitCommit == "" || m.Reason != "git" || c.Stats.IncrementalBytes != 0 || c.Stats.Bytes != 9 {
 		t.Fatalf("git checkpoint of a clean tree: %+v, manifest commit %q reason %q", c, m.GitCommit, m.Reason)
 	}
-	if _, err := os.Stat(filepath.Join(store.Dir, "blobs")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(storeDir(store), "blobs")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a git checkpoint put file bytes in the blob space: %v", err)
 	}
 	again, err := store.CreateGit(ctx, r.Dir, CaptureOptions{Anchor: recorderAnchor(13), Now: now})
@@ -168,7 +168,7 @@ func TestStoredGitCheckpointsAreAddressedAndRestoredLikeFileCheckpoints(t *testi
 	}
 
 	write(t, r.Dir, map[string]string{"a.txt": "broken at step 40"})
-	list, err := store.List()
+	list, err := store.List(ctx)
 	must(t, err)
 	target, err := Resolve(list, "s1", "step 20")
 	must(t, err)
@@ -188,7 +188,7 @@ func TestNoGitOrAnUnbornHeadFallsBackToAFileCheckpoint(t *testing.T) {
 			store := OpenStore(t.TempDir())
 			c, err := store.CreateGit(ctx, dir, CaptureOptions{Now: clock()})
 			must(t, err)
-			m, err := store.Load(c.ID)
+			m, err := store.Load(ctx, c.ID)
 			must(t, err)
 			if m.GitCommit != "" || m.Reason != "capture" || c.Stats.IncrementalBytes != 5 {
 				t.Fatalf("fallback: %+v, commit %q reason %q", c, m.GitCommit, m.Reason)

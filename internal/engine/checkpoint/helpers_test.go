@@ -99,3 +99,6 @@ func hashOf(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
 }
+
+// storeDir is the directory a store made by OpenStore keeps everything in.
+func storeDir(s *Store) string { return s.Manifests.(DirManifests).Dir }

@@ -156,7 +156,7 @@ func TestACheckpointRecordsItsAnchor(t *testing.T) {
 	ws, store := t.TempDir(), OpenStore(t.TempDir())
 	write(t, ws, map[string]string{"a": "a"})
 	c := create(t, store, ws, clock(), 12)
-	m, err := store.Load(c.ID)
+	m, err := store.Load(ctx, c.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -309,7 +309,7 @@ func statDest(root *os.Root, e Entry, d *destFact) error {
 // Preview resolves a restore of checkpoint id onto the workspace dir exactly as Restore does, and
 // writes nothing (seed D15).
 func (s *Store) Preview(ctx context.Context, dir, id string, files []string) (Preview, error) {
-	m, err := s.Load(id)
+	m, err := s.Load(ctx, id)
 	if err != nil {
 		return Preview{}, err
 	}
@@ -369,7 +369,7 @@ func PreviewManifest(ctx context.Context, dir, id string, m *Manifest, blobs Blo
 // leftovers. Before anything is written every path and blob is checked, then a guard checkpoint of
 // the current workspace is taken as opts.Guard says.
 func (s *Store) Restore(ctx context.Context, dir, id string, opts RestoreOptions) (RestoreResult, error) {
-	m, err := s.Load(id)
+	m, err := s.Load(ctx, id)
 	if err != nil {
 		return RestoreResult{}, err
 	}

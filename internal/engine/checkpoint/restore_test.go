@@ -144,7 +144,7 @@ func TestRestoreRefusesABlobThatDoesNotMatchItsHashBeforeWriting(t *testing.T) {
 	ws, store, id := base(t)
 	write(t, ws, map[string]string{"a.txt": "changed"})
 	before := tree(t, ws)
-	blob := filepath.Join(store.Dir, "blobs", "sha256", hashOf("beta")[:2], hashOf("beta"))
+	blob := filepath.Join(storeDir(store), "blobs", "sha256", hashOf("beta")[:2], hashOf("beta"))
 	must(t, os.WriteFile(blob, []byte("BETA"), 0o644))
 
 	_, err := store.Restore(ctx, ws, id, RestoreOptions{Guard: GuardOff})
@@ -199,7 +199,7 @@ func TestTamperedManifestsAreRefusedBeforeAnythingIsWritten(t *testing.T) {
 
 func TestAStoredManifestWhoseBytesChangedIsRefused(t *testing.T) {
 	ws, store, id := base(t)
-	p := filepath.Join(store.Dir, "checkpoints", id, "manifest.json")
+	p := filepath.Join(storeDir(store), "checkpoints", id, "manifest.json")
 	data, err := os.ReadFile(p)
 	must(t, err)
 	must(t, os.WriteFile(p, []byte(strings.Replace(string(data), `"path":"a.txt"`, `"path":"../a.txt"`, 1)), 0o644))
@@ -218,7 +218,7 @@ func TestPreviewResolvesLikeRestoreAndWritesNothing(t *testing.T) {
 	ws, store, id := base(t)
 	write(t, ws, map[string]string{"a.txt": "a much longer alpha", "new.txt": "n"})
 	must(t, os.Remove(filepath.Join(ws, "sub/b.txt")))
-	beforeWS, beforeStore := tree(t, ws), tree(t, store.Dir)
+	beforeWS, beforeStore := tree(t, ws), tree(t, storeDir(store))
 
 	p, err := store.Preview(ctx, ws, id, nil)
 	if err != nil {
@@ -236,7 +236,7 @@ func TestPreviewResolvesLikeRestoreAndWritesNothing(t *testing.T) {
 	if d := cmp.Diff(beforeWS, tree(t, ws)); d != "" {
 		t.Errorf("preview wrote into the workspace (-before +after):\n%s", d)
 	}
-	if d := cmp.Diff(beforeStore, tree(t, store.Dir)); d != "" {
+	if d := cmp.Diff(beforeStore, tree(t, storeDir(store))); d != "" {
 		t.Errorf("preview wrote into the store (-before +after):\n%s", d)
 	}
 	res, err := store.Restore(ctx, ws, id, RestoreOptions{Guard: GuardOff})
@@ -267,7 +267,7 @@ func TestGuardCheckpointModes(t *testing.T) {
 		if read(t, filepath.Join(ws, "a.txt")) != "alpha" {
 			t.Fatal("restore did not write a.txt")
 		}
-		g, err := store.Load(res.Guard)
+		g, err := store.Load(ctx, res.Guard)
 		if err != nil || g.Reason != "guard" || g.Anchor.Step != 40 {
 			t.Fatalf("guard checkpoint: %+v, %v", g, err)
 		}
@@ -308,12 +308,12 @@ func TestGuardCheckpointModes(t *testing.T) {
 		ws, store, id := base(t)
 		write(t, ws, map[string]string{"a.txt": "changed"})
 		other := create(t, store, ws, clock(), 9)
-		must(t, os.WriteFile(filepath.Join(store.Dir, "checkpoints", other.ID, "manifest.json"), []byte("{}"), 0o644))
+		must(t, os.WriteFile(filepath.Join(storeDir(store), "checkpoints", other.ID, "manifest.json"), []byte("{}"), 0o644))
 		res, err := store.Restore(ctx, ws, id, RestoreOptions{Guard: GuardRequire, GuardAnchor: recorderAnchor(9), Now: clock()})
 		if err != nil || res.Guard == "" {
 			t.Fatalf("restore with a damaged latest checkpoint: %+v, %v", res, err)
 		}
-		if _, err := store.List(); err == nil {
+		if _, err := store.List(ctx); err == nil {
 			t.Error("List hid a damaged checkpoint")
 		}
 	})
@@ -321,7 +321,7 @@ func TestGuardCheckpointModes(t *testing.T) {
 		ws, store, id := base(t)
 		write(t, ws, map[string]string{"a.txt": "changed"})
 		res, err := store.Restore(ctx, ws, id, RestoreOptions{Guard: GuardOff})
-		list, lerr := store.List()
+		list, lerr := store.List(ctx)
 		if err != nil || lerr != nil || res.Guard != "" || len(list) != 1 {
 			t.Fatalf("restore with the guard off: %+v, %v; %d checkpoints", res, err, len(list))
 		}
@@ -348,7 +348,7 @@ func TestABlobThatBecameASymlinkIsNotFollowed(t *testing.T) {
 	// The link points at a file holding exactly the right bytes: only refusing to follow it stops it.
 	decoy := filepath.Join(t.TempDir(), "decoy")
 	must(t, os.WriteFile(decoy, []byte("alpha"), 0o644))
-	blob := filepath.Join(store.Dir, "blobs", "sha256", hashOf("alpha")[:2], hashOf("alpha"))
+	blob := filepath.Join(storeDir(store), "blobs", "sha256", hashOf("alpha")[:2], hashOf("alpha"))
 	must(t, os.Remove(blob))
 	must(t, os.Symlink(decoy, blob))
 	if _, err := store.Restore(ctx, ws, id, RestoreOptions{Guard: GuardOff}); err == nil {

@@ -8,24 +8,20 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
 
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
 
-// Store keeps checkpoints in a local directory laid out as the S3 store is:
-// <Dir>/checkpoints/<id>/manifest.json, with file contents in Blobs.
+// Store keeps checkpoints: manifests in Manifests, file contents in Blobs. OpenStore lays both out in
+// a local directory as the S3 store lays them out in a bucket.
 type Store struct {
-	Dir   string
-	Blobs Blobs
+	Manifests Manifests
+	Blobs     Blobs
 }
 
-// OpenStore is a Store over dir with its blobs in the same directory.
-func OpenStore(dir string) *Store { return &Store{Dir: dir, Blobs: DirBlobs{Dir: dir}} }
-
-func (s *Store) manifestPath(id string) string {
-	return filepath.Join(s.Dir, "checkpoints", id, "manifest.json")
+// OpenStore is a Store over dir: <dir>/checkpoints/<id>/manifest.json and <dir>/blobs/sha256/….
+func OpenStore(dir string) *Store {
+	return &Store{Manifests: DirManifests{Dir: dir}, Blobs: DirBlobs{Dir: dir}}
 }
 
 // Created is the outcome of Create.
@@ -44,18 +40,18 @@ func (s *Store) Create(ctx context.Context, dir string, opts CaptureOptions) (Cr
 	if err != nil {
 		return Created{}, err
 	}
-	list, err := s.list(true)
+	list, err := s.list(ctx, true)
 	if err != nil {
 		return Created{}, err
 	}
 	if prev, ok := latestOf(list, opts.Anchor.Session); ok {
-		pm, err := s.Load(prev.ID)
+		pm, err := s.Load(ctx, prev.ID)
 		if err == nil && pm.ContentDigest() == m.ContentDigest() {
 			return Created{ID: prev.ID, Stats: st}, nil
 		}
 		// An unreadable baseline never blocks a capture: it is simply not a baseline.
 	}
-	id, err := s.Save(m)
+	id, err := s.Save(ctx, m)
 	if err != nil {
 		return Created{}, err
 	}
@@ -63,7 +59,7 @@ func (s *Store) Create(ctx context.Context, dir string, opts CaptureOptions) (Cr
 }
 
 // Save validates and writes a manifest; it returns the manifest's id.
-func (s *Store) Save(m *Manifest) (string, error) {
+func (s *Store) Save(ctx context.Context, m *Manifest) (string, error) {
 	if err := m.Validate(); err != nil {
 		return "", err
 	}
@@ -71,31 +67,18 @@ func (s *Store) Save(m *Manifest) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	p := s.manifestPath(id)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return "", err
+	if err := s.Manifests.Put(ctx, id, data); err != nil {
+		return "", fmt.Errorf("storing checkpoint %s: %w", id, err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(p), ".manifest-*")
-	if err != nil {
-		return "", err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return "", err
-	}
-	if err := tmp.Close(); err != nil {
-		return "", err
-	}
-	return id, os.Rename(tmp.Name(), p)
+	return id, nil
 }
 
 // Load reads a checkpoint's manifest and checks that its bytes hash to id and that it validates.
-func (s *Store) Load(id string) (*Manifest, error) {
+func (s *Store) Load(ctx context.Context, id string) (*Manifest, error) {
 	if !session.ValidBlobHash(id) {
 		return nil, fmt.Errorf("checkpoint id %q is not a sha256 hex digest", id)
 	}
-	data, err := os.ReadFile(s.manifestPath(id))
+	data, err := s.Manifests.Get(ctx, id)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("checkpoint %s: %w", id, ErrNotFound)
 	}
@@ -117,31 +100,25 @@ func (s *Store) Load(id string) (*Manifest, error) {
 }
 
 // List summarises every checkpoint, newest first. A manifest that does not verify is an error.
-func (s *Store) List() ([]Summary, error) { return s.list(false) }
+func (s *Store) List(ctx context.Context) ([]Summary, error) { return s.list(ctx, false) }
 
 // list summarises every checkpoint; lenient skips manifests that do not verify, so a damaged
 // checkpoint never stops a new capture or a guard from being taken (seed D10).
-func (s *Store) list(lenient bool) ([]Summary, error) {
-	ents, err := os.ReadDir(filepath.Join(s.Dir, "checkpoints"))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
+func (s *Store) list(ctx context.Context, lenient bool) ([]Summary, error) {
+	ids, err := s.Manifests.List(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var list []Summary
-	for _, e := range ents {
-		if !e.IsDir() || !session.ValidBlobHash(e.Name()) {
-			continue
-		}
-		m, err := s.Load(e.Name())
-		if err != nil && lenient {
+	for _, id := range ids {
+		m, err := s.Load(ctx, id)
+		if err != nil && lenient && ctx.Err() == nil {
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		list = append(list, Summarize(e.Name(), m))
+		list = append(list, Summarize(id, m))
 	}
 	SortNewestFirst(list)
 	return list, nil
@@ -149,11 +126,11 @@ func (s *Store) list(lenient bool) ([]Summary, error) {
 
 // Delete removes a checkpoint's manifest; its blobs stay for the blob sweep, which knows what else
 // references them.
-func (s *Store) Delete(id string) error {
+func (s *Store) Delete(ctx context.Context, id string) error {
 	if !session.ValidBlobHash(id) {
 		return fmt.Errorf("checkpoint id %q is not a sha256 hex digest", id)
 	}
-	return os.RemoveAll(filepath.Dir(s.manifestPath(id)))
+	return s.Manifests.Delete(ctx, id)
 }
 
 // latestOf is the newest checkpoint of a session in a newest-first list.
