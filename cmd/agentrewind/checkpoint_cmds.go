@@ -33,30 +33,38 @@ func classifyCheckpoint(err error) error {
 	if isType[*checkpoint.ManifestError](err) || isType[*checkpoint.TamperedError](err) || isType[*checkpoint.BlobHashError](err) {
 		return &codedError{exitCorrupt, err}
 	}
-	return err
+	return classify(storeAdvice(err))
 }
 
-// checkpointFlags are the flags the checkpoint verbs share.
+// checkpointFlags are the flags the checkpoint verbs share: exactly one of --store-dir (a local
+// directory) and --store (S3, with the store flags of push and pull).
 type checkpointFlags struct {
+	store    storeFlags
 	storeDir string
 	session  string
-	output   string
 }
 
 func (f *checkpointFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.storeDir, "store-dir", "", "local directory holding checkpoints (checkpoints/<id>/manifest.json) and blobs (blobs/sha256/…)")
+	f.store.register(cmd, false)
+	cmd.Flags().StringVar(&f.storeDir, "store-dir", "", "local directory holding checkpoints (checkpoints/<id>/manifest.json) and blobs (blobs/sha256/…), instead of --store")
 	cmd.Flags().StringVar(&f.session, "session", "", "the session the checkpoints belong to")
-	outputFlag(cmd, &f.output)
 }
 
-// open checks the shared flags and opens the store; with a workspace it also refuses a store inside
-// the workspace or the other way round, so a capture never reads its own output.
-func (f *checkpointFlags) open(workspace string) (*checkpoint.Store, error) {
-	if err := checkOutput(f.output); err != nil {
+// output is the --output format.
+func (f *checkpointFlags) output() string { return f.store.output }
+
+// context bounds a command by --timeout.
+func (f *checkpointFlags) context(parent context.Context) (context.Context, context.CancelFunc) {
+	return f.store.context(parent)
+}
+
+// open checks the shared flags and opens the store: the local directory of --store-dir, or the S3
+// store of --store (default $AGENTREWIND_STORE when --store-dir is not given). With a workspace it
+// also refuses a local store inside the workspace or the other way round, so a capture never reads
+// its own output.
+func (f *checkpointFlags) open(ctx context.Context, workspace string) (*checkpoint.Store, error) {
+	if err := checkOutput(f.store.output); err != nil {
 		return nil, err
-	}
-	if f.storeDir == "" {
-		return nil, errors.New("--store-dir is required")
 	}
 	if workspace != "" {
 		fi, err := os.Stat(workspace)
@@ -66,15 +74,26 @@ func (f *checkpointFlags) open(workspace string) (*checkpoint.Store, error) {
 		if !fi.IsDir() {
 			return nil, fmt.Errorf("workspace %s is not a directory", workspace)
 		}
+	}
+	switch {
+	case f.storeDir != "" && f.store.store != "":
+		return nil, errors.New("--store-dir and --store name two stores: pass one of them")
+	case f.storeDir == "" && f.store.store == "" && os.Getenv(envStore) == "":
+		return nil, fmt.Errorf("a store is required: pass --store-dir <dir> or --store s3://<bucket>/<prefix> (or set %s)", envStore)
+	case f.storeDir == "":
+		sessions, _, err := f.store.open(ctx, nil)
+		if err != nil {
+			return nil, err
+		}
+		return sessions.Checkpoints(), nil
+	}
+	if workspace != "" {
 		if err := os.MkdirAll(f.storeDir, 0o755); err != nil {
 			return nil, err
 		}
-		ws, store, err := realPath(workspace), realPath(f.storeDir), error(nil)
+		ws, store := realPath(workspace), realPath(f.storeDir)
 		if within(store, ws) || within(ws, store) {
-			err = fmt.Errorf("the store %s and the workspace %s overlap: keep the store outside the workspace", f.storeDir, workspace)
-		}
-		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("the store %s and the workspace %s overlap: keep the store outside the workspace", f.storeDir, workspace)
 		}
 	}
 	return checkpoint.OpenStore(f.storeDir), nil
@@ -102,8 +121,11 @@ func newCheckpointCommand() *cobra.Command {
 		Short: "Capture, list, preview, restore and prune workspace checkpoints",
 		Long: `Workspace checkpoints hold the files of an agent's workspace at a step, so they can be got back.
 
-File contents are stored once, by SHA-256, under --store-dir/blobs/sha256: unchanged files cost
-nothing across checkpoints. Restore only overwrites: files created after a checkpoint are listed as
+Checkpoints live in a local directory (--store-dir) or in the S3 session store (--store
+s3://<bucket>/<prefix>, with the flags and credentials of push and pull; exactly one of them). File
+contents are stored once, by SHA-256, under blobs/sha256 there: unchanged files cost nothing across
+checkpoints, and in S3 a file identical to a session's blob is not uploaded again. Every blob and
+manifest is hashed before it is stored and again when it is read back. Restore only overwrites: files created after a checkpoint are listed as
 leftovers and left in place, and a guard checkpoint of the current files is taken first so a restore
 can be undone by restoring the guard.
 
@@ -125,7 +147,7 @@ func newCheckpointCreateCommand() *cobra.Command {
 		useGit     bool
 	)
 	cmd := &cobra.Command{
-		Use:   "create <workspace> --store-dir <dir>",
+		Use:   "create <workspace> (--store-dir <dir> | --store s3://<bucket>/<prefix>)",
 		Short: "Capture a workspace directory as a checkpoint",
 		Long: `Capture a workspace directory as a checkpoint. Symbolic links are recorded with their target and
 never followed. With --git, a git work tree's tracked files become a commit object in the repository
@@ -134,7 +156,9 @@ checkpoint. --exclude takes globs: * and ? within a path segment, ** across segm
 without / matches a name at any depth, a trailing / only directories.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			store, err := f.open(args[0])
+			ctx, cancel := f.context(cmd.Context())
+			defer cancel()
+			store, err := f.open(ctx, args[0])
 			if err != nil {
 				return err
 			}
@@ -151,11 +175,11 @@ without / matches a name at any depth, a trailing / only directories.`,
 			if useGit {
 				create = store.CreateGit
 			}
-			c, err := create(cmd.Context(), args[0], opts)
+			c, err := create(ctx, args[0], opts)
 			if err != nil {
 				return classifyCheckpoint(err)
 			}
-			if f.output == "json" {
+			if f.output() == "json" {
 				return writeJSON(cmd.OutOrStdout(), c)
 			}
 			w := cmd.OutOrStdout()
@@ -171,6 +195,7 @@ without / matches a name at any depth, a trailing / only directories.`,
 		},
 	}
 	f.register(cmd)
+	cmd.Flags().BoolVar(&f.store.createBucket, "create-bucket", false, "with --store, create the bucket if it does not exist")
 	cmd.Flags().Int64Var(&turn, "turn", 0, "the turn the checkpoint is taken at")
 	cmd.Flags().Int64Var(&step, "step", 0, "the step the checkpoint is taken at")
 	cmd.Flags().StringVar(&turnDigest, "turn-digest", "", "the transcript digest of that turn")
@@ -183,15 +208,17 @@ without / matches a name at any depth, a trailing / only directories.`,
 func newCheckpointListCommand() *cobra.Command {
 	var f checkpointFlags
 	cmd := &cobra.Command{
-		Use:   "list --store-dir <dir>",
+		Use:   "list (--store-dir <dir> | --store s3://<bucket>/<prefix>)",
 		Short: "List checkpoints, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			store, err := f.open("")
+			ctx, cancel := f.context(cmd.Context())
+			defer cancel()
+			store, err := f.open(ctx, "")
 			if err != nil {
 				return err
 			}
-			all, err := store.List(cmd.Context())
+			all, err := store.List(ctx)
 			if err != nil {
 				return classifyCheckpoint(err)
 			}
@@ -201,7 +228,7 @@ func newCheckpointListCommand() *cobra.Command {
 					list = append(list, s)
 				}
 			}
-			if f.output == "json" {
+			if f.output() == "json" {
 				return writeJSON(cmd.OutOrStdout(), list)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
@@ -239,23 +266,25 @@ func newCheckpointPreviewCommand() *cobra.Command {
 		files []string
 	)
 	cmd := &cobra.Command{
-		Use:   "preview <workspace> <id-prefix | step N | latest> --store-dir <dir>",
+		Use:   "preview <workspace> <id-prefix | step N | latest> (--store-dir <dir> | --store s3://<bucket>/<prefix>)",
 		Short: "Show what a restore would overwrite and leave over, writing nothing",
 		Args:  cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			store, err := f.open(args[0])
+			ctx, cancel := f.context(cmd.Context())
+			defer cancel()
+			store, err := f.open(ctx, args[0])
 			if err != nil {
 				return err
 			}
-			target, err := resolveCheckpoint(cmd.Context(), store, f.session, args[1:])
+			target, err := resolveCheckpoint(ctx, store, f.session, args[1:])
 			if err != nil {
 				return err
 			}
-			p, err := store.Preview(cmd.Context(), args[0], target.ID, files)
+			p, err := store.Preview(ctx, args[0], target.ID, files)
 			if err != nil {
 				return classifyCheckpoint(err)
 			}
-			if f.output == "json" {
+			if f.output() == "json" {
 				return writeJSON(cmd.OutOrStdout(), p)
 			}
 			return printPreview(cmd.OutOrStdout(), "would", p)
@@ -290,7 +319,7 @@ func newCheckpointRestoreCommand() *cobra.Command {
 		guard string
 	)
 	cmd := &cobra.Command{
-		Use:   "restore <workspace> <id-prefix | step N | latest> --store-dir <dir>",
+		Use:   "restore <workspace> <id-prefix | step N | latest> (--store-dir <dir> | --store s3://<bucket>/<prefix>)",
 		Short: "Write a checkpoint's files back into a workspace (overwrite only, behind a guard checkpoint)",
 		Long: `Write a checkpoint's files back into a workspace. Nothing is deleted: files created after the
 checkpoint are listed as leftovers. Every path and blob is checked before anything is written, and a
@@ -303,24 +332,26 @@ undoes the restore.`,
 			if err != nil {
 				return err
 			}
-			store, err := f.open(args[0])
+			ctx, cancel := f.context(cmd.Context())
+			defer cancel()
+			store, err := f.open(ctx, args[0])
 			if err != nil {
 				return err
 			}
-			target, err := resolveCheckpoint(cmd.Context(), store, f.session, args[1:])
+			target, err := resolveCheckpoint(ctx, store, f.session, args[1:])
 			if err != nil {
 				return err
 			}
 			// The guard sits where the session is now: at its latest checkpoint's turn and step.
 			anchor := checkpoint.Anchor{Session: f.session, Author: checkpointAuthor}
-			if latest, err := resolveCheckpoint(cmd.Context(), store, f.session, []string{"latest"}); err == nil {
+			if latest, err := resolveCheckpoint(ctx, store, f.session, []string{"latest"}); err == nil {
 				anchor.Turn, anchor.Step = latest.Anchor.Turn, latest.Anchor.Step
 			}
-			res, err := store.Restore(cmd.Context(), args[0], target.ID, checkpoint.RestoreOptions{Files: files, Guard: mode, GuardAnchor: anchor})
+			res, err := store.Restore(ctx, args[0], target.ID, checkpoint.RestoreOptions{Files: files, Guard: mode, GuardAnchor: anchor})
 			if err != nil {
 				return classifyCheckpoint(err)
 			}
-			if f.output == "json" {
+			if f.output() == "json" {
 				return writeJSON(cmd.OutOrStdout(), res)
 			}
 			w := cmd.OutOrStdout()
@@ -349,33 +380,35 @@ func newCheckpointPruneCommand() *cobra.Command {
 		dryRun bool
 	)
 	cmd := &cobra.Command{
-		Use:   "prune --store-dir <dir> [--keep N] [--max-bytes N]",
+		Use:   "prune (--store-dir <dir> | --store s3://<bucket>/<prefix>) [--keep N] [--max-bytes N]",
 		Short: "Delete old checkpoints: keep N per session and bound their new bytes",
 		Long: `Delete old checkpoints: each session keeps its newest --keep, then the oldest go until the bytes
 the kept checkpoints added fit --max-bytes. The newest checkpoint of a session is never deleted.
 Each deletion names the rule that caused it. Blobs stay until the blob sweep finds them unreferenced.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			store, err := f.open("")
+			ctx, cancel := f.context(cmd.Context())
+			defer cancel()
+			store, err := f.open(ctx, "")
 			if err != nil {
 				return err
 			}
 			if policy.KeepPerSession < 0 || policy.MaxBytes < 0 {
 				return errors.New("--keep and --max-bytes must not be negative")
 			}
-			list, err := store.List(cmd.Context())
+			list, err := store.List(ctx)
 			if err != nil {
 				return classifyCheckpoint(err)
 			}
 			plan := checkpoint.Prune(list, policy)
 			if !dryRun {
 				for _, d := range plan.Delete {
-					if err := store.Delete(cmd.Context(), d.ID); err != nil {
+					if err := store.Delete(ctx, d.ID); err != nil {
 						return fmt.Errorf("deleting checkpoint %s: %w", d.ID, err)
 					}
 				}
 			}
-			if f.output == "json" {
+			if f.output() == "json" {
 				return writeJSON(cmd.OutOrStdout(), struct {
 					checkpoint.PrunePlan
 					DryRun bool `json:"dryRun"`

@@ -122,6 +122,7 @@ func TestCheckpointCreatePreviewRestorePrune(t *testing.T) {
 }
 
 func TestCheckpointCommandErrorsAndExitCodes(t *testing.T) {
+	t.Setenv(envStore, "")
 	ws, store := t.TempDir(), t.TempDir()
 	writeFiles(t, ws, map[string]string{"a.txt": "alpha"})
 	out, err := runCheckpoint(t, "create", ws, "--store-dir", store, "-o", "json")
@@ -144,7 +145,8 @@ func TestCheckpointCommandErrorsAndExitCodes(t *testing.T) {
 		{"an unknown address", []string{"restore", ws, "ffff", "--store-dir", store}, exitError, "no checkpoint matches"},
 		{"a path the checkpoint lacks", []string{"preview", ws, "latest", "--store-dir", store, "--files", "b.txt"}, exitError, "does not hold b.txt"},
 		{"a store inside the workspace", []string{"create", ws, "--store-dir", filepath.Join(ws, "store")}, exitError, "overlap"},
-		{"no store", []string{"list"}, exitError, "--store-dir is required"},
+		{"no store", []string{"list"}, exitError, "pass --store-dir <dir> or --store s3://"},
+		{"two stores", []string{"list", "--store-dir", store, "--store", "s3://bucket/team"}, exitError, "pass one of them"},
 		{"an unknown guard mode", []string{"restore", ws, "latest", "--store-dir", store, "--guard", "maybe"}, exitError, "guard mode"},
 	}
 	for _, tc := range cases {
