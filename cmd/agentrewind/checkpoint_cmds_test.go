@@ -2,17 +2,21 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/minio/minio-go/v7"
 	"github.com/spf13/cobra"
 
 	"github.com/agentrewind/agentrewind/internal/engine/checkpoint"
@@ -218,4 +222,134 @@ func TestCheckpointCreateGitRestoresThroughTheRepository(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(store, "blobs")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a git checkpoint stored file bytes in the blob space: %v", err)
 	}
+}
+
+// TestCheckpointsRoundTripThroughTheS3Store creates, lists, restores and refuses checkpoints in a
+// real S3 server (versitygw), counting the objects each step stores.
+func TestCheckpointsRoundTripThroughTheS3Store(t *testing.T) {
+	srv := storeServer(t)
+	const bucket, prefix = "ckpt-bucket", "team"
+	store := "s3://" + bucket + "/" + prefix
+	client, err := srv.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := func(under string) []string {
+		t.Helper()
+		var out []string
+		for obj := range client.ListObjects(context.Background(), bucket, minio.ListObjectsOptions{Prefix: prefix + "/" + under, Recursive: true}) {
+			if obj.Err != nil {
+				t.Fatal(obj.Err)
+			}
+			out = append(out, obj.Key)
+		}
+		return out
+	}
+	blobKey := func(content string) string {
+		h := hashHex(content)
+		return prefix + "/blobs/sha256/" + h[:2] + "/" + h
+	}
+	create := func(ws string, step int, extra ...string) checkpoint.Created {
+		t.Helper()
+		args := append([]string{"create", ws, "--store", store, "--session", "s1", "--step", fmt.Sprint(step), "-o", "json"}, extra...)
+		out, err := runCheckpoint(t, args...)
+		if err != nil {
+			t.Fatalf("create at step %d: %v", step, err)
+		}
+		var c checkpoint.Created
+		if err := json.Unmarshal([]byte(out), &c); err != nil {
+			t.Fatal(err, out)
+		}
+		return c
+	}
+
+	ws := t.TempDir()
+	v1 := map[string]string{"main.go": "package main // v1", "notes/todo.md": "todo", "data.bin": strings.Repeat("x", 5000)}
+	writeFiles(t, ws, v1)
+	first := create(ws, 1, "--create-bucket")
+	if !first.New || first.Stats.UploadedBlobs != 3 || first.Stats.IncrementalBytes != int64(len(v1["main.go"])+4+5000) {
+		t.Fatalf("first checkpoint: %+v", first)
+	}
+	blobsBefore := keys("blobs/")
+
+	const v2 = "package main // v2, longer"
+	writeFiles(t, ws, map[string]string{"main.go": v2})
+	second := create(ws, 2)
+	if !second.New || second.Stats.UploadedBlobs != 1 || second.Stats.IncrementalBytes != int64(len(v2)) {
+		t.Fatalf("second checkpoint: %+v; want one blob of %d bytes uploaded", second, len(v2))
+	}
+	if d := cmp.Diff(append(blobsBefore, blobKey(v2)), keys("blobs/"), cmpopts.SortSlices(func(a, b string) bool { return a < b })); d != "" {
+		t.Errorf("blobs after the second checkpoint (-want +got): only main.go's new blob should be added\n%s", d)
+	}
+	wantManifests := []string{prefix + "/checkpoints/" + first.ID + "/manifest.json", prefix + "/checkpoints/" + second.ID + "/manifest.json"}
+	if d := cmp.Diff(wantManifests, keys("checkpoints/"), cmpopts.SortSlices(func(a, b string) bool { return a < b })); d != "" {
+		t.Errorf("manifests (-want +got):\n%s", d)
+	}
+	out, err := runCheckpoint(t, "list", "--store", store, "-o", "json")
+	var list []checkpoint.Summary
+	if err != nil || json.Unmarshal([]byte(out), &list) != nil || len(list) != 2 || list[0].ID != second.ID || list[1].ID != first.ID {
+		t.Fatalf("list: %v\n%s", err, out)
+	}
+
+	// Restore the first checkpoint into a workspace changed since: its files come back, the new file stays.
+	writeFiles(t, ws, map[string]string{"notes/todo.md": "done", "new.txt": "created after"})
+	out, err = runCheckpoint(t, "restore", ws, first.ID[:12], "--store", store, "--session", "s1", "-o", "json")
+	if err != nil {
+		t.Fatalf("restore: %v\n%s", err, out)
+	}
+	var res checkpoint.RestoreResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err, out)
+	}
+	want := map[string]string{"main.go": v1["main.go"], "notes/todo.md": "todo", "data.bin": v1["data.bin"], "new.txt": "created after"}
+	got := map[string]string{}
+	for p := range want {
+		data, err := os.ReadFile(filepath.Join(ws, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[p] = string(data)
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("workspace after the restore (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]string{"new.txt"}, res.Leftovers); d != "" || res.Written != 2 || res.Guard == "" {
+		t.Errorf("restore wrote %d files, guard %q, leftovers (-want +got):\n%s", res.Written, res.Guard, d)
+	}
+
+	// A blob damaged at rest in the server's directory is refused before anything is written: no file,
+	// and no guard checkpoint either.
+	if err := os.WriteFile(filepath.Join(srv.Dir, bucket, filepath.FromSlash(blobKey("todo"))), []byte("TODO"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, ws, map[string]string{"notes/todo.md": "changed again"})
+	beforeWS, beforeManifests := snapshotDir(t, ws), keys("checkpoints/")
+	_, err = runCheckpoint(t, "restore", ws, first.ID[:12], "--store", store, "--session", "s1")
+	if exitCode(err) != exitCorrupt || !strings.Contains(err.Error(), "notes/todo.md") || !strings.Contains(err.Error(), "hashes to "+hashHex("TODO")) {
+		t.Fatalf("restore with a blob damaged at rest: exit %d, %v; want exit %d naming notes/todo.md", exitCode(err), err, exitCorrupt)
+	}
+	if d := cmp.Diff(beforeWS, snapshotDir(t, ws)); d != "" {
+		t.Errorf("the refused restore changed the workspace (-before +after):\n%s", d)
+	}
+	if d := cmp.Diff(beforeManifests, keys("checkpoints/")); d != "" {
+		t.Errorf("the refused restore stored a checkpoint (-before +after):\n%s", d)
+	}
+}
+
+// snapshotDir maps every file under dir to its bytes.
+func snapshotDir(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		out[p] = string(data)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
