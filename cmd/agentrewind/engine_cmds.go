@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentrewind/agentrewind/internal/blobstore"
+	"github.com/agentrewind/agentrewind/internal/engine/checkpoint"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 	"github.com/agentrewind/agentrewind/internal/engine/task"
 )
@@ -24,7 +25,7 @@ const defaultTerminationLog = "/dev/termination-log"
 func newEngineCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "engine <task>",
-		Short: "Run one of the tasks the operator's Jobs run (verify, resume-plan)",
+		Short: "Run one of the tasks the operator's Jobs run (verify, resume-plan, checkpoint)",
 		Long: `Run one of the tasks the operator's Jobs run. In a Job, a task reads its session from the store
 (--store, --session-id), writes its result to results/<job-uid>.json there and a summary of at most
 4 KiB to the termination message; the controller reads both. A task that ran and found a problem (a
@@ -32,7 +33,7 @@ corrupt session) succeeded as a task and exits 0: its result says what it found.
 do its job exits non-zero and its result says why.`,
 		Args: cobra.NoArgs,
 	}
-	cmd.AddCommand(newVerifyTaskCommand(), newResumePlanTaskCommand())
+	cmd.AddCommand(newVerifyTaskCommand(), newResumePlanTaskCommand(), newCheckpointTaskCommand())
 	return cmd
 }
 
@@ -61,6 +62,29 @@ type jobRun struct {
 // from the verified session directory; pulled is the pull's error about the session's bytes, which
 // verify reports as a finding and the other tasks as a failure.
 func runJob(cmd *cobra.Command, f *jobFlags, name task.Name, do func(ctx context.Context, dir string, pulled error, res *task.Result) error) error {
+	return runStoreJob(cmd, f, name, func(ctx context.Context, store *blobstore.SessionStore, res *task.Result) error {
+		tmp, err := os.MkdirTemp("", "agentrewind-"+string(name)+"-*")
+		if err != nil {
+			return &failure{task.ReasonInternal, fmt.Errorf("making a working directory (set TMPDIR to a writable one): %w", err)}
+		}
+		defer os.RemoveAll(tmp)
+		dir := filepath.Join(tmp, "session")
+		_, pulled := store.Pull(ctx, f.sessionID, dir)
+		if pulled != nil && !isCorrupt(pulled) {
+			reason := task.ReasonStorageUnavailable
+			if errors.Is(pulled, blobstore.ErrSessionNotFound) {
+				reason = task.ReasonSessionNotFound
+			}
+			return &failure{reason, pulled}
+		}
+		return do(ctx, dir, pulled, res)
+	})
+}
+
+// runStoreJob runs one task that uses the store as it needs (runJob pulls a session first). do fills
+// the task's payload of res; an error it returns fails the task with the reason of a *failure, else
+// SessionCorrupt for corruption, else Internal.
+func runStoreJob(cmd *cobra.Command, f *jobFlags, name task.Name, do func(ctx context.Context, store *blobstore.SessionStore, res *task.Result) error) error {
 	if f.jobUID == "" {
 		f.jobUID = os.Getenv("JOB_UID")
 	}
@@ -78,21 +102,7 @@ func runJob(cmd *cobra.Command, f *jobFlags, name task.Name, do func(ctx context
 		return run.finish(cmd, task.ReasonStorageUnavailable, err)
 	}
 	run.store = store
-	tmp, err := os.MkdirTemp("", "agentrewind-"+string(name)+"-*")
-	if err != nil {
-		return run.finish(cmd, task.ReasonInternal, fmt.Errorf("making a working directory (set TMPDIR to a writable one): %w", err))
-	}
-	defer os.RemoveAll(tmp)
-	dir := filepath.Join(tmp, "session")
-	_, pulled := store.Pull(ctx, f.sessionID, dir)
-	if pulled != nil && !isCorrupt(pulled) {
-		reason := task.ReasonStorageUnavailable
-		if errors.Is(pulled, blobstore.ErrSessionNotFound) {
-			reason = task.ReasonSessionNotFound
-		}
-		return run.finish(cmd, reason, pulled)
-	}
-	if err := do(ctx, dir, pulled, run.result); err != nil {
+	if err := do(ctx, store, run.result); err != nil {
 		reason := task.ReasonInternal
 		if isCorrupt(err) {
 			reason = task.ReasonSessionCorrupt
@@ -208,4 +218,77 @@ func describeSession(dir string, v *task.VerifyResult) error {
 	_, err = os.Stat(filepath.Join(dir, session.VaultFile))
 	v.Vault = err == nil
 	return nil
+}
+
+// jobCheckpointAuthor is who a checkpoint taken by an engine Job is minted by. The Job runs for a
+// Checkpoint, which the rewind proxy mints and the agent cannot, so it may anchor a rewind.
+const jobCheckpointAuthor = session.AuthorRecorder
+
+func newCheckpointTaskCommand() *cobra.Command {
+	var (
+		f                     jobFlags
+		workspace, turnDigest string
+		turn, step            int64
+		excludes              []string
+	)
+	cmd := &cobra.Command{
+		Use:   "checkpoint --store S --workspace DIR --session-id ID --job-uid UID [--step N --turn N --turn-digest D]",
+		Short: "Capture a workspace directory as a checkpoint in the store, anchored in a session",
+		Long: `Capture a workspace directory as a checkpoint in the store: file contents under blobs/ (shared with
+sessions: only bytes the store does not hold yet are uploaded), the manifest under
+checkpoints/<id>/manifest.json. A capture identical to the session's latest checkpoint writes
+nothing and names that checkpoint (deduplicated). The session is not read: --session-id anchors the
+checkpoint.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runStoreJob(cmd, &f, task.Checkpoint, func(ctx context.Context, store *blobstore.SessionStore, res *task.Result) error {
+				anchor := checkpoint.Anchor{Session: f.sessionID, Turn: turn, Step: step, TurnDigest: turnDigest, Author: jobCheckpointAuthor}
+				if err := checkCheckpointInput(workspace, anchor); err != nil {
+					return &failure{task.ReasonInvalidInput, err}
+				}
+				c, err := store.Checkpoints().Create(ctx, workspace, checkpoint.CaptureOptions{Anchor: anchor, Excludes: excludes})
+				if err != nil {
+					return checkpointTaskError(err)
+				}
+				res.Checkpoint = &task.CheckpointResult{CheckpointID: c.ID, SessionID: f.sessionID, ManifestHash: c.ID,
+					Files: int64(c.Stats.Files), Bytes: c.Stats.Bytes, IncrementalBytes: c.Stats.IncrementalBytes, Deduplicated: !c.New}
+				return nil
+			})
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().StringVar(&workspace, "workspace", "", "the workspace directory to capture")
+	cmd.Flags().Int64Var(&turn, "turn", 0, "the turn the checkpoint anchors")
+	cmd.Flags().Int64Var(&step, "step", 0, "the step the checkpoint is taken at")
+	cmd.Flags().StringVar(&turnDigest, "turn-digest", "", "the transcript digest of that turn (64 lowercase hex characters)")
+	cmd.Flags().StringArrayVar(&excludes, "exclude", nil, "glob of paths to leave out (repeatable)")
+	return cmd
+}
+
+// checkCheckpointInput checks what a checkpoint Job was asked to capture; a failure cannot be fixed
+// by running the same Job again.
+func checkCheckpointInput(workspace string, a checkpoint.Anchor) error {
+	if workspace == "" {
+		return errors.New("--workspace is required")
+	}
+	if fi, err := os.Stat(workspace); err != nil || !fi.IsDir() {
+		return fmt.Errorf("--workspace %s is not a directory", workspace)
+	}
+	if a.Turn < 0 || a.Step < 0 {
+		return errors.New("--turn and --step must not be negative")
+	}
+	if a.TurnDigest != "" && !session.ValidBlobHash(a.TurnDigest) {
+		return fmt.Errorf("--turn-digest %q is not a SHA-256 digest of 64 lowercase hex characters", a.TurnDigest)
+	}
+	return nil
+}
+
+// checkpointTaskError gives a failed capture its reason: the store could not be reached, or anything
+// else (a file that changed while it was read, an unreadable workspace) is Internal and retried.
+func checkpointTaskError(err error) error {
+	var op *blobstore.OpError
+	if errors.As(err, &op) || errors.Is(err, blobstore.ErrBucketNotFound) {
+		return &failure{task.ReasonStorageUnavailable, err}
+	}
+	return err
 }

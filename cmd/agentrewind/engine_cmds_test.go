@@ -9,9 +9,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/minio/minio-go/v7"
 
 	"github.com/agentrewind/agentrewind/internal/blobstore"
+	"github.com/agentrewind/agentrewind/internal/engine/checkpoint"
 	"github.com/agentrewind/agentrewind/internal/engine/replay"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 	"github.com/agentrewind/agentrewind/internal/engine/task"
@@ -207,5 +209,90 @@ func TestLsEscapesWhatAMetaJSONSays(t *testing.T) {
 	}
 	if strings.ContainsAny(out.String(), "\x1b\x07\r") || strings.Count(out.String(), "\n") != 2 {
 		t.Fatalf("ls printed terminal controls:\n%q", out.String())
+	}
+}
+
+// TestEngineCheckpointTaskWritesItsResult runs the checkpoint task as a Job would, against versitygw:
+// the checkpoint lands in the store and its result is read back as the controller will.
+func TestEngineCheckpointTaskWritesItsResult(t *testing.T) {
+	srv := storeServer(t)
+	client, err := srv.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.MakeBucket(context.Background(), "ckpt-jobs", minio.MakeBucketOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const store = "s3://ckpt-jobs/team"
+	termLog := filepath.Join(t.TempDir(), "termination-log")
+	if err := os.WriteFile(termLog, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ws := t.TempDir()
+	writeFiles(t, ws, map[string]string{"main.go": "package main", "build/out.o": "object code"})
+	digest := strings.Repeat("d", 64)
+	job := func(uid string, extra ...string) error {
+		args := append([]string{"checkpoint", "--store", store, "--workspace", ws, "--session-id", "run-7", "--job-uid", uid,
+			"--step", "12", "--turn", "5", "--turn-digest", digest, "--exclude", "build/", "--termination-log", termLog}, extra...)
+		_, _, err := runStoreCommand(t, newEngineCommand, args...)
+		return err
+	}
+
+	if err := job("uid-ckpt-1"); err != nil {
+		t.Fatal(err)
+	}
+	res := jobResultFrom(t, srv, "ckpt-jobs", "team", "uid-ckpt-1")
+	if res.Outcome != task.Succeeded || res.Task != task.Checkpoint || res.Checkpoint == nil {
+		t.Fatalf("result %+v", res)
+	}
+	id := res.Checkpoint.CheckpointID
+	want := task.CheckpointResult{CheckpointID: id, SessionID: "run-7", ManifestHash: id, Files: 1, Bytes: 12, IncrementalBytes: 12}
+	if d := cmp.Diff(want, *res.Checkpoint); d != "" || !session.ValidBlobHash(id) {
+		t.Errorf("checkpoint result (-want +got):\n%s", d)
+	}
+	if _, err := client.StatObject(context.Background(), "ckpt-jobs", "team/checkpoints/"+id+"/manifest.json", minio.StatObjectOptions{}); err != nil {
+		t.Errorf("the checkpoint's manifest is not in the store: %v", err)
+	}
+	summary, err := os.ReadFile(termLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := task.DecodeSummary(summary); err != nil || s.Headline != "captured" || s.JobUID != "uid-ckpt-1" {
+		t.Errorf("termination message %s: %v", summary, err)
+	}
+	// A Job's checkpoint is minted for a proxy-minted Checkpoint: it anchors a rewind at its turn.
+	out, err := runCheckpoint(t, "list", "--store", store, "-o", "json")
+	var list []checkpoint.Summary
+	if err != nil || json.Unmarshal([]byte(out), &list) != nil || len(list) != 1 {
+		t.Fatalf("list: %v\n%s", err, out)
+	}
+	if a := list[0].Anchor; !a.AnchorsRewind() || a.Step != 12 || a.Turn != 5 || a.TurnDigest != digest {
+		t.Errorf("anchor %+v", a)
+	}
+
+	// The same workspace again writes nothing and names the same checkpoint.
+	if err := job("uid-ckpt-2"); err != nil {
+		t.Fatal(err)
+	}
+	want.Deduplicated, want.IncrementalBytes = true, 0
+	if d := cmp.Diff(want, *jobResultFrom(t, srv, "ckpt-jobs", "team", "uid-ckpt-2").Checkpoint); d != "" {
+		t.Errorf("deduplicated checkpoint result (-want +got):\n%s", d)
+	}
+	if s, err := task.DecodeSummary(mustRead(t, termLog)); err != nil || s.Headline != "unchanged" {
+		t.Errorf("termination message of a deduplicated capture: %+v, %v", s, err)
+	}
+
+	// Input the Job cannot use fails it with a reason that says retrying will not help.
+	for uid, extra := range map[string][]string{
+		"uid-no-workspace": {"--workspace", filepath.Join(ws, "missing")},
+		"uid-bad-digest":   {"--turn-digest", "ABC"},
+	} {
+		if err := job(uid, extra...); err == nil {
+			t.Errorf("%s: the task succeeded", uid)
+		}
+		res := jobResultFrom(t, srv, "ckpt-jobs", "team", uid)
+		if res.Outcome != task.Failed || res.Failure.Reason != task.ReasonInvalidInput || res.Failure.Reason.Retryable() {
+			t.Errorf("%s: %+v %+v", uid, res, res.Failure)
+		}
 	}
 }
