@@ -5,8 +5,8 @@
 // resumable reads) and an in-memory fake for unit tests, and the SessionStore above them that pushes,
 // pulls, lists and streams sessions, with workspace checkpoints beside them (checkpoints.go: the
 // checkpoint package's blob and manifest spaces over the same store). Blobs are content-addressed and
-// shared by every session, fork and checkpoint that references them; meta.json is written last and its presence commits a session,
-// just after meta.json.sha256, the record that verifies it.
+// shared by every session, fork and checkpoint that references them; meta.json is written last and
+// its presence commits a session, just after meta.json.sha256, the record that verifies it.
 //
 // A session's vault.enc is stored beside it, sealed: it is AES-256-GCM ciphertext that forks and
 // replays in the cluster fetch to restore the secrets redaction took out. Its key is never stored:
