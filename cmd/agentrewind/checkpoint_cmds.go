@@ -218,9 +218,9 @@ func newCheckpointListCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			all, err := store.List(ctx)
+			all, err := scanCheckpoints(ctx, store, cmd.ErrOrStderr())
 			if err != nil {
-				return classifyCheckpoint(err)
+				return err
 			}
 			list := []checkpoint.Summary{}
 			for _, s := range all {
@@ -251,13 +251,39 @@ func dash(s string) string {
 	return s
 }
 
-// resolveCheckpoint finds the checkpoint an address (the arguments after the workspace) names.
-func resolveCheckpoint(ctx context.Context, store *checkpoint.Store, sessionID string, addr []string) (checkpoint.Summary, error) {
-	list, err := store.List(ctx)
+// scanCheckpoints summarises every checkpoint that loads; each one that does not is reported on
+// stderr and skipped, so one damaged manifest never blocks the others.
+func scanCheckpoints(ctx context.Context, store *checkpoint.Store, stderr io.Writer) ([]checkpoint.Summary, error) {
+	list, bad, err := store.Scan(ctx)
+	if err != nil {
+		return nil, classifyCheckpoint(err)
+	}
+	for _, u := range bad {
+		fmt.Fprintf(stderr, "warning: skipped checkpoint %s, its manifest does not load: %s\n", u.ID, printable(u.Err.Error()))
+	}
+	return list, nil
+}
+
+// resolveCheckpoint finds the checkpoint an address (the arguments after the workspace) names. An id
+// prefix that names only a checkpoint that does not load fails with that checkpoint's error.
+func resolveCheckpoint(ctx context.Context, store *checkpoint.Store, sessionID string, addr []string, stderr io.Writer) (checkpoint.Summary, error) {
+	list, bad, err := store.Scan(ctx)
 	if err != nil {
 		return checkpoint.Summary{}, classifyCheckpoint(err)
 	}
-	return checkpoint.Resolve(list, sessionID, strings.Join(addr, " "))
+	s, err := checkpoint.Resolve(list, sessionID, strings.Join(addr, " "))
+	if errors.Is(err, checkpoint.ErrNotFound) {
+		prefix := strings.ToLower(strings.TrimSpace(strings.Join(addr, " ")))
+		for _, u := range bad {
+			if prefix != "" && strings.HasPrefix(u.ID, prefix) {
+				return checkpoint.Summary{}, classifyCheckpoint(u.Err)
+			}
+		}
+	}
+	for _, u := range bad {
+		fmt.Fprintf(stderr, "warning: skipped checkpoint %s, its manifest does not load: %s\n", u.ID, printable(u.Err.Error()))
+	}
+	return s, err
 }
 
 func newCheckpointPreviewCommand() *cobra.Command {
@@ -276,7 +302,7 @@ func newCheckpointPreviewCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			target, err := resolveCheckpoint(ctx, store, f.session, args[1:])
+			target, err := resolveCheckpoint(ctx, store, f.session, args[1:], cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
@@ -338,13 +364,13 @@ undoes the restore.`,
 			if err != nil {
 				return err
 			}
-			target, err := resolveCheckpoint(ctx, store, f.session, args[1:])
+			target, err := resolveCheckpoint(ctx, store, f.session, args[1:], cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
 			// The guard sits where the session is now: at its latest checkpoint's turn and step.
 			anchor := checkpoint.Anchor{Session: f.session, Author: checkpointAuthor}
-			if latest, err := resolveCheckpoint(ctx, store, f.session, []string{"latest"}); err == nil {
+			if latest, err := resolveCheckpoint(ctx, store, f.session, []string{"latest"}, io.Discard); err == nil {
 				anchor.Turn, anchor.Step = latest.Anchor.Turn, latest.Anchor.Step
 			}
 			res, err := store.Restore(ctx, args[0], target.ID, checkpoint.RestoreOptions{Files: files, Guard: mode, GuardAnchor: anchor})
@@ -362,7 +388,7 @@ undoes the restore.`,
 			case res.Guard != "":
 				fmt.Fprintf(w, "guard checkpoint %s: restore it to undo this restore\n", res.Guard)
 			case res.GuardWarning != "":
-				fmt.Fprintf(cmd.ErrOrStderr(), "warning: no guard checkpoint was taken, this restore cannot be undone: %s\n", res.GuardWarning)
+				fmt.Fprintf(cmd.ErrOrStderr(), "WARNING: NO GUARD CHECKPOINT WAS TAKEN: this restore cannot be undone (--guard require refuses instead): %s\n", printable(res.GuardWarning))
 			}
 			return nil
 		},
@@ -396,9 +422,9 @@ Each deletion names the rule that caused it. Blobs stay until the blob sweep fin
 			if policy.KeepPerSession < 0 || policy.MaxBytes < 0 {
 				return errors.New("--keep and --max-bytes must not be negative")
 			}
-			list, err := store.List(ctx)
+			list, err := scanCheckpoints(ctx, store, cmd.ErrOrStderr())
 			if err != nil {
-				return classifyCheckpoint(err)
+				return err
 			}
 			plan := checkpoint.Prune(list, policy)
 			if !dryRun {

@@ -353,3 +353,77 @@ func snapshotDir(t *testing.T, dir string) map[string]string {
 	}
 	return out
 }
+
+// runCheckpointStderr is runCheckpoint that also returns what the command wrote on stderr.
+func runCheckpointStderr(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	root := &cobra.Command{Use: "agentrewind", SilenceUsage: true, SilenceErrors: true}
+	root.AddCommand(newCheckpointCommand())
+	var out, errOut bytes.Buffer
+	root.SetArgs(append([]string{"checkpoint"}, args...))
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	err := root.Execute()
+	return out.String(), errOut.String(), err
+}
+
+func TestCheckpointAManifestThatDoesNotLoadBlocksNoOtherCheckpoint(t *testing.T) {
+	t.Setenv(envStore, "")
+	ws, store := t.TempDir(), t.TempDir()
+	writeFiles(t, ws, map[string]string{"a.txt": "alpha"})
+	if _, err := runCheckpoint(t, "create", ws, "--store-dir", store, "--session", "s1", "--step", "1"); err != nil {
+		t.Fatal(err)
+	}
+	// Two non-UTF-8 names the capture wrote before it refused them, both become "n\ufffd".
+	empty := hashHex("")
+	data := []byte(`{"schemaVersion":1,"createdAt":"2026-01-01T00:00:00Z","anchor":{"session":"s1","turn":0,"step":9,"author":""},"incrementalBytes":0,"files":[` +
+		`{"path":"n\ufffd","type":"file","size":0,"sha256":"` + empty + `"},{"path":"n\ufffd","type":"file","size":0,"sha256":"` + empty + `"}]}`)
+	badID := hashHex(string(data))
+	if err := checkpoint.OpenStore(store).Manifests.Put(context.Background(), badID, data); err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, ws, map[string]string{"a.txt": "changed"})
+	for _, args := range [][]string{
+		{"list", "--store-dir", store},
+		{"preview", ws, "latest", "--store-dir", store},
+		{"restore", ws, "step 5", "--store-dir", store, "--guard", "off"},
+		{"prune", "--store-dir", store, "--keep", "1"},
+	} {
+		_, stderr, err := runCheckpointStderr(t, args...)
+		if err != nil || !strings.Contains(stderr, "skipped checkpoint "+badID) {
+			t.Errorf("%s: %v, stderr %q; want success reporting the skipped %s", args[0], err, stderr, badID[:12])
+		}
+	}
+	if got, _ := os.ReadFile(filepath.Join(ws, "a.txt")); string(got) != "alpha" {
+		t.Errorf("restore beside a bad checkpoint left a.txt %q", got)
+	}
+	// Named by its id, the bad checkpoint is refused as corrupt.
+	if _, err := runCheckpoint(t, "restore", ws, badID[:10], "--store-dir", store); exitCode(err) != exitCorrupt || !strings.Contains(fmt.Sprint(err), "listed twice") {
+		t.Errorf("restore of the bad checkpoint: exit %d, %v", exitCode(err), err)
+	}
+}
+
+func TestCheckpointAGuardThatCannotBeTakenIsLoudOrRefused(t *testing.T) {
+	t.Setenv(envStore, "")
+	ws, store := t.TempDir(), t.TempDir()
+	writeFiles(t, ws, map[string]string{"a.txt": "alpha"})
+	if _, err := runCheckpoint(t, "create", ws, "--store-dir", store); err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, ws, map[string]string{"a.txt": "changed", "n\xff": "x"})
+	_, err := runCheckpoint(t, "restore", ws, "latest", "--store-dir", store, "--guard", "require")
+	var ge *checkpoint.GuardError
+	if !errors.As(err, &ge) || !strings.Contains(err.Error(), `"n\xff" is not valid UTF-8`) {
+		t.Fatalf("--guard require: %v; want a GuardError naming \"n\\xff\"", err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(ws, "a.txt")); string(got) != "changed" {
+		t.Fatalf("a refused restore wrote a.txt: %q", got)
+	}
+	_, stderr, err := runCheckpointStderr(t, "restore", ws, "latest", "--store-dir", store, "--guard", "warn")
+	if err != nil || !strings.Contains(stderr, "NO GUARD CHECKPOINT WAS TAKEN") || !strings.Contains(stderr, `n\xff`) {
+		t.Fatalf("--guard warn: %v, stderr %q", err, stderr)
+	}
+	if got, _ := os.ReadFile(filepath.Join(ws, "a.txt")); string(got) != "alpha" {
+		t.Errorf("restore under --guard warn left a.txt %q", got)
+	}
+}

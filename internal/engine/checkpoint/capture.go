@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"time"
+	"unicode/utf8"
 )
 
 // CaptureOptions say what to capture and how to name it.
@@ -72,6 +73,9 @@ func Capture(ctx context.Context, dir string, blobs Blobs, opts CaptureOptions) 
 			}
 			return nil
 		}
+		if !utf8.ValidString(rel) {
+			return fmt.Errorf("file name %q is not valid UTF-8: a checkpoint manifest cannot record it", rel)
+		}
 		switch {
 		case d.IsDir():
 			return nil
@@ -79,6 +83,9 @@ func Capture(ctx context.Context, dir string, blobs Blobs, opts CaptureOptions) 
 			target, err := root.Readlink(rel)
 			if err != nil {
 				return err
+			}
+			if !utf8.ValidString(target) {
+				return fmt.Errorf("symbolic link %q has a target %q that is not valid UTF-8: a checkpoint manifest cannot record it", rel, target)
 			}
 			m.Files = append(m.Files, Entry{Path: rel, Type: TypeSymlink, Target: target})
 		case d.Type().IsRegular():

@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -108,5 +109,45 @@ func TestCaptureSkipsExcludedPathsAndSubtrees(t *testing.T) {
 	}
 	if d := cmp.Diff([]string{"node_modules", "*.log", "/build"}, m.Excludes); d != "" {
 		t.Errorf("recorded excludes (-want +got):\n%s", d)
+	}
+}
+
+func TestCaptureRefusesAFileNameThatIsNotUTF8(t *testing.T) {
+	ws, store := t.TempDir(), OpenStore(t.TempDir())
+	write(t, ws, map[string]string{"ok.txt": "ok", "n\xff": "one", "n\xfe": "two"})
+	_, err := store.Create(ctx, ws, CaptureOptions{Anchor: recorderAnchor(1), Now: clock()})
+	if err == nil || !strings.Contains(err.Error(), `"n\xfe"`) || !strings.Contains(err.Error(), "not valid UTF-8") {
+		t.Fatalf("capture: %v; want a refusal naming \"n\\xfe\"", err)
+	}
+	if list, bad, err := store.Scan(ctx); err != nil || len(list)+len(bad) != 0 {
+		t.Fatalf("a refused capture stored %v %v %v", list, bad, err)
+	}
+	// Excluded, the names are no obstacle.
+	if _, err := store.Create(ctx, ws, CaptureOptions{Anchor: recorderAnchor(1), Excludes: []string{"n?"}, Now: clock()}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestScanSkipsAManifestThatDoesNotLoad(t *testing.T) {
+	ws, store := t.TempDir(), OpenStore(t.TempDir())
+	write(t, ws, map[string]string{"a.txt": "alpha"})
+	good := create(t, store, ws, clock(), 1)
+	// What the capture wrote before it refused such names: two paths JSON turned into U+FFFD.
+	data := []byte(`{"schemaVersion":1,"createdAt":"2026-01-01T00:00:00Z","anchor":{"turn":0,"step":9,"author":""},"incrementalBytes":0,"files":[` +
+		`{"path":"n\ufffd","type":"file","size":0,"sha256":"` + hashOf("") + `"},{"path":"n\ufffd","type":"file","size":0,"sha256":"` + hashOf("") + `"}]}`)
+	badID := hashOf(string(data))
+	if err := store.Manifests.Put(ctx, badID, data); err != nil {
+		t.Fatal(err)
+	}
+	list, bad, err := store.Scan(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 || list[0].ID != good.ID {
+		t.Errorf("loaded %+v, want only %s", list, good.ID)
+	}
+	var me *ManifestError
+	if len(bad) != 1 || bad[0].ID != badID || !errors.As(bad[0].Err, &me) || me.Reason != "listed twice" {
+		t.Errorf("unreadable %+v, want %s listed twice", bad, badID)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
@@ -126,7 +127,7 @@ func (m *Manifest) Validate() error {
 				return &ManifestError{Path: e.Path, Reason: "negative size or mode bits beyond permissions"}
 			}
 		case TypeSymlink:
-			if e.Target == "" || strings.ContainsRune(e.Target, 0) {
+			if e.Target == "" || strings.ContainsRune(e.Target, 0) || !utf8.ValidString(e.Target) {
 				return &ManifestError{Path: e.Path, Reason: "symlink without a usable target"}
 			}
 		default:
@@ -145,7 +146,7 @@ func (m *Manifest) Validate() error {
 }
 
 // ValidPath checks a manifest path: slash-separated, relative, clean, without "." or ".." segments,
-// backslashes or NUL bytes.
+// backslashes or NUL bytes, and valid UTF-8 (JSON cannot carry other bytes).
 func ValidPath(p string) error {
 	switch {
 	case p == "":
@@ -154,6 +155,8 @@ func ValidPath(p string) error {
 		return &ManifestError{Path: p, Reason: "absolute path"}
 	case strings.ContainsAny(p, "\\\x00"):
 		return &ManifestError{Path: p, Reason: "backslash or NUL in path"}
+	case !utf8.ValidString(p):
+		return &ManifestError{Path: p, Reason: "not valid UTF-8"}
 	}
 	for _, seg := range strings.Split(p, "/") {
 		if seg == "" || seg == "." || seg == ".." {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"sort"
 
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
@@ -101,6 +102,37 @@ func (s *Store) Load(ctx context.Context, id string) (*Manifest, error) {
 
 // List summarises every checkpoint, newest first. A manifest that does not verify is an error.
 func (s *Store) List(ctx context.Context) ([]Summary, error) { return s.list(ctx, false) }
+
+// Unreadable is a stored checkpoint whose manifest does not load, and why.
+type Unreadable struct {
+	ID  string
+	Err error
+}
+
+// Scan summarises every checkpoint that loads, newest first, and returns the ones that do not
+// beside them, so one damaged manifest never hides the others.
+func (s *Store) Scan(ctx context.Context) ([]Summary, []Unreadable, error) {
+	ids, err := s.Manifests.List(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	var list []Summary
+	var bad []Unreadable
+	for _, id := range ids {
+		m, err := s.Load(ctx, id)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, nil, ctx.Err()
+			}
+			bad = append(bad, Unreadable{ID: id, Err: err})
+			continue
+		}
+		list = append(list, Summarize(id, m))
+	}
+	SortNewestFirst(list)
+	sort.Slice(bad, func(i, j int) bool { return bad[i].ID < bad[j].ID })
+	return list, bad, nil
+}
 
 // list summarises every checkpoint; lenient skips manifests that do not verify, so a damaged
 // checkpoint never stops a new capture or a guard from being taken (seed D10).
