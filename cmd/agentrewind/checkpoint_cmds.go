@@ -129,7 +129,8 @@ manifest is hashed before it is stored and again when it is read back. Restore o
 leftovers and left in place, and a guard checkpoint of the current files is taken first so a restore
 can be undone by restoring the guard.
 
-Addresses: an id prefix, "step N" (the nearest checkpoint at or before step N) or "latest".
+Addresses: an id prefix, "step N" (the nearest capture at or before step N) or "latest" (the newest
+capture). A guard checkpoint is named only by its id.
 
 Exit codes: 0 success, 1 error, 2 a checkpoint or blob is corrupt or was tampered with.`,
 	}
@@ -408,8 +409,9 @@ func newCheckpointPruneCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "prune (--store-dir <dir> | --store s3://<bucket>/<prefix>) [--keep N] [--max-bytes N]",
 		Short: "Delete old checkpoints: keep N per session and bound their new bytes",
-		Long: `Delete old checkpoints: each session keeps its newest --keep, then the oldest go until the bytes
-the kept checkpoints added fit --max-bytes. The newest checkpoint of a session is never deleted.
+		Long: `Delete old checkpoints: each session keeps its newest --keep captures and, apart from them, its
+newest --keep guards; then guards, oldest first, and after them the oldest captures go until the bytes
+the kept checkpoints added fit --max-bytes. The newest capture of a session is never deleted.
 Each deletion names the rule that caused it. Blobs stay until the blob sweep finds them unreferenced.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -446,7 +448,11 @@ Each deletion names the rule that caused it. Blobs stay until the blob sweep fin
 				verb = "would delete"
 			}
 			for _, d := range plan.Delete {
-				fmt.Fprintf(w, "%s %s (session %s, %d new bytes): rule %s\n", verb, d.ID[:12], dash(d.Session), d.IncrementalBytes, d.Rule)
+				kind := "capture"
+				if d.Guard {
+					kind = "guard"
+				}
+				fmt.Fprintf(w, "%s %s (%s, session %s, %d new bytes): rule %s\n", verb, d.ID[:12], kind, dash(d.Session), d.IncrementalBytes, d.Rule)
 			}
 			fmt.Fprintf(w, "%d checkpoints %s, %d new bytes kept\n", len(plan.Delete), verb, plan.KeptBytes)
 			if plan.OverQuota {
@@ -456,7 +462,7 @@ Each deletion names the rule that caused it. Blobs stay until the blob sweep fin
 		},
 	}
 	f.register(cmd)
-	cmd.Flags().IntVar(&policy.KeepPerSession, "keep", 0, "checkpoints kept per session (0: no limit)")
+	cmd.Flags().IntVar(&policy.KeepPerSession, "keep", 0, "captures, and apart from them guards, kept per session (0: no limit)")
 	cmd.Flags().Int64Var(&policy.MaxBytes, "max-bytes", 0, "bound on the new bytes of the kept checkpoints (0: no bound)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan without deleting")
 	return cmd

@@ -427,3 +427,36 @@ func TestCheckpointAGuardThatCannotBeTakenIsLoudOrRefused(t *testing.T) {
 		t.Errorf("restore under --guard warn left a.txt %q", got)
 	}
 }
+
+func TestCheckpointRestoringTheSameStepTwiceDoesNotUndoIt(t *testing.T) {
+	t.Setenv(envStore, "")
+	ws, store := t.TempDir(), t.TempDir()
+	for step, content := range []string{"one", "two"} {
+		writeFiles(t, ws, map[string]string{"a.txt": content})
+		if _, err := runCheckpoint(t, "create", ws, "--store-dir", store, "--session", "s1", "--step", fmt.Sprint(step+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Each restore takes a guard of the dirty workspace at the latest step, step 2.
+	for i := range 2 {
+		writeFiles(t, ws, map[string]string{"a.txt": fmt.Sprint("dirty ", i)})
+		if _, err := runCheckpoint(t, "restore", ws, "step 2", "--store-dir", store, "--session", "s1"); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := os.ReadFile(filepath.Join(ws, "a.txt")); string(got) != "two" {
+			t.Fatalf("restore %d of step 2 left a.txt %q", i+1, got)
+		}
+	}
+	out, err := runCheckpoint(t, "prune", "--store-dir", store, "--keep", "1", "-o", "json")
+	var plan checkpoint.PrunePlan
+	if err != nil || json.Unmarshal([]byte(out), &plan) != nil {
+		t.Fatal(err, out)
+	}
+	writeFiles(t, ws, map[string]string{"a.txt": "dirty again"})
+	if _, err := runCheckpoint(t, "restore", ws, "latest", "--store-dir", store, "--session", "s1", "--guard", "off"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(ws, "a.txt")); string(got) != "two" {
+		t.Errorf("after prune --keep 1, latest restored %q, want the step 2 capture", got)
+	}
+}

@@ -7,16 +7,19 @@ import (
 )
 
 // Resolve finds the checkpoint an address names among list (seed D11):
-//   - "latest": the newest checkpoint (of sessionID when it is set);
-//   - "step N": the newest checkpoint of sessionID (or of any session when empty) taken at or
-//     before step N;
+//   - "latest": the newest capture (of sessionID when it is set);
+//   - "step N": the newest capture of sessionID (or of any session when empty) taken at or before
+//     step N;
 //   - anything else: a case-insensitive id prefix that must name exactly one checkpoint.
+//
+// Guards are named only by id prefix: one carries the step its restore happened at, not the step
+// its files belong to.
 //
 // An unknown address wraps ErrNotFound; an ambiguous prefix is an *AmbiguousError with the candidates.
 func Resolve(list []Summary, sessionID, addr string) (Summary, error) {
 	sorted := append([]Summary(nil), list...)
 	SortNewestFirst(sorted)
-	inSession := func(s Summary) bool { return sessionID == "" || s.Anchor.Session == sessionID }
+	inSession := func(s Summary) bool { return !s.Guard && (sessionID == "" || s.Anchor.Session == sessionID) }
 	addr = strings.TrimSpace(addr)
 	fields := strings.Fields(addr)
 	switch {

@@ -16,8 +16,10 @@ import (
 type CaptureOptions struct {
 	Anchor   Anchor
 	Excludes []string
-	// Reason is recorded in the manifest ("capture" when empty).
+	// Reason is recorded in the manifest ("capture" when empty, ReasonGuard for a guard).
 	Reason string
+	// Guard marks the checkpoint as the guard a restore takes first.
+	Guard bool
 	// Now is the clock; the manifest's CreatedAt comes from it.
 	Now func() time.Time
 	// Progress, when set, is called after each file with running totals.
@@ -47,14 +49,17 @@ func Capture(ctx context.Context, dir string, blobs Blobs, opts CaptureOptions) 
 	defer root.Close()
 	ex := CompileExcludes(opts.Excludes)
 	reason := opts.Reason
-	if reason == "" {
+	switch {
+	case reason == "" && opts.Guard:
+		reason = ReasonGuard
+	case reason == "":
 		reason = "capture"
 	}
 	now := time.Now
 	if opts.Now != nil {
 		now = opts.Now
 	}
-	m := &Manifest{SchemaVersion: SchemaVersion, CreatedAt: now().UTC(), Anchor: opts.Anchor, Reason: reason, Excludes: ex.Patterns(), Files: []Entry{}}
+	m := &Manifest{SchemaVersion: SchemaVersion, CreatedAt: now().UTC(), Anchor: opts.Anchor, Reason: reason, Guard: opts.Guard, Excludes: ex.Patterns(), Files: []Entry{}}
 	uploaded := map[string]bool{}
 
 	err = fs.WalkDir(root.FS(), ".", func(rel string, d fs.DirEntry, err error) error {

@@ -18,6 +18,9 @@ import (
 // SchemaVersion is the version of the manifest format this package writes and reads.
 const SchemaVersion = 1
 
+// ReasonGuard is the Reason of a guard checkpoint.
+const ReasonGuard = "guard"
+
 // EntryType is what a manifest entry records.
 type EntryType string
 
@@ -64,8 +67,11 @@ type Manifest struct {
 	SchemaVersion int       `json:"schemaVersion"`
 	CreatedAt     time.Time `json:"createdAt"`
 	Anchor        Anchor    `json:"anchor"`
-	// Reason is why the checkpoint was taken: "capture" or "guard" (before a restore).
+	// Reason is why the checkpoint was taken: "capture", "git" or "guard" (before a restore).
 	Reason string `json:"reason,omitempty"`
+	// Guard marks the checkpoint a restore took of the workspace before writing. A guard is named
+	// only by its id: "step N" and "latest" never resolve to one, and prune keeps guards apart.
+	Guard bool `json:"guard,omitempty"`
 	// Excludes are the glob patterns the capture skipped; restore reports leftovers through them.
 	Excludes []string `json:"excludes,omitempty"`
 	// IncrementalBytes is what this capture uploaded: bytes of blobs the store did not hold yet.
@@ -168,18 +174,20 @@ func ValidPath(p string) error {
 
 // Summary is what listing, addressing and pruning need of a checkpoint.
 type Summary struct {
-	ID               string    `json:"id"`
-	CreatedAt        time.Time `json:"createdAt"`
-	Anchor           Anchor    `json:"anchor"`
-	Reason           string    `json:"reason,omitempty"`
-	Files            int       `json:"files"`
-	Bytes            int64     `json:"bytes"`
-	IncrementalBytes int64     `json:"incrementalBytes"`
+	ID        string    `json:"id"`
+	CreatedAt time.Time `json:"createdAt"`
+	Anchor    Anchor    `json:"anchor"`
+	Reason    string    `json:"reason,omitempty"`
+	// Guard is true for a guard checkpoint (also one recorded before the Guard field, by its Reason).
+	Guard            bool  `json:"guard,omitempty"`
+	Files            int   `json:"files"`
+	Bytes            int64 `json:"bytes"`
+	IncrementalBytes int64 `json:"incrementalBytes"`
 }
 
 // Summarize describes a manifest whose ID is id.
 func Summarize(id string, m *Manifest) Summary {
-	s := Summary{ID: id, CreatedAt: m.CreatedAt, Anchor: m.Anchor, Reason: m.Reason, Files: len(m.Files), IncrementalBytes: m.IncrementalBytes}
+	s := Summary{ID: id, CreatedAt: m.CreatedAt, Anchor: m.Anchor, Reason: m.Reason, Guard: m.Guard || m.Reason == ReasonGuard, Files: len(m.Files), IncrementalBytes: m.IncrementalBytes}
 	for _, e := range m.Files {
 		s.Bytes += e.Size
 	}

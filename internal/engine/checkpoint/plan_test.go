@@ -164,3 +164,43 @@ func TestACheckpointRecordsItsAnchor(t *testing.T) {
 		t.Errorf("anchor (-want +got):\n%s", d)
 	}
 }
+
+func guard(id, sess string, step, incr int64) Summary {
+	s := sum(id, sess, step, incr)
+	s.Guard, s.CreatedAt = true, s.CreatedAt.Add(time.Hour)
+	return s
+}
+
+func TestGuardsAreNamedOnlyByID(t *testing.T) {
+	// The guard of a restore carries the latest step and is the newest checkpoint of all.
+	list := []Summary{sum("ab12aa", "s1", 3, 0), sum("cd56cc", "s1", 20, 0), guard("9a0000", "s1", 20, 0)}
+	for addr, want := range map[string]string{"latest": "cd56cc", "step 20": "cd56cc", "step 25": "cd56cc", "step 5": "ab12aa", "9a": "9a0000"} {
+		if got, err := Resolve(list, "s1", addr); err != nil || got.ID != want {
+			t.Errorf("Resolve(%q) = %s, %v; want %s", addr, got.ID, err, want)
+		}
+	}
+	if got, err := Resolve([]Summary{guard("9a0000", "s1", 20, 0)}, "s1", "latest"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("latest among guards alone = %s, %v; want ErrNotFound", got.ID, err)
+	}
+}
+
+func TestPruneKeepsCapturesAndTreatsGuardsAsTheirOwnClass(t *testing.T) {
+	list := []Summary{sum("c1", "s1", 1, 10), sum("c2", "s1", 2, 10), guard("g1", "s1", 2, 10), guard("g2", "s1", 2, 10)}
+	p := Prune(list, PrunePolicy{KeepPerSession: 1})
+	want := []Deletion{
+		{ID: "c1", Session: "s1", Rule: RuleKeepPerSession, IncrementalBytes: 10},
+		{ID: "g1", Session: "s1", Guard: true, Rule: RuleKeepPerSession, IncrementalBytes: 10},
+	}
+	if d := cmp.Diff(want, p.Delete); d != "" {
+		t.Errorf("keep 1 (-want +got):\n%s", d)
+	}
+	// Over the quota, guards go before any capture, even an older one.
+	p = Prune(list, PrunePolicy{MaxBytes: 20})
+	want = []Deletion{
+		{ID: "g1", Session: "s1", Guard: true, Rule: RuleMaxBytes, IncrementalBytes: 10},
+		{ID: "g2", Session: "s1", Guard: true, Rule: RuleMaxBytes, IncrementalBytes: 10},
+	}
+	if d := cmp.Diff(want, p.Delete); d != "" {
+		t.Errorf("max bytes (-want +got):\n%s", d)
+	}
+}

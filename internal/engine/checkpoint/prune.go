@@ -2,12 +2,14 @@ package checkpoint
 
 import "sort"
 
-// PrunePolicy bounds how many checkpoints are kept (seed D7/D9). Zero disables a rule.
+// PrunePolicy bounds how many checkpoints are kept (seed D7/D9). Zero disables a rule. Guards are a
+// class of their own: they never count against the captures a session keeps.
 type PrunePolicy struct {
-	// KeepPerSession keeps the newest N checkpoints of each session.
+	// KeepPerSession keeps the newest N captures of each session, and apart from them its newest N
+	// guards.
 	KeepPerSession int `json:"keepPerSession,omitempty"`
-	// MaxBytes bounds the sum of the incremental bytes of the kept checkpoints. It is a soft quota:
-	// the newest checkpoint of a session is never deleted, even when it alone exceeds it.
+	// MaxBytes bounds the sum of the incremental bytes of the kept checkpoints. Guards go first. It is
+	// a soft quota: the newest capture of a session is never deleted, even when it alone exceeds it.
 	MaxBytes int64 `json:"maxBytes,omitempty"`
 }
 
@@ -23,6 +25,7 @@ const (
 type Deletion struct {
 	ID               string    `json:"id"`
 	Session          string    `json:"session,omitempty"`
+	Guard            bool      `json:"guard,omitempty"`
 	Rule             PruneRule `json:"rule"`
 	IncrementalBytes int64     `json:"incrementalBytes"`
 }
@@ -31,40 +34,49 @@ type Deletion struct {
 type PrunePlan struct {
 	Delete    []Deletion `json:"delete"`
 	KeptBytes int64      `json:"keptBytes"`
-	// OverQuota is true when the kept newest-per-session checkpoints alone exceed MaxBytes.
+	// OverQuota is true when the kept newest-per-session captures alone exceed MaxBytes.
 	OverQuota bool `json:"overQuota,omitempty"`
 }
 
-// Prune plans which checkpoints to delete, without I/O: first each session's tail beyond
-// KeepPerSession, then, oldest first across sessions, checkpoints until the kept incremental bytes
-// fit MaxBytes. The newest checkpoint of every session is never deleted.
+// pruneClass groups checkpoints that are ranked together: a session's captures, or its guards.
+type pruneClass struct {
+	session string
+	guard   bool
+}
+
+// Prune plans which checkpoints to delete, without I/O: first each session's captures and guards
+// beyond KeepPerSession, then, oldest first across sessions, guards and after them captures until the
+// kept incremental bytes fit MaxBytes. The newest capture of every session is never deleted.
 func Prune(list []Summary, p PrunePolicy) PrunePlan {
 	sorted := append([]Summary(nil), list...)
 	SortNewestFirst(sorted)
-	rank := map[string]int{} // position within its session, 0 = newest
-	perSession := map[string]int{}
+	rank := map[string]int{} // position within its class, 0 = newest
+	perClass := map[pruneClass]int{}
 	for _, s := range sorted {
-		rank[s.ID] = perSession[s.Anchor.Session]
-		perSession[s.Anchor.Session]++
+		c := pruneClass{s.Anchor.Session, s.Guard}
+		rank[s.ID] = perClass[c]
+		perClass[c]++
 	}
 	var plan PrunePlan
 	var kept []Summary // newest first
 	for _, s := range sorted {
 		if p.KeepPerSession > 0 && rank[s.ID] >= p.KeepPerSession {
-			plan.Delete = append(plan.Delete, Deletion{ID: s.ID, Session: s.Anchor.Session, Rule: RuleKeepPerSession, IncrementalBytes: s.IncrementalBytes})
+			plan.Delete = append(plan.Delete, Deletion{ID: s.ID, Session: s.Anchor.Session, Guard: s.Guard, Rule: RuleKeepPerSession, IncrementalBytes: s.IncrementalBytes})
 			continue
 		}
 		kept = append(kept, s)
 		plan.KeptBytes += s.IncrementalBytes
 	}
 	if p.MaxBytes > 0 {
-		for i := len(kept) - 1; i >= 0 && plan.KeptBytes > p.MaxBytes; i-- {
-			s := kept[i]
-			if rank[s.ID] == 0 {
-				continue
+		for _, guards := range []bool{true, false} {
+			for i := len(kept) - 1; i >= 0 && plan.KeptBytes > p.MaxBytes; i-- {
+				s := kept[i]
+				if s.Guard != guards || (!s.Guard && rank[s.ID] == 0) {
+					continue
+				}
+				plan.Delete = append(plan.Delete, Deletion{ID: s.ID, Session: s.Anchor.Session, Guard: s.Guard, Rule: RuleMaxBytes, IncrementalBytes: s.IncrementalBytes})
+				plan.KeptBytes -= s.IncrementalBytes
 			}
-			plan.Delete = append(plan.Delete, Deletion{ID: s.ID, Session: s.Anchor.Session, Rule: RuleMaxBytes, IncrementalBytes: s.IncrementalBytes})
-			plan.KeptBytes -= s.IncrementalBytes
 		}
 		plan.OverQuota = plan.KeptBytes > p.MaxBytes
 	}

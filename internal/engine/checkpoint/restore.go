@@ -423,7 +423,7 @@ func (s *Store) restore(ctx context.Context, dir, id string, m *Manifest, src Bl
 	res := RestoreResult{Preview: p}
 
 	if mode != GuardOff {
-		g, err := s.Create(ctx, dir, CaptureOptions{Anchor: opts.GuardAnchor, Excludes: m.Excludes, Reason: "guard", Now: opts.Now})
+		g, err := s.Create(ctx, dir, CaptureOptions{Anchor: opts.GuardAnchor, Excludes: m.Excludes, Guard: true, Now: opts.Now})
 		switch {
 		case err == nil:
 			res.Guard = g.ID

@@ -45,7 +45,7 @@ func (s *Store) Create(ctx context.Context, dir string, opts CaptureOptions) (Cr
 	if err != nil {
 		return Created{}, err
 	}
-	if prev, ok := latestOf(list, opts.Anchor.Session); ok {
+	if prev, ok := latestOf(list, opts.Anchor.Session, opts.Guard); ok {
 		pm, err := s.Load(ctx, prev.ID)
 		if err == nil && pm.ContentDigest() == m.ContentDigest() {
 			return Created{ID: prev.ID, Stats: st}, nil
@@ -165,10 +165,12 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	return s.Manifests.Delete(ctx, id)
 }
 
-// latestOf is the newest checkpoint of a session in a newest-first list.
-func latestOf(list []Summary, sessionID string) (Summary, bool) {
+// latestOf is the newest checkpoint of a session in a newest-first list: of any kind for a guard
+// (which may then name a capture holding the same files), else the newest capture, so a capture is
+// never folded into a guard.
+func latestOf(list []Summary, sessionID string, guard bool) (Summary, bool) {
 	for _, s := range list {
-		if s.Anchor.Session == sessionID {
+		if s.Anchor.Session == sessionID && (guard || !s.Guard) {
 			return s, true
 		}
 	}
