@@ -223,12 +223,7 @@ func newCheckpointListCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			list := []checkpoint.Summary{}
-			for _, s := range all {
-				if f.session == "" || s.Anchor.Session == f.session {
-					list = append(list, s)
-				}
-			}
+			list := inSession(all, f.session)
 			if f.output() == "json" {
 				return writeJSON(cmd.OutOrStdout(), list)
 			}
@@ -243,6 +238,17 @@ func newCheckpointListCommand() *cobra.Command {
 	}
 	f.register(cmd)
 	return cmd
+}
+
+// inSession is the checkpoints of sessionID, or all of them when it is empty.
+func inSession(all []checkpoint.Summary, sessionID string) []checkpoint.Summary {
+	list := []checkpoint.Summary{}
+	for _, s := range all {
+		if sessionID == "" || s.Anchor.Session == sessionID {
+			list = append(list, s)
+		}
+	}
+	return list
 }
 
 func dash(s string) string {
@@ -407,12 +413,13 @@ func newCheckpointPruneCommand() *cobra.Command {
 		dryRun bool
 	)
 	cmd := &cobra.Command{
-		Use:   "prune (--store-dir <dir> | --store s3://<bucket>/<prefix>) [--keep N] [--max-bytes N]",
+		Use:   "prune (--store-dir <dir> | --store s3://<bucket>/<prefix>) [--session S] [--keep N] [--max-bytes N]",
 		Short: "Delete old checkpoints: keep N per session and bound their new bytes",
 		Long: `Delete old checkpoints: each session keeps its newest --keep captures and, apart from them, its
 newest --keep guards; then guards, oldest first, and after them the oldest captures go until the bytes
 the kept checkpoints added fit --max-bytes. The newest capture of a session is never deleted.
-Each deletion names the rule that caused it. Blobs stay until the blob sweep finds them unreferenced.`,
+With --session, only that session's checkpoints are planned and deleted (and --max-bytes bounds
+theirs alone). Each deletion names the rule that caused it. Blobs stay until the blob sweep finds them unreferenced.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := f.context(cmd.Context())
@@ -424,10 +431,11 @@ Each deletion names the rule that caused it. Blobs stay until the blob sweep fin
 			if policy.KeepPerSession < 0 || policy.MaxBytes < 0 {
 				return errors.New("--keep and --max-bytes must not be negative")
 			}
-			list, err := scanCheckpoints(ctx, store, cmd.ErrOrStderr())
+			all, err := scanCheckpoints(ctx, store, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
+			list := inSession(all, f.session)
 			plan := checkpoint.Prune(list, policy)
 			if !dryRun {
 				for _, d := range plan.Delete {

@@ -460,3 +460,35 @@ func TestCheckpointRestoringTheSameStepTwiceDoesNotUndoIt(t *testing.T) {
 		t.Errorf("after prune --keep 1, latest restored %q, want the step 2 capture", got)
 	}
 }
+
+func TestCheckpointPruneSessionTouchesOnlyThatSession(t *testing.T) {
+	t.Setenv(envStore, "")
+	ws, store := t.TempDir(), t.TempDir()
+	ids := map[string][]string{}
+	for _, sess := range []string{"A", "B"} {
+		for step := range 2 {
+			writeFiles(t, ws, map[string]string{"a.txt": fmt.Sprint(sess, step)})
+			out, err := runCheckpoint(t, "create", ws, "--store-dir", store, "--session", sess, "--step", fmt.Sprint(step), "-o", "json")
+			var c checkpoint.Created
+			if err != nil || json.Unmarshal([]byte(out), &c) != nil {
+				t.Fatal(err, out)
+			}
+			ids[sess] = append(ids[sess], c.ID)
+		}
+	}
+	if _, err := runCheckpoint(t, "prune", "--store-dir", store, "--session", "A", "--keep", "1"); err != nil {
+		t.Fatal(err)
+	}
+	left := map[string]bool{}
+	for _, sess := range []string{"A", "B"} {
+		for _, id := range ids[sess] {
+			if _, err := os.Stat(filepath.Join(store, "checkpoints", id)); err == nil {
+				left[id] = true
+			}
+		}
+	}
+	want := map[string]bool{ids["A"][1]: true, ids["B"][0]: true, ids["B"][1]: true}
+	if d := cmp.Diff(want, left); d != "" {
+		t.Errorf("checkpoints left (-want +got):\n%s", d)
+	}
+}
