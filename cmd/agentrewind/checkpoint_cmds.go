@@ -192,6 +192,9 @@ without / matches a name at any depth, a trailing / only directories.`,
 			for _, s := range c.Stats.Skipped {
 				fmt.Fprintf(cmd.ErrOrStderr(), "skipped %s: not a regular file, directory or symbolic link\n", s)
 			}
+			for _, s := range c.Stats.Vanished {
+				fmt.Fprintf(cmd.ErrOrStderr(), "skipped %s: it disappeared while the workspace was captured\n", s)
+			}
 			return err
 		},
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -35,11 +36,14 @@ type CaptureStats struct {
 	IncrementalBytes int64 `json:"incrementalBytes"`
 	// Skipped are paths that are neither regular files, directories nor symlinks (sockets, devices).
 	Skipped []string `json:"skipped,omitempty"`
+	// Vanished are paths that disappeared while the capture walked the workspace; they are not in it.
+	Vanished []string `json:"vanished,omitempty"`
 }
 
 // Capture walks the workspace dir and returns its manifest; the bytes of every file the blob space
 // does not hold yet are uploaded. Symbolic links are recorded with their target and never followed
-// or read through; excluded paths (and whole excluded directories) are skipped.
+// or read through; excluded paths (and whole excluded directories) are skipped, and so is a path
+// that disappears during the walk (reported in Vanished).
 func Capture(ctx context.Context, dir string, blobs Blobs, opts CaptureOptions) (*Manifest, CaptureStats, error) {
 	var st CaptureStats
 	root, err := os.OpenRoot(dir)
@@ -63,6 +67,10 @@ func Capture(ctx context.Context, dir string, blobs Blobs, opts CaptureOptions) 
 	uploaded := map[string]bool{}
 
 	err = fs.WalkDir(root.FS(), ".", func(rel string, d fs.DirEntry, err error) error {
+		if err != nil && rel != "." && errors.Is(err, fs.ErrNotExist) {
+			st.Vanished = append(st.Vanished, rel)
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -86,6 +94,10 @@ func Capture(ctx context.Context, dir string, blobs Blobs, opts CaptureOptions) 
 			return nil
 		case d.Type()&fs.ModeSymlink != 0:
 			target, err := root.Readlink(rel)
+			if errors.Is(err, fs.ErrNotExist) {
+				st.Vanished = append(st.Vanished, rel)
+				return nil
+			}
 			if err != nil {
 				return err
 			}
@@ -94,9 +106,13 @@ func Capture(ctx context.Context, dir string, blobs Blobs, opts CaptureOptions) 
 			}
 			m.Files = append(m.Files, Entry{Path: rel, Type: TypeSymlink, Target: target})
 		case d.Type().IsRegular():
-			e, err := captureFile(ctx, root, rel, blobs, uploaded, &st)
+			e, gone, err := captureFile(ctx, root, rel, blobs, uploaded, &st)
 			if err != nil {
 				return err
+			}
+			if gone {
+				st.Vanished = append(st.Vanished, rel)
+				return nil
 			}
 			m.Files = append(m.Files, e)
 			st.Bytes += e.Size
@@ -117,41 +133,48 @@ func Capture(ctx context.Context, dir string, blobs Blobs, opts CaptureOptions) 
 	return m, st, nil
 }
 
-// captureFile hashes one regular file and uploads it when the blob space lacks it.
-func captureFile(ctx context.Context, root *os.Root, rel string, blobs Blobs, uploaded map[string]bool, st *CaptureStats) (Entry, error) {
+// captureFile hashes one regular file and uploads it when the blob space lacks it; gone reports a
+// file that no longer exists.
+func captureFile(ctx context.Context, root *os.Root, rel string, blobs Blobs, uploaded map[string]bool, st *CaptureStats) (e Entry, gone bool, err error) {
 	f, fi, err := openRegular(root, rel)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Entry{}, true, nil
+	}
 	if err != nil {
-		return Entry{}, err
+		return Entry{}, false, err
 	}
 	h := sha256.New()
 	n, err := io.Copy(h, f)
 	f.Close()
 	if err != nil {
-		return Entry{}, err
+		return Entry{}, false, err
 	}
-	e := Entry{Path: rel, Type: TypeFile, Mode: uint32(fi.Mode().Perm()), Size: n, Hash: hex.EncodeToString(h.Sum(nil))}
+	e = Entry{Path: rel, Type: TypeFile, Mode: uint32(fi.Mode().Perm()), Size: n, Hash: hex.EncodeToString(h.Sum(nil))}
 	if uploaded[e.Hash] {
-		return e, nil
+		return e, false, nil
 	}
 	has, err := blobs.Has(ctx, e.Hash)
 	if err != nil {
-		return Entry{}, err
+		return Entry{}, false, err
 	}
 	if has {
-		return e, nil
+		return e, false, nil
 	}
 	f, _, err = openRegular(root, rel)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Entry{}, true, nil
+	}
 	if err != nil {
-		return Entry{}, err
+		return Entry{}, false, err
 	}
 	defer f.Close()
 	if err := blobs.Put(ctx, e.Hash, e.Size, f); err != nil {
-		return Entry{}, fmt.Errorf("%s changed while it was captured or could not be stored: %w", rel, err)
+		return Entry{}, false, fmt.Errorf("%s changed while it was captured or could not be stored: %w", rel, err)
 	}
 	uploaded[e.Hash] = true
 	st.UploadedBlobs++
 	st.IncrementalBytes += e.Size
-	return e, nil
+	return e, false, nil
 }
 
 // openRegular opens rel for reading only if it is a regular file, and the very file lstat saw: a path

@@ -151,3 +151,34 @@ func TestScanSkipsAManifestThatDoesNotLoad(t *testing.T) {
 		t.Errorf("unreadable %+v, want %s listed twice", bad, badID)
 	}
 }
+
+func TestCaptureSkipsAndReportsPathsThatVanishDuringTheWalk(t *testing.T) {
+	ws, store := t.TempDir(), OpenStore(t.TempDir())
+	write(t, ws, map[string]string{"a.txt": "a", "b.txt": "b", "d/x.txt": "x", "e.txt": "e"})
+	// The walk reads a directory's names before it visits them: removing b.txt and d after the first
+	// file is what a process deleting files during the capture does.
+	progress := func(files int, _ int64) {
+		if files == 1 {
+			must(t, os.Remove(filepath.Join(ws, "b.txt")))
+			must(t, os.RemoveAll(filepath.Join(ws, "d")))
+		}
+	}
+	c, err := store.Create(ctx, ws, CaptureOptions{Anchor: recorderAnchor(1), Now: clock(), Progress: progress})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]string{"b.txt", "d"}, c.Stats.Vanished); d != "" {
+		t.Errorf("vanished (-want +got):\n%s", d)
+	}
+	m, err := store.Load(ctx, c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for _, e := range m.Files {
+		paths = append(paths, e.Path)
+	}
+	if d := cmp.Diff([]string{"a.txt", "e.txt"}, paths); d != "" {
+		t.Errorf("captured (-want +got):\n%s", d)
+	}
+}
