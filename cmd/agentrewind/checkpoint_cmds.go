@@ -308,6 +308,9 @@ func newCheckpointPreviewCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := f.context(cmd.Context())
 			defer cancel()
+			if err := checkFiles(cmd, files); err != nil {
+				return err
+			}
 			store, err := f.open(ctx, args[0])
 			if err != nil {
 				return err
@@ -329,6 +332,14 @@ func newCheckpointPreviewCommand() *cobra.Command {
 	f.register(cmd)
 	cmd.Flags().StringSliceVar(&files, "files", nil, "restore only these paths (comma-separated); a path the checkpoint lacks is an error")
 	return cmd
+}
+
+// checkFiles refuses a --files that names no path: an empty list would silently mean every file.
+func checkFiles(cmd *cobra.Command, files []string) error {
+	if cmd.Flags().Changed("files") && len(files) == 0 {
+		return errors.New("--files names no path: pass the paths to restore, or leave --files out to restore every file")
+	}
+	return nil
 }
 
 func printPreview(w io.Writer, verb string, p checkpoint.Preview) error {
@@ -370,6 +381,9 @@ undoes the restore.`,
 			}
 			ctx, cancel := f.context(cmd.Context())
 			defer cancel()
+			if err := checkFiles(cmd, files); err != nil {
+				return err
+			}
 			store, err := f.open(ctx, args[0])
 			if err != nil {
 				return err

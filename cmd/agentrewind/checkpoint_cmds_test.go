@@ -492,3 +492,24 @@ func TestCheckpointPruneSessionTouchesOnlyThatSession(t *testing.T) {
 		t.Errorf("checkpoints left (-want +got):\n%s", d)
 	}
 }
+
+func TestCheckpointAnEmptyFilesListIsAUsageError(t *testing.T) {
+	t.Setenv(envStore, "")
+	ws, store := t.TempDir(), t.TempDir()
+	writeFiles(t, ws, map[string]string{"a.txt": "alpha", "b.txt": "beta"})
+	if _, err := runCheckpoint(t, "create", ws, "--store-dir", store); err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, ws, map[string]string{"a.txt": "changed", "b.txt": "changed"})
+	for _, verb := range []string{"preview", "restore"} {
+		_, err := runCheckpoint(t, verb, ws, "latest", "--store-dir", store, "--files", "")
+		if exitCode(err) != exitError || !strings.Contains(fmt.Sprint(err), "--files names no path") {
+			t.Errorf("%s --files \"\": exit %d, %v", verb, exitCode(err), err)
+		}
+	}
+	for _, f := range []string{"a.txt", "b.txt"} {
+		if got, _ := os.ReadFile(filepath.Join(ws, f)); string(got) != "changed" {
+			t.Errorf("restore --files \"\" wrote %s: %q", f, got)
+		}
+	}
+}
