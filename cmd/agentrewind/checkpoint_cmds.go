@@ -195,6 +195,9 @@ without / matches a name at any depth, a trailing / only directories.`,
 			for _, s := range c.Stats.Vanished {
 				fmt.Fprintf(cmd.ErrOrStderr(), "skipped %s: it disappeared while the workspace was captured\n", s)
 			}
+			for _, s := range c.Stats.RestoreTemporaries {
+				fmt.Fprintf(cmd.ErrOrStderr(), "skipped %s: a temporary file left by an interrupted restore, safe to delete\n", s)
+			}
 			return err
 		},
 	}

@@ -38,6 +38,9 @@ type CaptureStats struct {
 	Skipped []string `json:"skipped,omitempty"`
 	// Vanished are paths that disappeared while the capture walked the workspace; they are not in it.
 	Vanished []string `json:"vanished,omitempty"`
+	// RestoreTemporaries are files a restore killed mid-write left behind (IsRestoreTemporary); they
+	// are never captured.
+	RestoreTemporaries []string `json:"restoreTemporaries,omitempty"`
 }
 
 // Capture walks the workspace dir and returns its manifest; the bytes of every file the blob space
@@ -84,6 +87,10 @@ func Capture(ctx context.Context, dir string, blobs Blobs, opts CaptureOptions) 
 			if d.IsDir() {
 				return fs.SkipDir
 			}
+			return nil
+		}
+		if !d.IsDir() && IsRestoreTemporary(rel) {
+			st.RestoreTemporaries = append(st.RestoreTemporaries, rel)
 			return nil
 		}
 		if !utf8.ValidString(rel) {

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"regexp"
 	"sort"
 	"time"
 )
@@ -228,7 +229,7 @@ func gather(root *os.Root, m *Manifest, sel []Entry, full bool) (workspaceFacts,
 			}
 			return nil
 		}
-		if !d.IsDir() {
+		if !d.IsDir() && !IsRestoreTemporary(rel) {
 			f.files = append(f.files, rel)
 		}
 		return nil
@@ -453,6 +454,17 @@ func (s *Store) restore(ctx context.Context, dir, id string, m *Manifest, src Bl
 	return res, nil
 }
 
+// restoreTempPrefix starts the name of the temporary file a restore writes before renaming it into
+// place; randSuffix completes it with 12 lowercase hex digits.
+const restoreTempPrefix = ".arw-restore-"
+
+var restoreTempRE = regexp.MustCompile(`^` + regexp.QuoteMeta(restoreTempPrefix) + `[0-9a-f]{12}$`)
+
+// IsRestoreTemporary reports whether the last segment of a workspace path is named like a restore's
+// temporary file: one that is still there was left by a restore that was killed. Captures skip them
+// and restores do not report them as leftovers.
+func IsRestoreTemporary(rel string) bool { return restoreTempRE.MatchString(path.Base(rel)) }
+
 // writeEntry writes one entry atomically: a temporary file (or link) beside the destination,
 // renamed over it. The ancestor chain is checked again just before, and every write goes through the
 // os.Root, so nothing lands outside the workspace even if a directory is swapped meanwhile.
@@ -466,7 +478,7 @@ func writeEntry(ctx context.Context, root *os.Root, blobs Blobs, e Entry) error 
 			return err
 		}
 	}
-	tmp := path.Join(dir, ".arw-restore-"+randSuffix())
+	tmp := path.Join(dir, restoreTempPrefix+randSuffix())
 	if e.Type == TypeSymlink {
 		if err := root.Symlink(e.Target, tmp); err != nil {
 			return err

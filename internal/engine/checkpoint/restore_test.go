@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
@@ -356,5 +357,40 @@ func TestABlobThatBecameASymlinkIsNotFollowed(t *testing.T) {
 	}
 	if d := cmp.Diff(before, tree(t, ws)); d != "" {
 		t.Errorf("(-before +after):\n%s", d)
+	}
+}
+
+func TestTemporariesOfAnInterruptedRestoreAreNeitherCapturedNorLeftovers(t *testing.T) {
+	ws, store, id := base(t)
+	// What a restore killed between creating its temporary file and renaming it leaves behind; the
+	// name must stay what writeEntry writes.
+	stale := []string{"sub/" + restoreTempPrefix + "0123456789ab", restoreTempPrefix + randSuffix()}
+	write(t, ws, map[string]string{stale[0]: "half", stale[1]: "written", "sub/.arw-restore-notours": "user file"})
+	if !IsRestoreTemporary(stale[1]) {
+		t.Fatalf("%s, named like writeEntry's temporaries, is not recognised", stale[1])
+	}
+	c, err := store.Create(ctx, ws, CaptureOptions{Anchor: recorderAnchor(50), Now: clock()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(stale)
+	if d := cmp.Diff(stale, c.Stats.RestoreTemporaries); d != "" {
+		t.Errorf("restore temporaries (-want +got):\n%s", d)
+	}
+	m, err := store.Load(ctx, c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range m.Files {
+		if IsRestoreTemporary(e.Path) {
+			t.Errorf("captured %s", e.Path)
+		}
+	}
+	p, err := store.Preview(ctx, ws, id, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]string{"sub/.arw-restore-notours"}, p.Leftovers); d != "" {
+		t.Errorf("leftovers (-want +got):\n%s", d)
 	}
 }
