@@ -190,13 +190,13 @@ without / matches a name at any depth, a trailing / only directories.`,
 			}
 			_, err = fmt.Fprintf(w, "checkpoint %s: %d files, %d bytes, %d new bytes uploaded\n", c.ID, c.Stats.Files, c.Stats.Bytes, c.Stats.IncrementalBytes)
 			for _, s := range c.Stats.Skipped {
-				fmt.Fprintf(cmd.ErrOrStderr(), "skipped %s: not a regular file, directory or symbolic link\n", s)
+				fmt.Fprintf(cmd.ErrOrStderr(), "skipped %s: not a regular file, directory or symbolic link\n", printable(s))
 			}
 			for _, s := range c.Stats.Vanished {
-				fmt.Fprintf(cmd.ErrOrStderr(), "skipped %s: it disappeared while the workspace was captured\n", s)
+				fmt.Fprintf(cmd.ErrOrStderr(), "skipped %s: it disappeared while the workspace was captured\n", printable(s))
 			}
 			for _, s := range c.Stats.RestoreTemporaries {
-				fmt.Fprintf(cmd.ErrOrStderr(), "skipped %s: a temporary file left by an interrupted restore, safe to delete\n", s)
+				fmt.Fprintf(cmd.ErrOrStderr(), "skipped %s: a temporary file left by an interrupted restore, safe to delete\n", printable(s))
 			}
 			return err
 		},
@@ -236,8 +236,8 @@ func newCheckpointListCommand() *cobra.Command {
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "ID\tSESSION\tTURN\tSTEP\tREASON\tANCHORS REWIND\tFILES\tBYTES\tNEW BYTES\tCREATED")
 			for _, s := range list {
-				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\t%v\t%d\t%d\t%d\t%s\n", s.ID[:12], dash(s.Anchor.Session), s.Anchor.Turn, s.Anchor.Step,
-					s.Reason, s.Anchor.AnchorsRewind(), s.Files, s.Bytes, s.IncrementalBytes, s.CreatedAt.Format(time.RFC3339))
+				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\t%v\t%d\t%d\t%d\t%s\n", s.ID[:12], printableCell(dash(s.Anchor.Session)), s.Anchor.Turn, s.Anchor.Step,
+					printableCell(s.Reason), s.Anchor.AnchorsRewind(), s.Files, s.Bytes, s.IncrementalBytes, s.CreatedAt.Format(time.RFC3339))
 			}
 			return w.Flush()
 		},
@@ -351,13 +351,13 @@ func printPreview(w io.Writer, verb string, p checkpoint.Preview) error {
 	for _, c := range p.Changes {
 		switch c.Action {
 		case checkpoint.ActionOverwrite:
-			fmt.Fprintf(w, "  overwrite %s (%d -> %d bytes)\n", c.Path, c.CurrentSize, c.Size)
+			fmt.Fprintf(w, "  overwrite %s (%d -> %d bytes)\n", printable(c.Path), c.CurrentSize, c.Size)
 		case checkpoint.ActionCreate:
-			fmt.Fprintf(w, "  create    %s (%d bytes)\n", c.Path, c.Size)
+			fmt.Fprintf(w, "  create    %s (%d bytes)\n", printable(c.Path), c.Size)
 		}
 	}
 	for _, l := range p.Leftovers {
-		fmt.Fprintf(w, "  leftover  %s (not in the checkpoint, left in place)\n", l)
+		fmt.Fprintf(w, "  leftover  %s (not in the checkpoint, left in place)\n", printable(l))
 	}
 	return nil
 }
@@ -480,7 +480,7 @@ theirs alone). Each deletion names the rule that caused it. Blobs stay until the
 				if d.Guard {
 					kind = "guard"
 				}
-				fmt.Fprintf(w, "%s %s (%s, session %s, %d new bytes): rule %s\n", verb, d.ID[:12], kind, dash(d.Session), d.IncrementalBytes, d.Rule)
+				fmt.Fprintf(w, "%s %s (%s, session %s, %d new bytes): rule %s\n", verb, d.ID[:12], kind, printable(dash(d.Session)), d.IncrementalBytes, d.Rule)
 			}
 			fmt.Fprintf(w, "%d checkpoints %s, %d new bytes kept\n", len(plan.Delete), verb, plan.KeptBytes)
 			if plan.OverQuota {

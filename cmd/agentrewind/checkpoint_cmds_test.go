@@ -513,3 +513,40 @@ func TestCheckpointAnEmptyFilesListIsAUsageError(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckpointTextOutputEscapesControlCharacters(t *testing.T) {
+	t.Setenv(envStore, "")
+	ws, store := t.TempDir(), t.TempDir()
+	const sess, evil, left = "s\x1b[2J", "evil\x1b[31m.txt", "new\a\t.txt"
+	writeFiles(t, ws, map[string]string{evil: "e", "a.txt": "alpha"})
+	if _, err := runCheckpoint(t, "create", ws, "--store-dir", store, "--session", sess); err != nil {
+		t.Fatal(err)
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.Remove(filepath.Join(ws, evil)))
+	writeFiles(t, ws, map[string]string{left: "x", "a.txt": "changed"})
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"list", "--store-dir", store}, []string{`s\x1b[2J`}},
+		{[]string{"preview", ws, "latest", "--store-dir", store, "--session", sess}, []string{`create    evil\x1b[31m.txt`, `leftover  new\x07` + "\t.txt"}},
+		{[]string{"restore", ws, "latest", "--store-dir", store, "--session", sess}, []string{`create    evil\x1b[31m.txt`, `leftover  new\x07`}},
+	} {
+		out, err := runCheckpoint(t, tc.args...)
+		must(err)
+		if strings.ContainsAny(out, "\x1b\a") {
+			t.Errorf("%s printed a raw control character:\n%q", tc.args[0], out)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%s output lacks %q:\n%s", tc.args[0], w, out)
+			}
+		}
+	}
+}
