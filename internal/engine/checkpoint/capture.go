@@ -49,6 +49,11 @@ type CaptureStats struct {
 // that disappears during the walk (reported in Vanished).
 func Capture(ctx context.Context, dir string, blobs Blobs, opts CaptureOptions) (*Manifest, CaptureStats, error) {
 	var st CaptureStats
+	for _, s := range append([]string{opts.Anchor.Session, opts.Anchor.TurnDigest, opts.Reason}, opts.Excludes...) {
+		if !utf8.ValidString(s) {
+			return nil, st, fmt.Errorf("%q is not valid UTF-8: a checkpoint manifest cannot record it", s)
+		}
+	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, st, err

@@ -182,3 +182,21 @@ func TestCaptureSkipsAndReportsPathsThatVanishDuringTheWalk(t *testing.T) {
 		t.Errorf("captured (-want +got):\n%s", d)
 	}
 }
+
+func TestCaptureRefusesASessionOrExcludeThatIsNotUTF8(t *testing.T) {
+	ws, store := t.TempDir(), OpenStore(t.TempDir())
+	write(t, ws, map[string]string{"a.txt": "alpha"})
+	for _, opts := range []CaptureOptions{
+		{Anchor: Anchor{Session: "s\xff"}},
+		{Excludes: []string{"*.\xfe"}},
+	} {
+		if _, err := store.Create(ctx, ws, opts); err == nil || !strings.Contains(err.Error(), "not valid UTF-8") {
+			t.Errorf("%+v: %v; want a UTF-8 refusal", opts, err)
+		}
+	}
+	m := &Manifest{SchemaVersion: SchemaVersion, Anchor: Anchor{Session: "s\xff"}, Files: []Entry{}}
+	var me *ManifestError
+	if err := m.Validate(); !errors.As(err, &me) {
+		t.Errorf("Validate of a non-UTF-8 session: %v", err)
+	}
+}

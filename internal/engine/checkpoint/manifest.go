@@ -115,6 +115,11 @@ func (m *Manifest) Validate() error {
 	if m.GitCommit != "" && !commitIDRE.MatchString(m.GitCommit) {
 		return &ManifestError{Reason: fmt.Sprintf("git commit %q is not 40 lowercase hex characters", m.GitCommit)}
 	}
+	for _, s := range append([]string{m.Anchor.Session, m.Anchor.TurnDigest, string(m.Anchor.Author), m.Reason}, m.Excludes...) {
+		if !utf8.ValidString(s) {
+			return &ManifestError{Reason: fmt.Sprintf("%q is not valid UTF-8", s)}
+		}
+	}
 	seen := make(map[string]EntryType, len(m.Files))
 	for _, e := range m.Files {
 		if err := ValidPath(e.Path); err != nil {
