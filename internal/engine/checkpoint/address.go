@@ -58,6 +58,11 @@ func Resolve(list []Summary, sessionID, addr string) (Summary, error) {
 	case 0:
 		return Summary{}, fmt.Errorf("%q: %w", addr, ErrNotFound)
 	case 1:
+		// A session, when given, bounds an id prefix too: restoring another session's files under
+		// this session's name (and anchoring its guard there) is a mistake, not an address.
+		if sessionID != "" && hits[0].Anchor.Session != sessionID {
+			return Summary{}, fmt.Errorf("%q is a checkpoint of session %q, not of %q: %w", addr, hits[0].Anchor.Session, sessionID, ErrNotFound)
+		}
 		return hits[0], nil
 	}
 	amb := &AmbiguousError{Query: addr}

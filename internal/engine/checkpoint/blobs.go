@@ -88,7 +88,17 @@ func (b DirBlobs) Get(_ context.Context, hash string) (io.ReadCloser, error) {
 	if err != nil {
 		return nil, err
 	}
-	return os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	// O_NONBLOCK: a FIFO put where a blob belongs would otherwise block the open forever; it is then
+	// refused as not a regular file.
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	if info, err := f.Stat(); err != nil || !info.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("blob %s is not a regular file: %w", hash, fs.ErrNotExist)
+	}
+	return f, nil
 }
 
 // verifyBlob reads a whole blob and checks that it hashes to its name and has the expected size.

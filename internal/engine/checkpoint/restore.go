@@ -353,7 +353,7 @@ func PreviewManifest(ctx context.Context, dir, id string, m *Manifest, blobs Blo
 			return Preview{}, &BlobHashError{Path: e.Path, Hash: e.Hash}
 		}
 	}
-	root, err := os.OpenRoot(dir)
+	root, err := openWorkspace(dir)
 	if err != nil {
 		return Preview{}, err
 	}
@@ -407,7 +407,7 @@ func (s *Store) restore(ctx context.Context, dir, id string, m *Manifest, src Bl
 			}
 		}
 	}
-	root, err := os.OpenRoot(dir)
+	root, err := openWorkspace(dir)
 	if err != nil {
 		return RestoreResult{}, err
 	}
@@ -539,4 +539,18 @@ func sameMode(m *Manifest, have, want uint32) bool {
 		return have&0o100 == want&0o100
 	}
 	return have == want
+}
+
+// openWorkspace opens the workspace a restore writes into. A workspace that is itself a symbolic link
+// is refused like any link on the destination's ancestor chain: following it would write wherever
+// the link points.
+func openWorkspace(dir string) (*os.Root, error) {
+	info, err := os.Lstat(dir)
+	if err != nil {
+		return nil, err
+	}
+	if info.Mode()&fs.ModeSymlink != 0 {
+		return nil, fmt.Errorf("workspace %s is a symbolic link: restore into the directory it points to by its own path", dir)
+	}
+	return os.OpenRoot(dir)
 }
