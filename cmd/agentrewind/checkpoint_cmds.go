@@ -88,25 +88,36 @@ func (f *checkpointFlags) open(ctx context.Context, workspace string) (*checkpoi
 		return sessions.Checkpoints(), nil
 	}
 	if workspace != "" {
-		if err := os.MkdirAll(f.storeDir, 0o755); err != nil {
-			return nil, err
-		}
+		// Checked before the store directory is made, so a refused store leaves nothing behind.
 		ws, store := realPath(workspace), realPath(f.storeDir)
 		if within(store, ws) || within(ws, store) {
 			return nil, fmt.Errorf("the store %s and the workspace %s overlap: keep the store outside the workspace", f.storeDir, workspace)
+		}
+		if err := os.MkdirAll(f.storeDir, 0o755); err != nil {
+			return nil, err
 		}
 	}
 	return checkpoint.OpenStore(f.storeDir), nil
 }
 
+// realPath is p with every symbolic link resolved, for a path that may not exist yet: its deepest
+// existing ancestor is resolved and the rest joined back on.
 func realPath(p string) string {
-	if abs, err := filepath.Abs(p); err == nil {
-		p = abs
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return p
 	}
-	if r, err := filepath.EvalSymlinks(p); err == nil {
-		p = r
+	rest := ""
+	for cur := abs; ; {
+		if r, err := filepath.EvalSymlinks(cur); err == nil {
+			return filepath.Join(r, rest)
+		}
+		parent := filepath.Dir(cur)
+		if parent == cur {
+			return abs
+		}
+		rest, cur = filepath.Join(filepath.Base(cur), rest), parent
 	}
-	return p
 }
 
 func within(p, dir string) bool {

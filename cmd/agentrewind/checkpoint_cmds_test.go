@@ -164,6 +164,9 @@ func TestCheckpointCommandErrorsAndExitCodes(t *testing.T) {
 	if got, _ := os.ReadFile(filepath.Join(ws, "a.txt")); string(got) != "changed" {
 		t.Errorf("a refused restore wrote a.txt: %q", got)
 	}
+	if _, err := os.Stat(filepath.Join(ws, "store")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused store inside the workspace was still created: %v", err)
+	}
 }
 
 // checkpointErrors is every exported error type and sentinel of the checkpoint package with the exit
