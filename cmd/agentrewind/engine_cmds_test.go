@@ -296,3 +296,23 @@ func TestEngineCheckpointTaskWritesItsResult(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryCommandsErrorIsPrintedEscaped runs commands through the root, as the binary does, with a
+// path that carries terminal controls: whatever command fails, its error shows them escaped.
+func TestEveryCommandsErrorIsPrintedEscaped(t *testing.T) {
+	hostile := filepath.Join(t.TempDir(), "run\x1b]0;PWNED\x07\r\nFAKE")
+	for _, args := range [][]string{{"plan", hostile}, {"unpack", hostile, t.TempDir()}, {"pack", hostile, hostile + ".rewind"},
+		{"checkpoint", "create", hostile, "--store-dir", t.TempDir()}} {
+		root := newRootCommand()
+		root.SetArgs(args)
+		root.SetOut(io.Discard)
+		root.SetErr(io.Discard)
+		err := root.ExecuteContext(context.Background())
+		if err == nil {
+			t.Fatalf("%s succeeded on a path that does not exist", args[0])
+		}
+		if strings.ContainsAny(err.Error(), "\x1b\x07\r\n") {
+			t.Errorf("%s: the error prints terminal controls: %q", args[0], err.Error())
+		}
+	}
+}

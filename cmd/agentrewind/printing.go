@@ -117,7 +117,21 @@ func escapeErr(err error) error {
 	if err == nil {
 		return nil
 	}
+	if _, done := errors.AsType[*escapedError](err); done {
+		return err // escaped once already: a second pass would print the escapes escaped
+	}
 	return &escapedError{err}
+}
+
+// escapeAllErrors makes every command under root print its error through printableLines: errors quote
+// paths, ids and names that came from a bundle, a store or a workspace someone else wrote.
+func escapeAllErrors(root *cobra.Command) {
+	if root.RunE != nil {
+		root.RunE = escapingRunE(root.RunE)
+	}
+	for _, c := range root.Commands() {
+		escapeAllErrors(c)
+	}
 }
 
 // escapingRunE makes the error a session command returns print through printableLines.
