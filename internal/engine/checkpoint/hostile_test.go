@@ -4,6 +4,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -80,5 +82,42 @@ func TestAnIDPrefixOfAnotherSessionIsNotFound(t *testing.T) {
 	}
 	if s, err := Resolve(list, "", "aaaa"); err != nil || s.ID != "aaaa1111" {
 		t.Fatalf("Resolve without a session: %v %v", s, err)
+	}
+}
+
+// TestTheGuardHoldsEveryFileTheRestoreOverwrites: a manifest (edited in the store, id recomputed)
+// whose excludes cover a file it writes must not leave that file out of the guard, or the restore
+// could not be undone for it.
+func TestTheGuardHoldsEveryFileTheRestoreOverwrites(t *testing.T) {
+	ws, st := t.TempDir(), OpenStore(t.TempDir())
+	write(t, ws, map[string]string{"keep/notes.txt": "mine", "a.txt": "a"})
+	blobs := DirBlobs{Dir: storeDir(st)}
+	if err := blobs.Put(ctx, hashOf("theirs"), 6, strings.NewReader("theirs")); err != nil {
+		t.Fatal(err)
+	}
+	m := &Manifest{SchemaVersion: 1, CreatedAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Anchor: recorderAnchor(1),
+		Reason: "capture", Excludes: []string{"keep/", "*.log"},
+		Files: []Entry{{Path: "keep/notes.txt", Type: TypeFile, Mode: 0o644, Size: 6, Hash: hashOf("theirs")}}}
+	id, err := st.Save(ctx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := st.Restore(ctx, ws, id, RestoreOptions{Guard: GuardRequire, Now: clock()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	guard, err := st.Load(ctx, res.Guard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := map[string]string{}
+	for _, e := range guard.Files {
+		held[e.Path] = e.Hash
+	}
+	if held["keep/notes.txt"] != hashOf("mine") {
+		t.Fatalf("the guard does not hold the overwritten keep/notes.txt: %v (excludes %v)", held, guard.Excludes)
+	}
+	if !slices.Contains(guard.Excludes, "*.log") || slices.Contains(guard.Excludes, "keep/") {
+		t.Fatalf("guard excludes %v: only the ones covering a restored path are dropped", guard.Excludes)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"path"
 	"regexp"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -424,7 +425,7 @@ func (s *Store) restore(ctx context.Context, dir, id string, m *Manifest, src Bl
 	res := RestoreResult{Preview: p}
 
 	if mode != GuardOff {
-		g, err := s.Create(ctx, dir, CaptureOptions{Anchor: opts.GuardAnchor, Excludes: m.Excludes, Guard: true, Now: opts.Now})
+		g, err := s.Create(ctx, dir, CaptureOptions{Anchor: opts.GuardAnchor, Excludes: guardExcludes(m.Excludes, sel), Guard: true, Now: opts.Now})
 		switch {
 		case err == nil:
 			res.Guard = g.ID
@@ -553,4 +554,31 @@ func openWorkspace(dir string) (*os.Root, error) {
 		return nil, fmt.Errorf("workspace %s is a symbolic link: restore into the directory it points to by its own path", dir)
 	}
 	return os.OpenRoot(dir)
+}
+
+// guardExcludes are the restored manifest's excludes less every one that would leave out a path this
+// restore writes: the guard must hold each file the restore is about to overwrite, whatever the
+// manifest — which a tampered store could have edited — says to skip.
+func guardExcludes(excludes []string, sel []Entry) []string {
+	var keep []string
+	for _, p := range excludes {
+		if !excludesAny(CompileExcludes([]string{p}), sel) {
+			keep = append(keep, p)
+		}
+	}
+	return keep
+}
+
+// excludesAny reports whether ex leaves out any of the entries (files and links), or a directory above
+// one.
+func excludesAny(ex Excludes, sel []Entry) bool {
+	for _, e := range sel {
+		segs := strings.Split(e.Path, "/")
+		for i := 1; i <= len(segs); i++ {
+			if ex.Match(strings.Join(segs[:i], "/"), i < len(segs)) {
+				return true
+			}
+		}
+	}
+	return false
 }
