@@ -322,14 +322,7 @@ func newCheckpointPreviewCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := f.context(cmd.Context())
 			defer cancel()
-			if err := checkFiles(cmd, files); err != nil {
-				return err
-			}
-			store, err := f.open(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			target, err := resolveCheckpoint(ctx, store, f.session, args[1:], cmd.ErrOrStderr())
+			store, target, err := f.openTarget(ctx, cmd, args, files)
 			if err != nil {
 				return err
 			}
@@ -349,6 +342,20 @@ func newCheckpointPreviewCommand() *cobra.Command {
 }
 
 // checkFiles refuses a --files that names no path: an empty list would silently mean every file.
+// openTarget is the prologue preview and restore share: check --files, open the store for the
+// workspace args[0] and resolve the address in args[1:].
+func (f *checkpointFlags) openTarget(ctx context.Context, cmd *cobra.Command, args, files []string) (*checkpoint.Store, checkpoint.Summary, error) {
+	if err := checkFiles(cmd, files); err != nil {
+		return nil, checkpoint.Summary{}, err
+	}
+	store, err := f.open(ctx, args[0])
+	if err != nil {
+		return nil, checkpoint.Summary{}, err
+	}
+	target, err := resolveCheckpoint(ctx, store, f.session, args[1:], cmd.ErrOrStderr())
+	return store, target, err
+}
+
 func checkFiles(cmd *cobra.Command, files []string) error {
 	if cmd.Flags().Changed("files") && len(files) == 0 {
 		return errors.New("--files names no path: pass the paths to restore, or leave --files out to restore every file")
@@ -395,14 +402,7 @@ undoes the restore.`,
 			}
 			ctx, cancel := f.context(cmd.Context())
 			defer cancel()
-			if err := checkFiles(cmd, files); err != nil {
-				return err
-			}
-			store, err := f.open(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			target, err := resolveCheckpoint(ctx, store, f.session, args[1:], cmd.ErrOrStderr())
+			store, target, err := f.openTarget(ctx, cmd, args, files)
 			if err != nil {
 				return err
 			}
