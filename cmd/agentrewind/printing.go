@@ -134,7 +134,7 @@ func escapeAllErrors(root *cobra.Command) {
 	}
 }
 
-// escapingRunE makes the error a session command returns print through printableLines.
+// escapingRunE makes the error a command returns print through printableLines.
 func escapingRunE(run func(*cobra.Command, []string) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error { return escapeErr(run(cmd, args)) }
 }

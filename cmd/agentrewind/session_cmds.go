@@ -129,7 +129,7 @@ func newInspectCommand() *cobra.Command {
 		Use:   "inspect <session-dir>",
 		Short: "Print a recorded session's timeline: step, kind, lane, call site, fingerprint, tokens",
 		Args:  cobra.ExactArgs(1),
-		RunE: escapingRunE(func(cmd *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := openForOutput(output, args[0])
 			if err != nil {
 				return err
@@ -158,7 +158,7 @@ func newInspectCommand() *cobra.Command {
 					printableCell(r.What), printableCell(fp), tokensText(r), printableCell(r.Provenance))
 			}
 			return w.Flush()
-		}),
+		},
 	}
 	outputFlag(cmd, &output)
 	return cmd
@@ -240,7 +240,7 @@ func newContextCommand() *cobra.Command {
 		Use:   "context <session-dir> --step N",
 		Short: "Print the prompt context (the messages sent) of the model call at a step",
 		Args:  cobra.ExactArgs(1),
-		RunE: escapingRunE(func(cmd *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := openForOutput(output, args[0])
 			if err != nil {
 				return err
@@ -256,7 +256,7 @@ func newContextCommand() *cobra.Command {
 				fmt.Fprintf(cmd.OutOrStdout(), "[%d] %s: %s\n", i, printable(m.Role), printable(messageText(m.Content)))
 			}
 			return nil
-		}),
+		},
 	}
 	cmd.Flags().Int64Var(&step, "step", -1, "the step of a model call")
 	_ = cmd.MarkFlagRequired("step")
@@ -280,7 +280,7 @@ func newDiffCommand() *cobra.Command {
 		Use:   "diff <session-dir> --from A --to B",
 		Short: "Show how the prompt context changed between the model calls at two steps",
 		Args:  cobra.ExactArgs(1),
-		RunE: escapingRunE(func(cmd *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := openForOutput(output, args[0])
 			if err != nil {
 				return err
@@ -305,7 +305,7 @@ func newDiffCommand() *cobra.Command {
 			}
 			fmt.Fprintf(out, "tokens %+d%s\n", d.TokenDelta, estimate)
 			return nil
-		}),
+		},
 	}
 	cmd.Flags().Int64Var(&from, "from", -1, "the step of the earlier model call")
 	cmd.Flags().Int64Var(&to, "to", -1, "the step of the later model call")
@@ -332,7 +332,7 @@ session_end: still readable by plan, but not a finished recording).
 meta.json is not signed: verify detects accidents and inconsistent edits, not someone who rewrites
 meta.json to match an edited log.`,
 		Args: cobra.ExactArgs(1),
-		RunE: escapingRunE(func(cmd *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(output); err != nil {
 				return err
 			}
@@ -365,7 +365,7 @@ meta.json to match an edited log.`,
 			fmt.Fprintf(cmd.OutOrStdout(), "session %s is intact: %d events, %d blobs, events hash %s\n",
 				printable(s.Meta.ID), len(s.Events), result["blobs"], s.Meta.EventsHash)
 			return nil
-		}),
+		},
 	}
 	outputFlag(cmd, &output)
 	return cmd
@@ -393,7 +393,7 @@ the check a replay suite runs after re-recording an agent whose prompt or code c
 recomputed from the stored requests, not trusted: a mismatch, an incomplete run (no session_end) or a
 corrupt session exits 2; a path with no session at it exits 1.`,
 		Args: cobra.ExactArgs(2),
-		RunE: escapingRunE(func(cmd *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(output); err != nil {
 				return err
 			}
@@ -425,7 +425,7 @@ corrupt session exits 2; a path with no session at it exits 1.`,
 				return classify(d)
 			}
 			return nil
-		}),
+		},
 	}
 	outputFlag(cmd, &output)
 	return cmd
