@@ -4,8 +4,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// AgentSessionSpec identifies a recorded run and where its data lives.
+// AgentSessionSpec identifies a recorded run and where its data lives. What identifies the recording
+// (sessionID, storage, parentRef, forkedAtStep) cannot change once set, nor be added or removed later.
 // +kubebuilder:validation:XValidation:rule="has(self.parentRef) == has(self.forkedAtStep)",message="parentRef and forkedAtStep are set together: a fork names its parent session and the step it was forked at"
+// +kubebuilder:validation:XValidation:rule="has(self.storage) == has(oldSelf.storage) && (!has(self.storage) || self.storage == oldSelf.storage)",message="storage is immutable: create a new AgentSession to point at another store"
+// +kubebuilder:validation:XValidation:rule="has(self.parentRef) == has(oldSelf.parentRef) && (!has(self.parentRef) || self.parentRef == oldSelf.parentRef)",message="parentRef is immutable: a session's parent is part of its history"
+// +kubebuilder:validation:XValidation:rule="has(self.forkedAtStep) == has(oldSelf.forkedAtStep) && (!has(self.forkedAtStep) || self.forkedAtStep == oldSelf.forkedAtStep)",message="forkedAtStep is immutable: a session's fork point is part of its history"
 type AgentSessionSpec struct {
 	// sessionID is the run's identifier in object storage (sessions/<sessionID>/). It cannot change.
 	// +required
@@ -13,9 +17,11 @@ type AgentSessionSpec struct {
 	// +kubebuilder:validation:MaxLength=128
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][A-Za-z0-9._-]*$`
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="sessionID is immutable: create a new AgentSession to point at another recording"
-	SessionID string `json:"sessionID"`
+	SessionID string `json:"sessionID,omitempty"`
 
-	// storage overrides the operator's default object storage for this session.
+	// storage puts the session in a bucket of the tenant's own, with the tenant's credentials. Unset,
+	// the session lives in the operator's store under a prefix of its namespace, so one namespace can
+	// never read or overwrite another's sessions.
 	// +optional
 	Storage *StorageSpec `json:"storage,omitempty"`
 
@@ -23,7 +29,8 @@ type AgentSessionSpec struct {
 	// +optional
 	ParentRef *LocalObjectReference `json:"parentRef,omitempty"`
 
-	// forkedAtStep is the parent's step after which this session went live.
+	// forkedAtStep is the first step of this session that went live; the steps before it were served
+	// from the parent's recording.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	ForkedAtStep *int64 `json:"forkedAtStep,omitempty"`
@@ -37,120 +44,130 @@ type AgentSessionSpec struct {
 	Retention *RetentionSpec `json:"retention,omitempty"`
 }
 
-// RetentionSpec controls when a collectible session is deleted. A session that can still make
-// progress (RESUMABLE or DIVERGED) is never deleted, whatever these fields say.
-type RetentionSpec struct {
-	// pin keeps the session even when it is collectible.
-	// +optional
-	Pin bool `json:"pin,omitempty"`
+// RetentionPolicy says what happens to a session once it is collectible.
+// +kubebuilder:validation:Enum=Delete;Retain
+type RetentionPolicy string
 
-	// gracePeriod is how long a collectible session is kept after it became collectible.
+const (
+	// RetentionDelete deletes a collectible session after its grace period.
+	RetentionDelete RetentionPolicy = "Delete"
+	// RetentionRetain keeps the session even when it is collectible.
+	RetentionRetain RetentionPolicy = "Retain"
+)
+
+// RetentionSpec controls when a collectible session is deleted. A session that can still make
+// progress (Resumable or Diverged) is never deleted, whatever these fields say.
+type RetentionSpec struct {
+	// policy is Delete (collect after the grace period; the default) or Retain (never collect).
 	// +optional
-	GracePeriod *metav1.Duration `json:"gracePeriod,omitempty"`
+	// +kubebuilder:default=Delete
+	Policy RetentionPolicy `json:"policy,omitempty"`
+
+	// gracePeriodSeconds is how long a collectible session is kept after it became collectible; unset
+	// means the operator's default.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	GracePeriodSeconds *int64 `json:"gracePeriodSeconds,omitempty"`
 }
 
-// SessionPhase is where a session is in its life.
-// +kubebuilder:validation:Enum=Recording;Recorded;Verified;Corrupt
-type SessionPhase string
-
+// AgentSession condition types and reasons, beside the shared Ready, Reconciling and Stalled.
 const (
-	// SessionRecording means the proxy is still appending events.
-	SessionRecording SessionPhase = "Recording"
-	// SessionRecorded means meta.json was committed and the log is closed.
-	SessionRecorded SessionPhase = "Recorded"
-	// SessionVerified means every blob hash and the events hash were checked against storage.
-	SessionVerified SessionPhase = "Verified"
-	// SessionCorrupt means verification found a mismatch; the session is never served.
-	SessionCorrupt SessionPhase = "Corrupt"
-)
-
-// AgentSession condition types and reasons.
-const (
-	// SessionConditionReady is True when the session is committed in storage and readable.
-	SessionConditionReady = "Ready"
 	// SessionConditionVerified is True when the stored log and blobs match their digests.
 	SessionConditionVerified = "Verified"
-	// SessionConditionCollectible is True when the garbage collector may delete the session.
-	SessionConditionCollectible = "Collectible"
 
+	// ReasonVerified is set on Verified (and Ready) when every digest matched.
+	ReasonVerified = "Verified"
 	// ReasonDigestMismatch is set when a blob or the event log does not hash to its recorded digest.
 	ReasonDigestMismatch = "DigestMismatch"
-	// ReasonVerdictCollectible is set when the resume verdict is COMPLETE or UNRESUMABLE.
-	ReasonVerdictCollectible = "VerdictCollectible"
-	// ReasonVerdictReachable is set when the resume verdict is RESUMABLE or DIVERGED.
-	ReasonVerdictReachable = "VerdictReachable"
-	// ReasonPinned is set when spec.retention.pin keeps the session.
-	ReasonPinned = "Pinned"
+	// ReasonSessionCorrupt is set when the log's structure is broken; the session is never served.
+	ReasonSessionCorrupt = "SessionCorrupt"
+	// ReasonSessionNotFound is set while the session is not committed in storage.
+	ReasonSessionNotFound = "SessionNotFound"
 )
 
-// AgentSessionStatus is what the operator observed about the recording.
-type AgentSessionStatus struct {
-	// observedGeneration is the spec generation this status describes.
-	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+// LogState says whether a recording's event log was closed by the recorder.
+// +kubebuilder:validation:Enum=Closed;Open
+type LogState string
 
-	// phase is where the session is in its life.
-	// +optional
-	Phase SessionPhase `json:"phase,omitempty"`
+const (
+	// LogClosed means the log ends with session_end: the run finished or was stopped cleanly.
+	LogClosed LogState = "Closed"
+	// LogOpen means the log has no session_end: the run crashed or is still being recorded.
+	LogOpen LogState = "Open"
+)
 
+// SessionRecording is what verification read back from storage.
+type SessionRecording struct {
 	// eventsHash is the SHA-256 of events.jsonl as committed in meta.json.
-	// +optional
+	// +required
+	// +kubebuilder:validation:MinLength=64
 	// +kubebuilder:validation:MaxLength=64
 	EventsHash string `json:"eventsHash,omitempty"`
 
+	// logState is Closed when the log ends with session_end, Open when the run crashed or still runs.
+	// +required
+	LogState LogState `json:"logState,omitempty"`
+
 	// events is the number of events in the log.
-	// +optional
+	// +required
 	// +kubebuilder:validation:Minimum=0
-	Events int64 `json:"events,omitempty"`
+	Events *int64 `json:"events,omitempty"`
 
 	// steps is the number of global steps (model calls, tool calls and entropy draws).
-	// +optional
+	// +required
 	// +kubebuilder:validation:Minimum=0
-	Steps int64 `json:"steps,omitempty"`
+	Steps *int64 `json:"steps,omitempty"`
 
 	// modelCalls is the number of recorded model calls.
-	// +optional
+	// +required
 	// +kubebuilder:validation:Minimum=0
-	ModelCalls int64 `json:"modelCalls,omitempty"`
+	ModelCalls *int64 `json:"modelCalls,omitempty"`
 
 	// toolCalls is the number of recorded tool calls.
-	// +optional
+	// +required
 	// +kubebuilder:validation:Minimum=0
-	ToolCalls int64 `json:"toolCalls,omitempty"`
-
-	// usage is the token and cost total of the recorded model calls.
-	// +optional
-	Usage *Usage `json:"usage,omitempty"`
+	ToolCalls *int64 `json:"toolCalls,omitempty"`
 
 	// blobs is the number of content-addressed blobs the session references.
-	// +optional
+	// +required
 	// +kubebuilder:validation:Minimum=0
-	Blobs int64 `json:"blobs,omitempty"`
+	Blobs *int64 `json:"blobs,omitempty"`
 
 	// bytes is the stored size of the session: log, meta and referenced blobs.
-	// +optional
+	// +required
 	// +kubebuilder:validation:Minimum=0
-	Bytes int64 `json:"bytes,omitempty"`
+	Bytes *int64 `json:"bytes,omitempty"`
 
-	// resumeVerdict mirrors the verdict of the session's ResumePlan.
-	// +optional
-	ResumeVerdict ResumeVerdict `json:"resumeVerdict,omitempty"`
+	// usage is the token and cost total of the recorded model calls.
+	// +required
+	Usage Usage `json:"usage,omitzero"`
+}
 
-	// reachability says whether the garbage collector must keep the session.
-	// +optional
-	Reachability Reachability `json:"reachability,omitempty"`
-
-	// reachabilityReason explains reachability in a sentence.
-	// +optional
-	// +kubebuilder:validation:MaxLength=1024
-	ReachabilityReason string `json:"reachabilityReason,omitempty"`
-
-	// conditions are Ready, Verified and Collectible.
+// AgentSessionStatus is what the operator observed about the recording.
+type AgentSessionStatus struct {
+	// conditions are Ready, Reconciling, Stalled and Verified.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=16
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// observedGeneration is the spec generation this status describes.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// recording is what verification read back from storage.
+	// +optional
+	Recording *SessionRecording `json:"recording,omitempty"`
+
+	// resumeVerdict mirrors the verdict of the session's ResumePlan.
+	// +optional
+	ResumeVerdict ResumeVerdict `json:"resumeVerdict,omitempty"`
+
+	// reachability says whether the garbage collector must keep the session, and why.
+	// +optional
+	Reachability *ReachabilityStatus `json:"reachability,omitempty"`
 }
 
 // AgentSession is a recorded agent run: every model call, tool call and entropy draw, stored as an
@@ -159,15 +176,16 @@ type AgentSessionStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=ags,categories=agentrewind
 // +kubebuilder:printcolumn:name="Session",type=string,JSONPath=`.spec.sessionID`
-// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
-// +kubebuilder:printcolumn:name="Steps",type=integer,JSONPath=`.status.steps`
-// +kubebuilder:printcolumn:name="Tokens",type=integer,JSONPath=`.status.usage.totalTokens`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Steps",type=integer,JSONPath=`.status.recording.steps`
+// +kubebuilder:printcolumn:name="Tokens",type=integer,JSONPath=`.status.recording.usage.totalTokens`
 // +kubebuilder:printcolumn:name="Verdict",type=string,JSONPath=`.status.resumeVerdict`
-// +kubebuilder:printcolumn:name="Reachability",type=string,JSONPath=`.status.reachability`
+// +kubebuilder:printcolumn:name="Reachability",type=string,JSONPath=`.status.reachability.state`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Log",type=string,JSONPath=`.status.recording.logState`,priority=1
 // +kubebuilder:printcolumn:name="Parent",type=string,JSONPath=`.spec.parentRef.name`,priority=1
-// +kubebuilder:printcolumn:name="Events",type=integer,JSONPath=`.status.events`,priority=1
-// +kubebuilder:printcolumn:name="Bytes",type=integer,JSONPath=`.status.bytes`,priority=1
+// +kubebuilder:printcolumn:name="Bytes",type=integer,JSONPath=`.status.recording.bytes`,priority=1
 type AgentSession struct {
 	metav1.TypeMeta `json:",inline"`
 
@@ -177,11 +195,11 @@ type AgentSession struct {
 
 	// spec identifies the recording and where it is stored.
 	// +required
-	Spec AgentSessionSpec `json:"spec"`
+	Spec AgentSessionSpec `json:"spec,omitzero"`
 
 	// status is what the operator observed about the recording.
 	// +optional
-	Status AgentSessionStatus `json:"status,omitempty"`
+	Status AgentSessionStatus `json:"status,omitzero"`
 }
 
 // AgentSessionList is a list of AgentSessions.

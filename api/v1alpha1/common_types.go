@@ -10,14 +10,31 @@ type LocalObjectReference struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
-	Name string `json:"name"`
+	Name string `json:"name,omitempty"`
 }
 
-// StorageSpec says where in S3-compatible object storage a session's data lives. Every field left
-// empty falls back to the operator's own storage flags.
+// SecretKeyReference names one key of a Secret in the same namespace.
+type SecretKeyReference struct {
+	// name of the Secret, in the same namespace as the referrer.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name,omitempty"`
+
+	// key is the key in the Secret's data whose value is used.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	Key string `json:"key,omitempty"`
+}
+
+// StorageSpec puts a session in a bucket of the tenant's own. The operator's credentials never serve a
+// bucket a tenant picked, so a bucket always comes with the tenant's credentials.
+// +kubebuilder:validation:XValidation:rule="has(self.credentials)",message="a bucket of your own needs credentials of your own (storage.credentials): the operator's credentials never serve a bucket a tenant picked; leave storage out to use the operator's store"
 type StorageSpec struct {
 	// bucket is the S3 bucket name.
-	// +optional
+	// +required
 	// +kubebuilder:validation:MinLength=3
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9][a-z0-9.-]*[a-z0-9]$`
@@ -25,15 +42,31 @@ type StorageSpec struct {
 
 	// prefix is prepended to every object key, without a leading or trailing slash.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.endsWith('/')",message="prefix must not start or end with '/'"
 	// +kubebuilder:validation:XValidation:rule="!self.split('/').exists(s, s == '..')",message="prefix must not contain a '..' segment"
 	Prefix string `json:"prefix,omitempty"`
 
-	// credentialsSecretRef names a Secret in the same namespace with the keys accessKeyID and
-	// secretAccessKey, and optionally sessionToken.
+	// credentials are the tenant's own keys for the bucket. They are required; the rule on storage says
+	// so in words, where a schema-level requirement would only say "Required value".
 	// +optional
-	CredentialsSecretRef *LocalObjectReference `json:"credentialsSecretRef,omitempty"`
+	Credentials *S3Credentials `json:"credentials,omitempty"`
+}
+
+// S3Credentials are the keys of a Secret in the same namespace that hold S3 credentials.
+type S3Credentials struct {
+	// accessKeyID is the Secret key holding the access key ID.
+	// +required
+	AccessKeyID SecretKeyReference `json:"accessKeyID,omitzero"`
+
+	// secretAccessKey is the Secret key holding the secret access key.
+	// +required
+	SecretAccessKey SecretKeyReference `json:"secretAccessKey,omitzero"`
+
+	// sessionToken is the Secret key holding a session token, for temporary credentials.
+	// +optional
+	SessionToken *SecretKeyReference `json:"sessionToken,omitempty"`
 }
 
 // WorkspaceVolume is a directory on a PersistentVolumeClaim the agent works in.
@@ -42,11 +75,12 @@ type WorkspaceVolume struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
-	ClaimName string `json:"claimName"`
+	ClaimName string `json:"claimName,omitempty"`
 
-	// subPath is the directory inside the claim, relative and without '..' segments; empty means the
+	// subPath is the directory inside the claim, relative and without '..' segments; unset means the
 	// claim's root.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
 	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/')",message="subPath must be relative to the claim's root"
 	// +kubebuilder:validation:XValidation:rule="!self.split('/').exists(s, s == '..')",message="subPath must not contain a '..' segment"
@@ -59,16 +93,20 @@ type AgentSpec struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
-	Image string `json:"image"`
+	Image string `json:"image,omitempty"`
 
 	// command overrides the image's entrypoint.
 	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:MaxLength=4096
 	Command []string `json:"command,omitempty"`
 
 	// args are passed to the command.
 	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=256
 	// +kubebuilder:validation:items:MaxLength=4096
 	Args []string `json:"args,omitempty"`
@@ -78,6 +116,7 @@ type AgentSpec struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=name
+	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=128
 	Env []corev1.EnvVar `json:"env,omitempty"`
 
@@ -87,60 +126,123 @@ type AgentSpec struct {
 }
 
 // ResumeVerdict is the judgement on whether a recorded run can still make progress.
-// +kubebuilder:validation:Enum=RESUMABLE;COMPLETE;DIVERGED;UNRESUMABLE
+// +kubebuilder:validation:Enum=Resumable;Complete;Diverged;Unresumable
 type ResumeVerdict string
 
 const (
 	// VerdictResumable means the run stopped with residual steps and a verified re-entry point.
-	VerdictResumable ResumeVerdict = "RESUMABLE"
+	VerdictResumable ResumeVerdict = "Resumable"
 	// VerdictComplete means every declared step is verified by evidence.
-	VerdictComplete ResumeVerdict = "COMPLETE"
+	VerdictComplete ResumeVerdict = "Complete"
 	// VerdictDiverged means the workspace moved away from the run's re-entry point; a human decides.
-	VerdictDiverged ResumeVerdict = "DIVERGED"
+	VerdictDiverged ResumeVerdict = "Diverged"
 	// VerdictUnresumable means the evidence cannot support a resume (no intent, no anchor, corrupt log).
-	VerdictUnresumable ResumeVerdict = "UNRESUMABLE"
+	VerdictUnresumable ResumeVerdict = "Unresumable"
 )
 
 // Reachability says whether the garbage collector must keep a run.
-// +kubebuilder:validation:Enum=REACHABLE;COLLECTIBLE
+// +kubebuilder:validation:Enum=Reachable;Collectible
 type Reachability string
 
 const (
-	// Reachable runs can still make progress (RESUMABLE or DIVERGED) and are kept however old they are.
-	Reachable Reachability = "REACHABLE"
-	// Collectible runs are COMPLETE or UNRESUMABLE; they may be deleted after their grace period.
-	Collectible Reachability = "COLLECTIBLE"
+	// Reachable runs can still make progress (Resumable or Diverged) and are kept however old they are.
+	Reachable Reachability = "Reachable"
+	// Collectible runs are Complete or Unresumable; they may be deleted after their grace period.
+	Collectible Reachability = "Collectible"
+)
+
+// ReachabilityStatus is the garbage collector's verdict on a run, with its cause.
+type ReachabilityStatus struct {
+	// state says whether the run must be kept.
+	// +required
+	State Reachability `json:"state,omitempty"`
+
+	// reason is the machine-readable cause, such as ResumableRetained or CompleteCollectible.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[A-Z][A-Za-z0-9]*$`
+	Reason string `json:"reason,omitempty"`
+
+	// message explains the verdict to a human.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+}
+
+// Usage is a token and cost total. Every counter is written, so a real 0 shows as 0.
+type Usage struct {
+	// inputTokens is the number of uncached prompt tokens billed.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	InputTokens *int64 `json:"inputTokens,omitempty"`
+
+	// outputTokens is the number of completion tokens billed.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	OutputTokens *int64 `json:"outputTokens,omitempty"`
+
+	// cacheCreationInputTokens is the number of prompt tokens written to the provider's prompt cache.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	CacheCreationInputTokens *int64 `json:"cacheCreationInputTokens,omitempty"`
+
+	// cacheReadInputTokens is the number of prompt tokens read from the provider's prompt cache.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	CacheReadInputTokens *int64 `json:"cacheReadInputTokens,omitempty"`
+
+	// totalTokens is the sum of the four token counts above.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	TotalTokens *int64 `json:"totalTokens,omitempty"`
+
+	// costMicroUSD is the cost in millionths of a US dollar, as far as the provider reported one.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	CostMicroUSD *int64 `json:"costMicroUSD,omitempty"`
+}
+
+// Condition types every kind reports. Ready, Reconciling and Stalled follow kstatus, so GitOps tools
+// (Argo CD, Flux) tell a healthy object from one in progress or one that failed for good.
+const (
+	// ConditionReady is True when the object's purpose is met: a session verified, a verdict computed,
+	// a run that passed or reached its goal, a checkpoint stored.
+	ConditionReady = "Ready"
+	// ConditionReconciling is True while the operator is still working towards the latest spec.
+	ConditionReconciling = "Reconciling"
+	// ConditionStalled is True when the operator cannot make progress without a change: a corrupt
+	// session, a failed or diverged run, evidence that cannot be read.
+	ConditionStalled = "Stalled"
 )
 
 // Condition reasons shared by several kinds.
 const (
-	// ReasonReconciling is set while the operator has not yet observed the latest spec.
-	ReasonReconciling = "Reconciling"
+	// ReasonSucceeded is set on Ready when the object's purpose is met.
+	ReasonSucceeded = "Succeeded"
+	// ReasonProgressing is set on Reconciling while the operator has not yet observed the latest spec.
+	ReasonProgressing = "Progressing"
+	// ReasonJobRunning is set on Reconciling while the engine Job for the object runs.
+	ReasonJobRunning = "JobRunning"
 	// ReasonStorageUnavailable is set when object storage could not be read or written.
 	ReasonStorageUnavailable = "StorageUnavailable"
 	// ReasonJobFailed is set when the engine Job for an object failed.
 	ReasonJobFailed = "JobFailed"
+	// ReasonInvalidSpec is set on Stalled when the spec cannot be acted on; the message says which field.
+	ReasonInvalidSpec = "InvalidSpec"
 )
 
-// Usage is a token and cost total, shared by sessions and forks.
-type Usage struct {
-	// inputTokens is the number of prompt tokens billed.
-	// +optional
-	// +kubebuilder:validation:Minimum=0
-	InputTokens int64 `json:"inputTokens,omitempty"`
+// ListTruncation says that a status list was cut to its bound, and how long it was.
+type ListTruncation struct {
+	// field is the status field that was cut, such as residual.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	Field string `json:"field,omitempty"`
 
-	// outputTokens is the number of completion tokens billed.
-	// +optional
+	// total is how many items the list had before it was cut.
+	// +required
 	// +kubebuilder:validation:Minimum=0
-	OutputTokens int64 `json:"outputTokens,omitempty"`
-
-	// totalTokens is inputTokens plus outputTokens.
-	// +optional
-	// +kubebuilder:validation:Minimum=0
-	TotalTokens int64 `json:"totalTokens,omitempty"`
-
-	// costMicroUSD is the estimated cost in millionths of a US dollar.
-	// +optional
-	// +kubebuilder:validation:Minimum=0
-	CostMicroUSD int64 `json:"costMicroUSD,omitempty"`
+	Total *int64 `json:"total,omitempty"`
 }

@@ -9,6 +9,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -27,18 +28,29 @@ func validSession(name string) *v1.AgentSession {
 
 func validCheckpoint(name string) *v1.Checkpoint {
 	return &v1.Checkpoint{ObjectMeta: meta(name), Spec: v1.CheckpointSpec{
-		SessionRef: v1.LocalObjectReference{Name: "s"}, TurnIndex: 3, TranscriptDigest: testDigest,
+		SessionRef: v1.LocalObjectReference{Name: "s"}, Step: ptr.To[int64](11), TurnIndex: ptr.To[int32](3), TranscriptDigest: testDigest,
 	}}
 }
 
 func validFork(name string) *v1.ForkRun {
 	return &v1.ForkRun{ObjectMeta: meta(name), Spec: v1.ForkRunSpec{
-		SessionRef: v1.LocalObjectReference{Name: "s"}, AtStep: 4,
+		SessionRef: v1.LocalObjectReference{Name: "s"}, Mode: v1.ModeFork, Fork: &v1.ForkSpec{AtStep: ptr.To[int64](4)},
 	}}
+}
+
+func validReplay(name string) *v1.ForkRun {
+	return &v1.ForkRun{ObjectMeta: meta(name), Spec: v1.ForkRunSpec{SessionRef: v1.LocalObjectReference{Name: "s"}, Mode: v1.ModeReplay}}
 }
 
 func validPlan(name string) *v1.ResumePlan {
 	return &v1.ResumePlan{ObjectMeta: meta(name), Spec: v1.ResumePlanSpec{SessionRef: v1.LocalObjectReference{Name: "s"}}}
+}
+
+func tenantStorage() *v1.StorageSpec {
+	return &v1.StorageSpec{Bucket: "team-a-sessions", Credentials: &v1.S3Credentials{
+		AccessKeyID:     v1.SecretKeyReference{Name: "s3", Key: "accessKeyID"},
+		SecretAccessKey: v1.SecretKeyReference{Name: "s3", Key: "secretAccessKey"},
+	}}
 }
 
 func rawJSON(s string) *apiextensionsv1.JSON { return &apiextensionsv1.JSON{Raw: []byte(s)} }
@@ -58,6 +70,34 @@ func requireInvalid(t *testing.T, err error, field, message string) {
 	}
 }
 
+func session(name string, edit func(*v1.AgentSession)) client.Object {
+	s := validSession(name)
+	edit(s)
+	return s
+}
+
+func checkpoint(name string, edit func(*v1.Checkpoint)) client.Object {
+	c := validCheckpoint(name)
+	edit(c)
+	return c
+}
+
+func fork(name string, edit func(*v1.ForkRun)) client.Object {
+	f := validFork(name)
+	edit(f)
+	return f
+}
+
+func plan(name string, edit func(*v1.ResumePlan)) client.Object {
+	p := validPlan(name)
+	edit(p)
+	return p
+}
+
+func gitPlan(name, url string) client.Object {
+	return plan(name, func(p *v1.ResumePlan) { p.Spec.Git = &v1.GitEvidence{URL: url} })
+}
+
 func TestInvalidObjectsAreRejectedWithTheirMessage(t *testing.T) {
 	longList := make([]string, 65)
 	cases := []struct {
@@ -67,111 +107,146 @@ func TestInvalidObjectsAreRejectedWithTheirMessage(t *testing.T) {
 		message string
 	}{
 		// AgentSession
-		{"session without sessionID", func() client.Object { s := validSession("no-id"); s.Spec.SessionID = ""; return s }(),
-			"spec.sessionID", "should be at least 1 chars long"},
-		{"session ID with a slash", func() client.Object { s := validSession("slash-id"); s.Spec.SessionID = "a/b"; return s }(),
+		{"session without sessionID", session("no-id", func(s *v1.AgentSession) {
+			s.Spec.SessionID, s.Spec.Retention = "", &v1.RetentionSpec{Policy: v1.RetentionRetain}
+		}),
+			"spec.sessionID", "Required value"},
+		{"session ID with a slash", session("slash-id", func(s *v1.AgentSession) { s.Spec.SessionID = "a/b" }),
 			"spec.sessionID", "should match"},
-		{"fork session without forkedAtStep", func() client.Object {
-			s := validSession("parent-only")
+		{"fork session without forkedAtStep", session("parent-only", func(s *v1.AgentSession) {
 			s.Spec.ParentRef = &v1.LocalObjectReference{Name: "p"}
-			return s
-		}(), "spec", "parentRef and forkedAtStep are set together"},
-		{"storage prefix with a leading slash", func() client.Object {
-			s := validSession("abs-prefix")
-			s.Spec.Storage = &v1.StorageSpec{Prefix: "/team"}
-			return s
-		}(), "spec.storage.prefix", "prefix must not start or end with '/'"},
-		{"storage prefix escaping with ..", func() client.Object {
-			s := validSession("dotdot-prefix")
-			s.Spec.Storage = &v1.StorageSpec{Prefix: "team/../other"}
-			return s
-		}(), "spec.storage.prefix", "prefix must not contain a '..' segment"},
-		{"agent command list over its bound", func() client.Object {
-			s := validSession("long-command")
+		}), "spec", "parentRef and forkedAtStep are set together"},
+		{"tenant bucket without credentials", &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": v1.GroupVersion.String(), "kind": "AgentSession", "metadata": map[string]any{"name": "no-creds", "namespace": "default"},
+			"spec": map[string]any{"sessionID": "no-creds", "storage": map[string]any{"bucket": "team-a-sessions"}}}},
+			"spec.storage", "a bucket of your own needs credentials of your own"},
+		{"storage prefix with a leading slash", session("abs-prefix", func(s *v1.AgentSession) {
+			s.Spec.Storage = tenantStorage()
+			s.Spec.Storage.Prefix = "/team"
+		}), "spec.storage.prefix", "prefix must not start or end with '/'"},
+		{"storage prefix escaping with ..", session("dotdot-prefix", func(s *v1.AgentSession) {
+			s.Spec.Storage = tenantStorage()
+			s.Spec.Storage.Prefix = "team/../other"
+		}), "spec.storage.prefix", "prefix must not contain a '..' segment"},
+		{"secret reference without its key", session("no-key", func(s *v1.AgentSession) {
+			s.Spec.Storage = tenantStorage()
+			s.Spec.Storage.Credentials.SecretAccessKey.Key = ""
+		}), "spec.storage.credentials.secretAccessKey.key", "Required value"},
+		{"agent command list over its bound", session("long-command", func(s *v1.AgentSession) {
 			s.Spec.Agent = &v1.AgentSpec{Image: "a:1", Command: longList}
-			return s
-		}(), "spec.agent.command", "must have at most 64 items"},
-		{"workspace subPath escaping the claim", func() client.Object {
-			s := validSession("escape-subpath")
+		}), "spec.agent.command", "must have at most 64 items"},
+		{"workspace subPath escaping the claim", session("escape-subpath", func(s *v1.AgentSession) {
 			s.Spec.Agent = &v1.AgentSpec{Image: "a:1", Workspace: &v1.WorkspaceVolume{ClaimName: "w", SubPath: "../etc"}}
-			return s
-		}(), "spec.agent.workspace.subPath", "subPath must not contain a '..' segment"},
+		}), "spec.agent.workspace.subPath", "subPath must not contain a '..' segment"},
+		{"unknown retention policy", session("bad-retention", func(s *v1.AgentSession) {
+			s.Spec.Retention = &v1.RetentionSpec{Policy: "Forever"}
+		}), "spec.retention.policy", `supported values: "Delete", "Retain"`},
 
 		// Checkpoint
-		{"digest in upper case", func() client.Object {
-			c := validCheckpoint("upper-digest")
-			c.Spec.TranscriptDigest = strings.ToUpper(testDigest)
-			return c
-		}(), "spec.transcriptDigest", "exactly 64 lowercase hex characters"},
-		{"digest one character short", func() client.Object {
-			c := validCheckpoint("short-digest")
-			c.Spec.TranscriptDigest = testDigest[1:]
-			return c
-		}(), "spec.transcriptDigest", "exactly 64 lowercase hex characters"},
-		{"negative turn index", func() client.Object { c := validCheckpoint("neg-turn"); c.Spec.TurnIndex = -1; return c }(),
+		{"digest in upper case", checkpoint("upper-digest", func(c *v1.Checkpoint) { c.Spec.TranscriptDigest = strings.ToUpper(testDigest) }),
+			"spec.transcriptDigest", "exactly 64 lowercase hex characters"},
+		{"digest one character short", checkpoint("short-digest", func(c *v1.Checkpoint) { c.Spec.TranscriptDigest = testDigest[1:] }),
+			"spec.transcriptDigest", "should be at least 64 chars long"},
+		{"negative turn index", checkpoint("neg-turn", func(c *v1.Checkpoint) { c.Spec.TurnIndex = ptr.To[int32](-1) }),
 			"spec.turnIndex", "should be greater than or equal to 0"},
+		{"checkpoint without the step to fork from", checkpoint("no-step", func(c *v1.Checkpoint) { c.Spec.Step = nil }),
+			"spec.step", "Required value"},
+		{"checkpoint without a turn index", checkpoint("no-turn", func(c *v1.Checkpoint) { c.Spec.TurnIndex = nil }),
+			"spec.turnIndex", "Required value"},
 
 		// ForkRun
-		{"negative atStep", func() client.Object { f := validFork("neg-step"); f.Spec.AtStep = -1; return f }(),
-			"spec.atStep", "atStep must be zero or greater"},
-		{"replay with overrides", func() client.Object {
-			f := validFork("replay-overrides")
-			f.Spec.Mode = v1.ModeReplay
-			f.Spec.Overrides = &v1.ForkOverrides{Model: ptr.To("claude-sonnet-4-5")}
-			return f
-		}(), "spec", "mode Replay replays the recording exactly and cannot take overrides"},
-		{"replay with live tools", func() client.Object {
-			f := validFork("replay-live-tools")
-			f.Spec.Mode = v1.ModeReplay
-			f.Spec.Tools = &v1.ToolPolicy{OnMatch: v1.ToolLive}
-			return f
-		}(), "spec", "mode Replay makes zero live calls: tools.onMatch must be ServeRecorded"},
-		{"replay with passthrough drift", func() client.Object {
-			f := validFork("replay-passthrough")
-			f.Spec.Mode = v1.ModeReplay
-			f.Spec.DriftPolicy = v1.DriftPassthrough
-			return f
-		}(), "spec", "driftPolicy Passthrough would send unmatched requests live"},
-		{"live tools before a sandbox exists", func() client.Object {
-			f := validFork("fork-live-tools")
-			f.Spec.Tools = &v1.ToolPolicy{OnMatch: v1.ToolLive}
-			return f
-		}(), "spec.tools", "tools.onMatch: Live is not supported yet"},
-		{"unknown mode", func() client.Object { f := validFork("bad-mode"); f.Spec.Mode = "Rewind"; return f }(),
+		{"a ForkRun without a mode", fork("no-mode", func(f *v1.ForkRun) { f.Spec.Mode = "" }),
+			"spec.mode", "Required value"},
+		{"unknown mode", fork("bad-mode", func(f *v1.ForkRun) { f.Spec.Mode = "Rewind" }),
 			"spec.mode", `supported values: "Fork", "Replay"`},
-		{"empty overrides", func() client.Object {
-			f := validFork("empty-overrides")
-			f.Spec.Overrides = &v1.ForkOverrides{}
-			return f
-		}(), "spec.overrides", "should have at least 1 properties"},
-		{"patch path that is not a JSON Pointer", func() client.Object {
-			f := validFork("bad-pointer")
-			f.Spec.Overrides = &v1.ForkOverrides{RequestPatches: []v1.JSONPatchOperation{{Op: "replace", Path: "model", Value: rawJSON(`"m"`)}}}
-			return f
-		}(), "spec.overrides.requestPatches[0].path", "path must be a JSON Pointer"},
-		{"system prompt over its bound", func() client.Object {
-			f := validFork("huge-system")
-			f.Spec.Overrides = &v1.ForkOverrides{System: ptr.To(strings.Repeat("x", 65537))}
-			return f
-		}(), "spec.overrides.system", "may not be more than 65536 bytes"},
+		{"fork mode without fork", fork("fork-no-fork", func(f *v1.ForkRun) { f.Spec.Fork = nil }),
+			"spec", "spec.fork is required when mode is Fork, and only then"},
+		{"replay with a fork section", fork("replay-with-fork", func(f *v1.ForkRun) { f.Spec.Mode = v1.ModeReplay }),
+			"spec", "spec.fork is required when mode is Fork, and only then"},
+		{"fork with a replay section", fork("fork-with-replay", func(f *v1.ForkRun) { f.Spec.Replay = &v1.ReplaySpec{} }),
+			"spec", "spec.replay is allowed only when mode is Replay"},
+		{"fork without atStep", fork("no-step", func(f *v1.ForkRun) { f.Spec.Fork.AtStep = nil }),
+			"spec.fork.atStep", "Required value"},
+		{"negative atStep", fork("neg-step", func(f *v1.ForkRun) { f.Spec.Fork.AtStep = ptr.To[int64](-1) }),
+			"spec.fork.atStep", "should be greater than or equal to 0"},
+		{"replay with passthrough drift", fork("replay-passthrough", func(f *v1.ForkRun) {
+			f.Spec.Mode, f.Spec.Fork = v1.ModeReplay, nil
+			f.Spec.Replay = &v1.ReplaySpec{DriftPolicy: "Passthrough"}
+		}), "spec.replay.driftPolicy", `supported values: "Strict", "Warn"`},
+		{"live tools before a sandbox exists", fork("fork-live-tools", func(f *v1.ForkRun) {
+			f.Spec.Fork.Tools = &v1.ToolPolicy{OnMatch: "Live"}
+		}), "spec.fork.tools.onMatch", `supported values: "ServeRecorded"`},
+		{"empty overrides", fork("empty-overrides", func(f *v1.ForkRun) { f.Spec.Fork.Overrides = &v1.ForkOverrides{} }),
+			"spec.fork.overrides", "should have at least 1 properties"},
+		{"patch path that is not a JSON Pointer", fork("bad-pointer", func(f *v1.ForkRun) {
+			f.Spec.Fork.Overrides = &v1.ForkOverrides{RequestPatches: []v1.JSONPatchOperation{{Op: "replace", Path: "model", Value: rawJSON(`"m"`)}}}
+		}), "spec.fork.overrides.requestPatches[0].path", "path must be a JSON Pointer"},
+		{"unknown patch op", fork("bad-op", func(f *v1.ForkRun) {
+			f.Spec.Fork.Overrides = &v1.ForkOverrides{RequestPatches: []v1.JSONPatchOperation{{Op: "move", Path: "/model"}}}
+		}), "spec.fork.overrides.requestPatches[0].op", "supported values"},
+		{"system prompt over its bound", fork("huge-system", func(f *v1.ForkRun) {
+			f.Spec.Fork.Overrides = &v1.ForkOverrides{System: ptr.To(strings.Repeat("x", 65537))}
+		}), "spec.fork.overrides.system", "may not be more than 65536 bytes"},
+		{"provider keys naming no key", fork("empty-keys", func(f *v1.ForkRun) { f.Spec.Fork.ProviderKeys = &v1.ProviderKeys{} }),
+			"spec.fork.providerKeys", "should have at least 1 properties"},
 
 		// ResumePlan
-		{"two sources of evidence", func() client.Object {
-			p := validPlan("two-evidence")
+		{"two sources of evidence", plan("two-evidence", func(p *v1.ResumePlan) {
 			p.Spec.Git = &v1.GitEvidence{URL: "https://example.com/r.git"}
 			p.Spec.Workspace = &v1.WorkspaceVolume{ClaimName: "w"}
-			return p
-		}(), "spec", "give at most one source of workspace evidence"},
-		{"git evidence without a URL", func() client.Object {
-			p := validPlan("no-url")
-			p.Spec.Git = &v1.GitEvidence{}
-			return p
-		}(), "spec.git.url", "should be at least 1 chars long"},
+		}), "spec", "give at most one source of workspace evidence"},
+		{"git evidence without a URL", gitPlan("no-url", ""), "spec.git.url", "Required value"},
+		{"plain http to the metadata service", gitPlan("http-metadata", "http://169.254.169.254/latest/meta-data"),
+			"spec.git.url", "url must be an https://, ssh:// or git:// URL with a host"},
+		{"a local file", gitPlan("file-url", "file:///var/run/secrets/kubernetes.io/serviceaccount/token"),
+			"spec.git.url", "url must be an https://, ssh:// or git:// URL with a host"},
+		{"https to a link-local address", gitPlan("https-link-local", "https://169.254.169.254/repo.git"),
+			"spec.git.url", "url must not point at a loopback or link-local address"},
+		{"git to loopback", gitPlan("git-loopback", "git://127.0.0.1/repo.git"),
+			"spec.git.url", "url must not point at a loopback or link-local address"},
+		{"https to localhost with a user", gitPlan("localhost-user", "https://me@localhost:8443/repo.git"),
+			"spec.git.url", "url must not point at a loopback or link-local address"},
+		{"ssh to IPv6 loopback", gitPlan("ipv6-loopback", "ssh://[::1]/repo.git"),
+			"spec.git.url", "url must not point at a loopback or link-local address"},
+		{"a password sent over ssh", plan("password-ssh", func(p *v1.ResumePlan) {
+			p.Spec.Git = &v1.GitEvidence{URL: "ssh://git.example.com/r.git", Auth: &v1.GitAuth{PasswordSecretRef: &v1.SecretKeyReference{Name: "g", Key: "token"}}}
+		}), "spec.git", "a password or token is only sent over https"},
+		{"a password and an SSH key", plan("two-auth", func(p *v1.ResumePlan) {
+			p.Spec.Git = &v1.GitEvidence{URL: "https://git.example.com/r.git", Auth: &v1.GitAuth{
+				PasswordSecretRef: &v1.SecretKeyReference{Name: "g", Key: "token"}, SSHPrivateKeySecretRef: &v1.SecretKeyReference{Name: "g", Key: "id"}}}
+		}), "spec.git.auth", "give a password or an SSH key, not both"},
 	}
 	ctx := context.Background()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			requireInvalid(t, apiServer.Client.Create(ctx, tc.obj), tc.field, tc.message)
+		})
+	}
+}
+
+// TestValidObjectsAreAccepted guards the rules above against refusing what they should let through.
+func TestValidObjectsAreAccepted(t *testing.T) {
+	ctx := context.Background()
+	for _, obj := range []client.Object{
+		gitPlan("ok-https", "https://git.example.com/team/repo.git"),
+		gitPlan("ok-ssh", "ssh://git@git.example.com:2222/team/repo.git"),
+		gitPlan("ok-git", "git://git.example.com/repo.git"),
+		gitPlan("ok-private-host", "https://10.0.0.12/team/repo.git"),
+		plan("ok-token", func(p *v1.ResumePlan) {
+			p.Spec.Git = &v1.GitEvidence{URL: "https://git.example.com/r.git", Auth: &v1.GitAuth{Username: "bot", PasswordSecretRef: &v1.SecretKeyReference{Name: "g", Key: "token"}}}
+		}),
+		plan("ok-key", func(p *v1.ResumePlan) {
+			p.Spec.Git = &v1.GitEvidence{URL: "ssh://git.example.com/r.git", Auth: &v1.GitAuth{SSHPrivateKeySecretRef: &v1.SecretKeyReference{Name: "g", Key: "id"}}}
+		}),
+		session("ok-tenant-store", func(s *v1.AgentSession) { s.Spec.Storage = tenantStorage() }),
+		fork("ok-step-zero", func(f *v1.ForkRun) { f.Spec.Fork.AtStep = ptr.To[int64](0) }),
+		validReplay("ok-bare-replay"),
+		checkpoint("ok-turn-zero", func(c *v1.Checkpoint) { c.Spec.Step, c.Spec.TurnIndex = ptr.To[int64](0), ptr.To[int32](0) }),
+	} {
+		t.Run(obj.GetName(), func(t *testing.T) {
+			if err := apiServer.Client.Create(ctx, obj); err != nil {
+				t.Fatalf("the API server refused a valid object: %v", err)
+			}
 		})
 	}
 }
@@ -188,9 +263,28 @@ func TestImmutableFieldsRejectUpdates(t *testing.T) {
 		{"sessionID", validSession("immutable-id"), func(o client.Object) {
 			o.(*v1.AgentSession).Spec.SessionID = "another-recording"
 		}, "spec.sessionID", "sessionID is immutable"},
+		{"a parent added to a session later", validSession("late-parent"), func(o client.Object) {
+			s := o.(*v1.AgentSession)
+			s.Spec.ParentRef, s.Spec.ForkedAtStep = &v1.LocalObjectReference{Name: "p"}, ptr.To[int64](3)
+		}, "spec", "parentRef is immutable"},
+		{"a fork point moved", session("moved-fork-point", func(s *v1.AgentSession) {
+			s.Spec.ParentRef, s.Spec.ForkedAtStep = &v1.LocalObjectReference{Name: "p"}, ptr.To[int64](3)
+		}), func(o client.Object) { o.(*v1.AgentSession).Spec.ForkedAtStep = ptr.To[int64](4) }, "spec", "forkedAtStep is immutable"},
+		{"storage removed", session("drop-storage", func(s *v1.AgentSession) { s.Spec.Storage = tenantStorage() }), func(o client.Object) {
+			o.(*v1.AgentSession).Spec.Storage = nil
+		}, "spec", "storage is immutable"},
+		{"storage added", validSession("add-storage"), func(o client.Object) {
+			o.(*v1.AgentSession).Spec.Storage = tenantStorage()
+		}, "spec", "storage is immutable"},
 		{"checkpoint anchor", validCheckpoint("immutable-anchor"), func(o client.Object) {
-			o.(*v1.Checkpoint).Spec.TurnIndex = 9
+			o.(*v1.Checkpoint).Spec.TurnIndex = ptr.To[int32](9)
 		}, "spec", "a Checkpoint is an immutable anchor"},
+		{"an edit to a ForkRun's spec", validFork("immutable-fork"), func(o client.Object) {
+			o.(*v1.ForkRun).Spec.Goal = &v1.Goal{Tool: "add_label"}
+		}, "spec", "a ForkRun's spec is immutable"},
+		{"a ResumePlan pointed at another session", validPlan("immutable-plan"), func(o client.Object) {
+			o.(*v1.ResumePlan).Spec.SessionRef.Name = "other"
+		}, "spec", "sessionRef is immutable"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -202,32 +296,48 @@ func TestImmutableFieldsRejectUpdates(t *testing.T) {
 			requireInvalid(t, apiServer.Client.Update(ctx, tc.obj), tc.field, tc.message)
 		})
 	}
-	// A mutable field of the same kind still updates, so the rule is not rejecting everything.
+	// Mutable fields of the same kinds still update, so the rules do not reject everything.
 	s := validSession("mutable-retention")
 	if err := apiServer.Client.Create(ctx, s); err != nil {
 		t.Fatal(err)
 	}
-	s.Spec.Retention = &v1.RetentionSpec{Pin: true}
+	s.Spec.Retention = &v1.RetentionSpec{Policy: v1.RetentionRetain}
 	if err := apiServer.Client.Update(ctx, s); err != nil {
 		t.Fatalf("updating retention of a session: %v", err)
 	}
+	p := validPlan("mutable-evidence")
+	if err := apiServer.Client.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	p.Spec.Git = &v1.GitEvidence{URL: "https://git.example.com/r.git"}
+	if err := apiServer.Client.Update(ctx, p); err != nil {
+		t.Fatalf("adding evidence to a plan: %v", err)
+	}
 }
 
-// TestForkRunDefaults proves the defaults a user relies on when they leave mode, driftPolicy and the
-// tool policy out.
+// TestForkRunDefaults proves the defaults a user relies on when they leave the policies out: strict
+// drift, recorded tools and failing misses; a bare replay is strict.
 func TestForkRunDefaults(t *testing.T) {
 	ctx := context.Background()
 	f := validFork("defaults")
-	f.Spec.Tools = &v1.ToolPolicy{}
-	if err := apiServer.Client.Create(ctx, f); err != nil {
+	f.Spec.Fork.Tools = &v1.ToolPolicy{}
+	r := validReplay("replay-defaults")
+	r.Spec.Replay = &v1.ReplaySpec{}
+	for _, o := range []client.Object{f, r} {
+		if err := apiServer.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gotFork, gotReplay := &v1.ForkRun{}, &v1.ForkRun{}
+	if err := apiServer.Client.Get(ctx, client.ObjectKeyFromObject(f), gotFork); err != nil {
 		t.Fatal(err)
 	}
-	got := &v1.ForkRun{}
-	if err := apiServer.Client.Get(ctx, client.ObjectKeyFromObject(f), got); err != nil {
+	if err := apiServer.Client.Get(ctx, client.ObjectKeyFromObject(r), gotReplay); err != nil {
 		t.Fatal(err)
 	}
-	want := fmt.Sprint(v1.ModeFork, v1.DriftStrict, v1.ToolServeRecorded, v1.ToolMissError)
-	if g := fmt.Sprint(got.Spec.Mode, got.Spec.DriftPolicy, got.Spec.Tools.OnMatch, got.Spec.Tools.OnMiss); g != want {
-		t.Fatalf("defaults: got %s, want %s", g, want)
+	want := fmt.Sprint(v1.DriftStrict, v1.ToolServeRecorded, v1.ToolMissError, v1.ReplayDriftStrict)
+	got := fmt.Sprint(gotFork.Spec.Fork.DriftPolicy, gotFork.Spec.Fork.Tools.OnMatch, gotFork.Spec.Fork.Tools.OnMiss, gotReplay.Spec.Replay.DriftPolicy)
+	if got != want {
+		t.Fatalf("defaults: got %s, want %s", got, want)
 	}
 }

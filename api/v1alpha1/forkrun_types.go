@@ -31,15 +31,25 @@ const (
 	DriftPassthrough DriftPolicy = "Passthrough"
 )
 
+// ReplayDriftPolicy is the drift policy of a replay, which never goes live.
+// +kubebuilder:validation:Enum=Strict;Warn
+type ReplayDriftPolicy string
+
+const (
+	// ReplayDriftStrict fails the replay at the first request that matches no recorded call.
+	ReplayDriftStrict ReplayDriftPolicy = "Strict"
+	// ReplayDriftWarn fails like Strict, and also reports requests matched only from another call site.
+	ReplayDriftWarn ReplayDriftPolicy = "Warn"
+)
+
 // ToolOnMatch says how a tool call that matches the recording is served.
-// +kubebuilder:validation:Enum=ServeRecorded;Live
+// Running tools for real (Live) comes when tool calls can run in a sandbox.
+// +kubebuilder:validation:Enum=ServeRecorded
 type ToolOnMatch string
 
 const (
 	// ToolServeRecorded answers with the recorded tool result.
 	ToolServeRecorded ToolOnMatch = "ServeRecorded"
-	// ToolLive runs the tool for real. Rejected until tool calls can run in a sandbox.
-	ToolLive ToolOnMatch = "Live"
 )
 
 // ToolOnMiss says how a tool call the recording does not hold is answered.
@@ -53,51 +63,35 @@ const (
 	ToolMissStub ToolOnMiss = "Stub"
 )
 
-// ForkRunSpec is the request: which session, up to which step, and what changes after it.
-// +kubebuilder:validation:XValidation:rule="!has(self.mode) || self.mode != 'Replay' || !has(self.overrides)",message="mode Replay replays the recording exactly and cannot take overrides: remove spec.overrides or set mode: Fork"
-// +kubebuilder:validation:XValidation:rule="!has(self.mode) || self.mode != 'Replay' || !has(self.tools) || !has(self.tools.onMatch) || self.tools.onMatch != 'Live'",message="mode Replay makes zero live calls: tools.onMatch must be ServeRecorded"
-// +kubebuilder:validation:XValidation:rule="!has(self.mode) || self.mode != 'Replay' || !has(self.driftPolicy) || self.driftPolicy != 'Passthrough'",message="mode Replay makes zero live calls: driftPolicy Passthrough would send unmatched requests live; use Strict or Warn"
+// ForkRunSpec is the request: which session, replayed whole or forked at a step. It is immutable once
+// created, like a Job's template: to try something else, create another ForkRun.
+// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="a ForkRun's spec is immutable: create a new ForkRun to run something else"
+// +kubebuilder:validation:XValidation:rule="!has(self.mode) || (self.mode == 'Fork') == has(self.fork)",message="spec.fork is required when mode is Fork, and only then"
+// +kubebuilder:validation:XValidation:rule="!has(self.mode) || self.mode == 'Replay' || !has(self.replay)",message="spec.replay is allowed only when mode is Replay"
 type ForkRunSpec struct {
 	// sessionRef names the AgentSession to replay.
 	// +required
-	SessionRef LocalObjectReference `json:"sessionRef"`
+	SessionRef LocalObjectReference `json:"sessionRef,omitzero"`
 
-	// atStep is the first global step that goes live: every step before it is served from the
-	// recording. In Replay mode nothing goes live and atStep is the step the replay must reach.
+	// mode is Replay (the whole session with zero live calls: a regression test) or Fork (steps from
+	// fork.atStep on go live, and spend money). There is no default: say which one you mean.
 	// +required
-	// +kubebuilder:validation:XValidation:rule="self >= 0",message="atStep must be zero or greater: it is the first step that goes live"
-	AtStep int64 `json:"atStep"`
-
-	// mode is Fork (steps from atStep on go live) or Replay (zero live calls). In Fork mode the live
-	// tail also draws its clock, random and UUID values live and records them in the child session;
-	// only the served prefix replays the parent's.
-	// +optional
-	// +kubebuilder:default=Fork
+	// +unionDiscriminator
 	Mode ForkMode `json:"mode,omitempty"`
 
-	// overrides change the live tail's model requests. Not allowed in Replay mode.
+	// fork says where the run goes live and what changes there. Required in Fork mode.
 	// +optional
-	Overrides *ForkOverrides `json:"overrides,omitempty"`
+	// +unionMember
+	Fork *ForkSpec `json:"fork,omitempty"`
 
-	// tools says how tool calls are answered.
+	// replay tunes a replay. Allowed only in Replay mode.
 	// +optional
-	Tools *ToolPolicy `json:"tools,omitempty"`
-
-	// driftPolicy says what happens when a replayed request matches nothing recorded: Strict fails the
-	// run; Warn fails too, and also counts requests matched only from another call site as tolerated
-	// drifts; Passthrough sends the request live and counts it.
-	// +optional
-	// +kubebuilder:default=Strict
-	DriftPolicy DriftPolicy `json:"driftPolicy,omitempty"`
+	// +unionMember
+	Replay *ReplaySpec `json:"replay,omitempty"`
 
 	// goal is what the run must reach to count as a success.
 	// +optional
 	Goal *Goal `json:"goal,omitempty"`
-
-	// providerSecretRef names a Secret with the live providers' API keys (ANTHROPIC_API_KEY,
-	// OPENAI_API_KEY). The keys reach only the proxy container; they never enter the recording.
-	// +optional
-	ProviderSecretRef *LocalObjectReference `json:"providerSecretRef,omitempty"`
 
 	// agent overrides the session's spec.agent for this run.
 	// +optional
@@ -109,11 +103,64 @@ type ForkRunSpec struct {
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
 }
 
+// ForkSpec is a fork: the recorded prefix, then live calls with overrides.
+type ForkSpec struct {
+	// atStep is the first global step that goes live: every step before it is served from the
+	// recording. The live tail also draws its clock, random and UUID values live and records them in
+	// the child session.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	AtStep *int64 `json:"atStep,omitempty"`
+
+	// overrides change the live tail's model requests.
+	// +optional
+	Overrides *ForkOverrides `json:"overrides,omitempty"`
+
+	// tools says how tool calls are answered.
+	// +optional
+	Tools *ToolPolicy `json:"tools,omitempty"`
+
+	// driftPolicy says what happens when a request of the served prefix matches nothing recorded:
+	// Strict (the default) fails the run; Warn fails too, and also counts requests matched only from
+	// another call site as tolerated drifts; Passthrough sends the request live and counts it.
+	// +optional
+	// +kubebuilder:default=Strict
+	DriftPolicy DriftPolicy `json:"driftPolicy,omitempty"`
+
+	// providerKeys are the live providers' API keys. They reach only the proxy container; the agent
+	// gets a placeholder, and the keys never enter the recording.
+	// +optional
+	ProviderKeys *ProviderKeys `json:"providerKeys,omitempty"`
+}
+
+// ProviderKeys name the Secret keys holding the live providers' API keys.
+// +kubebuilder:validation:MinProperties=1
+type ProviderKeys struct {
+	// anthropic is the Anthropic API key.
+	// +optional
+	Anthropic *SecretKeyReference `json:"anthropic,omitempty"`
+
+	// openAI is the OpenAI API key.
+	// +optional
+	OpenAI *SecretKeyReference `json:"openAI,omitempty"`
+}
+
+// ReplaySpec tunes a replay. Every field has a default, so `replay: {}` or no replay at all is a strict
+// replay of the whole session.
+type ReplaySpec struct {
+	// driftPolicy is Strict (the default: fail at the first request that matches no recorded call) or
+	// Warn (fail too, and also count requests matched only from another call site).
+	// +optional
+	// +kubebuilder:default=Strict
+	DriftPolicy ReplayDriftPolicy `json:"driftPolicy,omitempty"`
+}
+
 // ForkOverrides change the live tail's model requests.
 // +kubebuilder:validation:MinProperties=1
 type ForkOverrides struct {
 	// system replaces the system prompt of every live model request.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=65536
 	System *string `json:"system,omitempty"`
 
@@ -134,38 +181,43 @@ type ForkOverrides struct {
 	// after system, model and params.
 	// +optional
 	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=64
 	RequestPatches []JSONPatchOperation `json:"requestPatches,omitempty"`
 }
+
+// JSONPatchOp is an RFC 6902 operation.
+// +kubebuilder:validation:Enum=add;remove;replace;test
+type JSONPatchOp string
 
 // JSONPatchOperation is one RFC 6902 operation. Whether value is present for the op is checked when the
 // run starts: CEL cannot see into a free-form JSON value.
 type JSONPatchOperation struct {
 	// op is the operation.
 	// +required
-	// +kubebuilder:validation:Enum=add;remove;replace;test
-	Op string `json:"op"`
+	Op JSONPatchOp `json:"op,omitempty"`
 
 	// path is a JSON Pointer (RFC 6901) into the request, such as /messages/0/content.
 	// +required
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
-	// +kubebuilder:validation:XValidation:rule="self == '' || self.startsWith('/')",message="path must be a JSON Pointer: empty or starting with '/'"
-	Path string `json:"path"`
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('/')",message="path must be a JSON Pointer starting with '/'"
+	Path string `json:"path,omitempty"`
 
 	// value is the JSON value for add, replace and test; remove ignores it.
 	// +optional
 	Value *apiextensionsv1.JSON `json:"value,omitempty"`
 }
 
-// ToolPolicy says how tool calls are answered during a ForkRun.
-// +kubebuilder:validation:XValidation:rule="!has(self.onMatch) || self.onMatch != 'Live'",message="tools.onMatch: Live is not supported yet: running tools for real needs a sandbox; use ServeRecorded"
+// ToolPolicy says how tool calls are answered during a fork.
 type ToolPolicy struct {
-	// onMatch says how a tool call that matches the recording is served.
+	// onMatch says how a tool call that matches the recording is served: ServeRecorded, the default
+	// and today the only choice.
 	// +optional
 	// +kubebuilder:default=ServeRecorded
 	OnMatch ToolOnMatch `json:"onMatch,omitempty"`
 
-	// onMiss says how a tool call the recording does not hold is answered.
+	// onMiss says how a tool call the recording does not hold is answered: Error (the default) or Stub.
 	// +optional
 	// +kubebuilder:default=Error
 	OnMiss ToolOnMiss `json:"onMiss,omitempty"`
@@ -177,7 +229,7 @@ type Goal struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256
-	Tool string `json:"tool"`
+	Tool string `json:"tool,omitempty"`
 
 	// argsMatch is a JSON object that must be a subset of the tool call's arguments; unset matches any
 	// arguments.
@@ -187,71 +239,88 @@ type Goal struct {
 	ArgsMatch *apiextensionsv1.JSON `json:"argsMatch,omitempty"`
 }
 
-// ForkRunPhase is where a ForkRun is in its life.
-// +kubebuilder:validation:Enum=Pending;Running;Succeeded;Failed;Diverged
-type ForkRunPhase string
+// ForkOutcome is how a finished ForkRun ended.
+// +kubebuilder:validation:Enum=GoalReached;GoalMissed;Completed;Passed;Diverged;Failed
+type ForkOutcome string
 
 const (
-	// ForkPending means the Job has not started.
-	ForkPending ForkRunPhase = "Pending"
-	// ForkRunning means the Job is running.
-	ForkRunning ForkRunPhase = "Running"
-	// ForkSucceeded means the run finished; see reachedGoal.
-	ForkSucceeded ForkRunPhase = "Succeeded"
-	// ForkFailed means the run could not finish (infrastructure, credentials, storage).
-	ForkFailed ForkRunPhase = "Failed"
-	// ForkDiverged means a replayed request matched no recorded call under a Strict drift policy.
-	ForkDiverged ForkRunPhase = "Diverged"
+	// OutcomeGoalReached means the goal tool was called with matching arguments.
+	OutcomeGoalReached ForkOutcome = "GoalReached"
+	// OutcomeGoalMissed means the run finished without reaching its goal.
+	OutcomeGoalMissed ForkOutcome = "GoalMissed"
+	// OutcomeCompleted means a fork without a goal finished.
+	OutcomeCompleted ForkOutcome = "Completed"
+	// OutcomePassed means a replay served every request from the recording.
+	OutcomePassed ForkOutcome = "Passed"
+	// OutcomeDiverged means a request matched no recorded call and the drift policy stopped the run.
+	OutcomeDiverged ForkOutcome = "Diverged"
+	// OutcomeFailed means the run could not finish (infrastructure, credentials, storage); the Stalled
+	// condition says why.
+	OutcomeFailed ForkOutcome = "Failed"
 )
 
-// ForkRun condition types and reasons.
+// ForkRun condition reasons: Ready and Stalled carry the outcome as their reason.
 const (
-	// ForkConditionComplete is True once the run finished, whatever its outcome.
-	ForkConditionComplete = "Complete"
-	// ForkConditionGoalReached is True when the goal tool was called with matching arguments.
-	ForkConditionGoalReached = "GoalReached"
-	// ForkConditionDiverged is True when the replay left the recording.
-	ForkConditionDiverged = "Diverged"
-
-	// ReasonGoalReached is set when the goal was reached.
-	ReasonGoalReached = "GoalReached"
-	// ReasonGoalMissed is set when the run finished without reaching the goal.
-	ReasonGoalMissed = "GoalMissed"
-	// ReasonDrift is set when a request matched no recorded call.
-	ReasonDrift = "Drift"
-	// ReasonReplayMatched is set when a replay served every request from the recording.
-	ReasonReplayMatched = "ReplayMatched"
+	ReasonGoalReached = string(OutcomeGoalReached)
+	ReasonGoalMissed  = string(OutcomeGoalMissed)
+	ReasonCompleted   = string(OutcomeCompleted)
+	ReasonPassed      = string(OutcomePassed)
+	ReasonDiverged    = string(OutcomeDiverged)
 )
 
-// Divergence describes the first request that matched no recorded call.
+// Divergence describes the first request that left the recording.
 type Divergence struct {
-	// step is the global step at which the replay diverged.
+	// step is the global step at which the run diverged.
 	// +required
 	// +kubebuilder:validation:Minimum=0
-	Step int64 `json:"step"`
+	Step *int64 `json:"step,omitempty"`
 
-	// kind is the event kind that diverged: model_call, tool_call or entropy.
-	// +optional
+	// kind is the kind of call that diverged: model_call, tool_call or entropy.
+	// +required
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=32
 	Kind string `json:"kind,omitempty"`
 
-	// callSite is the recorded call site expected at this step.
+	// lane is the concurrent branch of the agent that made the call; main for the agent's own.
 	// +optional
-	// +kubebuilder:validation:MaxLength=512
-	CallSite string `json:"callSite,omitempty"`
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	Lane string `json:"lane,omitempty"`
 
-	// expectedFingerprint is the fingerprint of the recorded request at this step.
-	// +optional
+	// reason is the machine-readable cause, such as NoRecordedCall or CallSiteMismatch.
+	// +required
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[A-Z][A-Za-z0-9]*$`
+	Reason string `json:"reason,omitempty"`
+
+	// expectedCallSite is the call site of the recorded call the lane had next, if any.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	ExpectedCallSite string `json:"expectedCallSite,omitempty"`
+
+	// actualCallSite is the call site of the request the agent made.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	ActualCallSite string `json:"actualCallSite,omitempty"`
+
+	// expectedFingerprint is the fingerprint of the recorded call the request most likely meant.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
 	ExpectedFingerprint string `json:"expectedFingerprint,omitempty"`
 
 	// actualFingerprint is the fingerprint of the request the agent made.
 	// +optional
-	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
 	ActualFingerprint string `json:"actualFingerprint,omitempty"`
 
 	// message is a short explanation, with a diff of the two requests where it fits.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=4096
 	Message string `json:"message,omitempty"`
 }
@@ -259,61 +328,76 @@ type Divergence struct {
 // Provenance counts where the answers of a run came from.
 type Provenance struct {
 	// recorded answers were served from the parent session.
-	// +optional
+	// +required
 	// +kubebuilder:validation:Minimum=0
-	Recorded int64 `json:"recorded,omitempty"`
+	Recorded *int64 `json:"recorded,omitempty"`
 
 	// live answers came from a live model or tool.
-	// +optional
+	// +required
 	// +kubebuilder:validation:Minimum=0
-	Live int64 `json:"live,omitempty"`
+	Live *int64 `json:"live,omitempty"`
 
 	// stub answers were stubs for tool calls the recording did not hold.
-	// +optional
+	// +required
 	// +kubebuilder:validation:Minimum=0
-	Stub int64 `json:"stub,omitempty"`
+	Stub *int64 `json:"stub,omitempty"`
+}
+
+// ForkUsage splits a run's tokens and cost into what was spent live and what the replayed prefix
+// would have cost.
+type ForkUsage struct {
+	// live is what the run spent: the live tail's calls.
+	// +required
+	Live Usage `json:"live,omitzero"`
+
+	// replayed is what the served calls cost when they were recorded; the run did not spend it again.
+	// +required
+	Replayed Usage `json:"replayed,omitzero"`
 }
 
 // ForkRunStatus is the outcome of the run.
 type ForkRunStatus struct {
+	// conditions are Ready, Reconciling and Stalled. A run that passed, completed or reached its goal
+	// is Ready; one that failed, diverged or missed its goal is Stalled with the outcome as reason.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
 	// observedGeneration is the spec generation this status describes.
 	// +optional
+	// +kubebuilder:validation:Minimum=1
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// phase is where the run is in its life.
+	// outcome is how the run ended; unset until it finished.
 	// +optional
-	Phase ForkRunPhase `json:"phase,omitempty"`
+	Outcome ForkOutcome `json:"outcome,omitempty"`
 
-	// childSession names the AgentSession recorded by this run.
+	// childSessionRef names the AgentSession recorded by a fork.
 	// +optional
-	// +kubebuilder:validation:MaxLength=253
-	ChildSession string `json:"childSession,omitempty"`
+	ChildSessionRef *LocalObjectReference `json:"childSessionRef,omitempty"`
 
-	// reachedGoal says whether the goal was reached; unset until the run finished or without a goal.
+	// jobRef names the engine Job running this ForkRun.
 	// +optional
-	ReachedGoal *bool `json:"reachedGoal,omitempty"`
+	JobRef *LocalObjectReference `json:"jobRef,omitempty"`
 
-	// divergedAtStep is the first step at which the run left the recording.
+	// divergences counts the requests that left the recording, tolerated ones included.
 	// +optional
-	DivergedAtStep *int64 `json:"divergedAtStep,omitempty"`
+	// +kubebuilder:validation:Minimum=0
+	Divergences *int64 `json:"divergences,omitempty"`
 
-	// firstDivergence describes the first request that matched no recorded call.
+	// firstDivergence describes the first request that left the recording.
 	// +optional
 	FirstDivergence *Divergence `json:"firstDivergence,omitempty"`
 
-	// tokensSpent counts the live tail's tokens only; the replayed prefix costs nothing.
+	// usage splits the run's tokens and cost into live and replayed.
 	// +optional
-	// +kubebuilder:validation:Minimum=0
-	TokensSpent int64 `json:"tokensSpent,omitempty"`
+	Usage *ForkUsage `json:"usage,omitempty"`
 
 	// provenance counts where the run's answers came from.
 	// +optional
 	Provenance *Provenance `json:"provenance,omitempty"`
-
-	// jobName is the engine Job running this ForkRun.
-	// +optional
-	// +kubebuilder:validation:MaxLength=63
-	JobName string `json:"jobName,omitempty"`
 
 	// startTime is when the Job started.
 	// +optional
@@ -322,13 +406,6 @@ type ForkRunStatus struct {
 	// completionTime is when the run finished.
 	// +optional
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
-
-	// conditions are Complete, GoalReached and Diverged.
-	// +optional
-	// +listType=map
-	// +listMapKey=type
-	// +kubebuilder:validation:MaxItems=16
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // ForkRun replays a session exactly up to a step and then goes live with overrides, or, in Replay
@@ -338,14 +415,15 @@ type ForkRunStatus struct {
 // +kubebuilder:resource:shortName=fork,categories=agentrewind
 // +kubebuilder:printcolumn:name="Session",type=string,JSONPath=`.spec.sessionRef.name`
 // +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`
-// +kubebuilder:printcolumn:name="Step",type=integer,JSONPath=`.spec.atStep`
-// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
-// +kubebuilder:printcolumn:name="Goal",type=boolean,JSONPath=`.status.reachedGoal`
-// +kubebuilder:printcolumn:name="Diverged",type=integer,JSONPath=`.status.divergedAtStep`
-// +kubebuilder:printcolumn:name="Tokens",type=integer,JSONPath=`.status.tokensSpent`
+// +kubebuilder:printcolumn:name="Step",type=integer,JSONPath=`.spec.fork.atStep`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Outcome",type=string,JSONPath=`.status.outcome`
+// +kubebuilder:printcolumn:name="Diverged",type=integer,JSONPath=`.status.firstDivergence.step`
+// +kubebuilder:printcolumn:name="Live Tokens",type=integer,JSONPath=`.status.usage.live.totalTokens`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
-// +kubebuilder:printcolumn:name="Child",type=string,JSONPath=`.status.childSession`,priority=1
-// +kubebuilder:printcolumn:name="Job",type=string,JSONPath=`.status.jobName`,priority=1
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Child",type=string,JSONPath=`.status.childSessionRef.name`,priority=1
+// +kubebuilder:printcolumn:name="Job",type=string,JSONPath=`.status.jobRef.name`,priority=1
 type ForkRun struct {
 	metav1.TypeMeta `json:",inline"`
 
@@ -355,11 +433,11 @@ type ForkRun struct {
 
 	// spec is the fork or replay request.
 	// +required
-	Spec ForkRunSpec `json:"spec"`
+	Spec ForkRunSpec `json:"spec,omitzero"`
 
 	// status is the outcome of the run.
 	// +optional
-	Status ForkRunStatus `json:"status,omitempty"`
+	Status ForkRunStatus `json:"status,omitzero"`
 }
 
 // ForkRunList is a list of ForkRuns.

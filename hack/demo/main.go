@@ -92,7 +92,7 @@ func run(keep bool, managerBin string) error {
 	if err := k("explain", "forkrun.spec.mode"); err != nil {
 		return err
 	}
-	step("kubectl apply of a Replay ForkRun that asks for overrides (expected to be refused)")
+	step("kubectl apply of a ForkRun that does not say whether to spend money: no mode (expected to be refused)")
 	bad := filepath.Join(dir, "bad-forkrun.yaml")
 	if err := os.WriteFile(bad, []byte(badForkRun), 0o600); err != nil {
 		return err
@@ -118,14 +118,14 @@ func run(keep bool, managerBin string) error {
 const badForkRun = `apiVersion: agentrewind.io/v1alpha1
 kind: ForkRun
 metadata:
-  name: replay-with-a-prompt-change
+  name: fork-or-replay-unsaid
 spec:
   sessionRef:
     name: triage-bot-run-42
-  atStep: 57
-  mode: Replay
-  overrides:
-    system: "a different prompt"
+  fork:
+    atStep: 11
+    overrides:
+      system: "a different prompt"
 `
 
 func step(msg string) { fmt.Printf("\n==> %s\n", msg) }

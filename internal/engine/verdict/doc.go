@@ -14,7 +14,7 @@
 // verdicts trust recorder- and third-party-authored bytes; what the agent wrote (the ledger) is a
 // claim they re-adjudicate against that evidence, and every unknown fails closed.
 //
-// The spellings of verdicts and decisions match api/v1alpha1 so a controller maps them 1:1, but the
-// engine does not import the API package. Verdicts propose; they never mutate a transcript, a
+// Verdicts and decisions keep the seeds' spellings; package apimap is the one place that maps them to
+// api/v1alpha1, and the engine does not import the API package. Verdicts propose; they never mutate a transcript, a
 // workspace or a cluster object.
 package verdict

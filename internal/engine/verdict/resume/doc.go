@@ -23,6 +23,6 @@
 // absent: retention is decided by whether a run can still make progress, never by a clock; a reaper
 // may add an age grace on top of COLLECTIBLE but never reap a REACHABLE run.
 //
-// The verdict, reachability and reason spellings match api/v1alpha1 so a controller maps them 1:1;
-// this package does not import the API.
+// The verdict and reachability spellings are the seed's; package apimap maps them to api/v1alpha1, and
+// the reasons are CamelCase codes a controller copies verbatim. This package does not import the API.
 package resume
