@@ -1,0 +1,468 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/agentrewind/agentrewind/internal/engine/fingerprint"
+	"github.com/agentrewind/agentrewind/internal/engine/redact"
+	"github.com/agentrewind/agentrewind/internal/engine/replay"
+	"github.com/agentrewind/agentrewind/internal/engine/session"
+)
+
+// Headers an agent may send to place its calls.
+const (
+	// HeaderLane names the concurrent branch a call belongs to: absent or "0" is the main lane "0";
+	// any other name (1 to 64 of A-Z a-z 0-9 . _ -) is the lane "0/<name>", the same in every run.
+	HeaderLane = "X-Rewind-Lane"
+	// HeaderSite names the call site, the strongest matching key; the default is the endpoint's
+	// ("anthropic.messages", "tool.<name>", ...). At most 128 printable characters.
+	HeaderSite = "X-Rewind-Site"
+)
+
+// Response headers of a drift.
+const (
+	HeaderDriftStep    = "X-Rewind-Drift-Step"
+	HeaderDriftSite    = "X-Rewind-Drift-Call-Site"
+	HeaderNearestStep  = "X-Rewind-Nearest-Step"
+	maxSiteLen         = 128
+	outcomeOK          = "ok"
+	outcomeDrift       = "drift"
+	outcomeUpstreamErr = "upstream_error"
+	outcomeClientErr   = "client_error"
+	outcomeError       = "error"
+)
+
+func (s *Server) routes() {
+	mux := http.NewServeMux()
+	for _, p := range s.providers {
+		mux.HandleFunc(p.Path, s.count(p.Name+".messages", s.post(p, s.handleModel(p))))
+		if p.CountTokensPath != "" {
+			mux.HandleFunc(p.CountTokensPath, s.count(p.Name+".count_tokens", s.post(p, s.handleCountTokens(p))))
+		}
+	}
+	p := s.provider
+	mux.HandleFunc("/v1/tools/{name}", s.count("tools", s.post(p, s.handleTool)))
+	mux.HandleFunc("/v1/entropy/{source}", s.count("entropy", s.handleEntropy))
+	mux.HandleFunc("/v1/ledger", s.count("ledger", s.post(p, s.handleLedger)))
+	mux.HandleFunc("/v1/checkpoint", s.count("checkpoint", s.post(p, s.handleCheckpoint)))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux.HandleFunc("/readyz", s.handleReady)
+	mux.Handle("/metrics", promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/", s.count("unknown", func(w http.ResponseWriter, r *http.Request) string {
+		return s.writeError(w, s.provider, http.StatusNotFound,
+			fmt.Sprintf("%s %s is not an endpoint of the rewind proxy (it serves POST %s)", r.Method, r.URL.Path, s.provider.Path))
+	}))
+	s.mux = mux
+}
+
+// handler answers a request and says how it went, for the request counter.
+type handler func(w http.ResponseWriter, r *http.Request) string
+
+func (s *Server) count(endpoint string, h handler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		outcome := h(w, r)
+		s.metrics.requests.WithLabelValues(endpoint, string(s.opts.Mode), outcome).Inc()
+	}
+}
+
+func (s *Server) post(p *Provider, h handler) handler {
+	return func(w http.ResponseWriter, r *http.Request) string {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			return s.writeError(w, p, http.StatusMethodNotAllowed, fmt.Sprintf("%s %s: use POST", r.Method, r.URL.Path))
+		}
+		return h(w, r)
+	}
+}
+
+func (s *Server) handleReady(w http.ResponseWriter, _ *http.Request) {
+	s.mu.Lock()
+	ready := s.ac != nil && !s.closing
+	s.mu.Unlock()
+	if !ready {
+		http.Error(w, "not ready", http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = io.WriteString(w, "ok\n")
+}
+
+// writeError answers in the provider's error shape.
+func (s *Server) writeError(w http.ResponseWriter, p *Provider, status int, message string) string {
+	w.Header().Set("Content-Type", "application/json")
+	if status == http.StatusConflict || status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge {
+		w.Header().Set("X-Should-Retry", "false") // the same request would fail the same way
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(p.ErrorBody(status, message))
+	if status < 500 && status != http.StatusConflict {
+		return outcomeClientErr
+	}
+	return outcomeError
+}
+
+// readBody reads a request body of at most MaxBodyBytes.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request, p *Provider) ([]byte, string, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		return nil, s.writeError(w, p, http.StatusRequestEntityTooLarge,
+			fmt.Sprintf("the request body is larger than %d bytes, the most the rewind proxy accepts", MaxBodyBytes)), false
+	case err != nil:
+		return nil, s.writeError(w, p, http.StatusBadRequest, "reading the request body: "+err.Error()), false
+	}
+	return body, "", true
+}
+
+// begin admits a request into the run and places it in its lane; done must be called after.
+func (s *Server) begin(w http.ResponseWriter, r *http.Request, p *Provider, defaultSite string) (ac replay.AgentContext, ctx context.Context, site string, outcome string, ok bool) {
+	site = r.Header.Get(HeaderSite)
+	if site == "" {
+		site = defaultSite
+	}
+	if !validSite(site) {
+		return nil, nil, "", s.writeError(w, p, http.StatusBadRequest,
+			fmt.Sprintf("%s must be 1 to %d printable characters", HeaderSite, maxSiteLen)), false
+	}
+	ac, err := s.acquire()
+	if err != nil {
+		w.Header().Set("Retry-After", "1")
+		return nil, nil, "", s.writeError(w, p, http.StatusServiceUnavailable, err.Error()), false
+	}
+	ctx, err = s.lane(r.Context(), r.Header.Get(HeaderLane))
+	if err != nil {
+		s.release()
+		return nil, nil, "", s.writeError(w, p, http.StatusBadRequest, HeaderLane+": "+err.Error()), false
+	}
+	s.learnCredentials(p, r.Header)
+	return ac, withCall(ctx, callInfo{header: r.Header}), site, "", true
+}
+
+func validSite(site string) bool {
+	if site == "" || len(site) > maxSiteLen || !utf8.ValidString(site) {
+		return false
+	}
+	for _, c := range site {
+		if !unicode.IsPrint(c) {
+			return false
+		}
+	}
+	return true
+}
+
+// learnCredentials makes the agent's own credential a secret, redacted wherever it appears. When the
+// proxy holds the key, what the agent sends is a placeholder and is not forwarded.
+func (s *Server) learnCredentials(p *Provider, h http.Header) {
+	for _, name := range []string{p.AuthHeader, "X-Api-Key", "Authorization"} {
+		v := strings.TrimSpace(h.Get(name))
+		if len(v) > len("bearer ") && strings.EqualFold(v[:len("bearer ")], "bearer ") {
+			v = strings.TrimSpace(v[len("bearer "):])
+		}
+		if len(v) >= replay.MinDeclaredSecretLen {
+			s.redactor.AddLiteral("agent-credential", v)
+		}
+	}
+}
+
+// handleModel serves the provider's model endpoint, JSON or streamed.
+func (s *Server) handleModel(p *Provider) handler {
+	return func(w http.ResponseWriter, r *http.Request) string {
+		if p != s.provider {
+			return s.writeError(w, p, http.StatusNotFound, fmt.Sprintf("this proxy run records %s, not %s", s.provider.Name, p.Name))
+		}
+		body, outcome, ok := s.readBody(w, r, p)
+		if !ok {
+			return outcome
+		}
+		req, err := p.Codec.NormalizeRequest(body)
+		if err != nil {
+			return s.writeError(w, p, http.StatusBadRequest, "the request is not a valid "+p.Name+" request: "+err.Error())
+		}
+		ac, ctx, site, outcome, ok := s.begin(w, r, p, p.Name+".messages")
+		if !ok {
+			return outcome
+		}
+		defer s.release()
+		if !streaming(req) {
+			resp, err := ac.Model(ctx, req, replay.Site(site))
+			if err != nil {
+				return s.fail(w, p, err)
+			}
+			out, err := p.Codec.DenormalizeResponse(*resp)
+			if err != nil {
+				return s.writeError(w, p, http.StatusBadGateway, "the response cannot be written back: "+err.Error())
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(out)
+			return outcomeOK
+		}
+		sw := &sseWriter{w: w, rc: http.NewResponseController(w), p: p}
+		resp, err := ac.ModelStream(ctx, req, sw.emit, replay.Site(site))
+		if err != nil {
+			if sw.started {
+				return outcomeError // the stream ends where the recording's did; the status is sent
+			}
+			return s.fail(w, p, err)
+		}
+		if !sw.started {
+			// A recording kept without its stream (or a JSON call served to a streaming request): the
+			// codec writes the stream that assembles to the response.
+			chunks, err := p.Codec.SynthesizeStream(*resp)
+			if err != nil {
+				return s.writeError(w, p, http.StatusBadGateway, "the response cannot be streamed: "+err.Error())
+			}
+			for _, c := range chunks {
+				if err := sw.emit(c.Data); err != nil {
+					return outcomeError
+				}
+			}
+		}
+		return outcomeOK
+	}
+}
+
+func streaming(req session.Request) bool {
+	var on bool
+	return json.Unmarshal(req.Params["stream"], &on) == nil && on
+}
+
+// sseWriter sends chunks to the agent as server-sent events, in the codec's layout.
+type sseWriter struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	p       *Provider
+	started bool
+}
+
+func (sw *sseWriter) emit(chunk json.RawMessage) error {
+	if !sw.started {
+		h := sw.w.Header()
+		h.Set("Content-Type", "text/event-stream; charset=utf-8")
+		h.Set("Cache-Control", "no-cache")
+		sw.w.WriteHeader(http.StatusOK)
+		sw.started = true
+	}
+	if _, err := sw.w.Write(sw.p.Codec.RebuildStream([]session.Chunk{{Data: chunk}})); err != nil {
+		return err
+	}
+	return sw.rc.Flush()
+}
+
+// fail answers a failed boundary call: an upstream error as the upstream sent it (live or recorded),
+// a drift as 409 naming the step, call site and nearest recorded call, anything else as 502.
+func (s *Server) fail(w http.ResponseWriter, p *Provider, err error) string {
+	if f, ok := failureFrom(err); ok {
+		h := w.Header()
+		if f.ContentType != "" {
+			h.Set("Content-Type", f.ContentType)
+		}
+		if f.RetryAfter != "" {
+			h.Set("Retry-After", f.RetryAfter)
+		}
+		w.WriteHeader(f.Status)
+		_, _ = io.WriteString(w, f.Body)
+		return outcomeUpstreamErr
+	}
+	var drift *replay.DriftError
+	if errors.As(err, &drift) {
+		s.metrics.drifts.WithLabelValues(string(s.opts.Mode), string(drift.Kind)).Inc()
+		h := w.Header()
+		h.Set(HeaderDriftStep, strconv.FormatInt(drift.Step, 10))
+		h.Set(HeaderDriftSite, drift.CallSite)
+		if drift.Nearest != nil {
+			h.Set(HeaderNearestStep, strconv.FormatInt(drift.Nearest.Step, 10))
+		}
+		s.writeError(w, p, http.StatusConflict, "rewind proxy: the recording does not hold this request: "+drift.Error())
+		return outcomeDrift
+	}
+	if errors.Is(err, replay.ErrForkHalted) {
+		s.writeError(w, p, http.StatusConflict, "rewind proxy: "+err.Error())
+		return outcomeDrift
+	}
+	if errors.Is(err, replay.ErrLiveModelRequired) {
+		return s.writeError(w, p, http.StatusBadGateway, fmt.Sprintf("rewind proxy: %v (start it with --%s-upstream)", err, p.Name))
+	}
+	var utf *fingerprint.InvalidUTF8Error
+	var jsonErr *redact.JSONError
+	var textErr *redact.TextError
+	if errors.As(err, &utf) || errors.As(err, &jsonErr) || errors.As(err, &textErr) {
+		return s.writeError(w, p, http.StatusBadRequest, "rewind proxy: the request cannot be recorded: "+err.Error())
+	}
+	if errors.Is(err, context.Canceled) {
+		return outcomeClientErr // the agent went away
+	}
+	return s.writeError(w, p, http.StatusBadGateway, "rewind proxy: the upstream call failed: "+s.redactor.String(err.Error()))
+}
+
+// handleCountTokens records token counting as a tool call: forwarded live when recording, served
+// from the recording when replaying.
+func (s *Server) handleCountTokens(p *Provider) handler {
+	return func(w http.ResponseWriter, r *http.Request) string {
+		if p != s.provider {
+			return s.writeError(w, p, http.StatusNotFound, fmt.Sprintf("this proxy run records %s, not %s", s.provider.Name, p.Name))
+		}
+		body, outcome, ok := s.readBody(w, r, p)
+		if !ok {
+			return outcome
+		}
+		if _, err := p.Codec.NormalizeRequest(body); err != nil {
+			return s.writeError(w, p, http.StatusBadRequest, "the request is not a valid "+p.Name+" token count request: "+err.Error())
+		}
+		tool := countTokensTool(p)
+		if s.opts.Mode == Record && s.tools[tool] == nil {
+			return s.writeError(w, p, http.StatusBadGateway, fmt.Sprintf("rewind proxy: no %s upstream (start it with --%s-upstream)", p.Name, p.Name))
+		}
+		ac, ctx, site, outcome, ok := s.begin(w, r, p, p.Name+".count_tokens")
+		if !ok {
+			return outcome
+		}
+		defer s.release()
+		result, err := ac.Tool(ctx, tool, json.RawMessage(body), replay.Site(site))
+		if err != nil {
+			return s.fail(w, p, err)
+		}
+		return writeJSON(w, result)
+	}
+}
+
+// handleTool forwards a tool call to its backend through the engine.
+func (s *Server) handleTool(w http.ResponseWriter, r *http.Request) string {
+	p := s.provider
+	name := r.PathValue("name")
+	if !ToolName.MatchString(name) {
+		return s.writeError(w, p, http.StatusBadRequest, fmt.Sprintf("tool name %q: use 1 to 64 of A-Z a-z 0-9 . _ -", name))
+	}
+	body, outcome, ok := s.readBody(w, r, p)
+	if !ok {
+		return outcome
+	}
+	if !json.Valid(body) {
+		return s.writeError(w, p, http.StatusBadRequest, "the tool arguments are not JSON")
+	}
+	if s.opts.Mode == Record && s.tools[name] == nil {
+		return s.writeError(w, p, http.StatusNotFound, fmt.Sprintf("no backend for tool %q (start the proxy with --tool %s=URL)", name, name))
+	}
+	ac, ctx, site, outcome, ok := s.begin(w, r, p, "tool."+name)
+	if !ok {
+		return outcome
+	}
+	defer s.release()
+	result, err := ac.Tool(ctx, name, json.RawMessage(body), replay.Site(site))
+	if err != nil {
+		return s.fail(w, p, err)
+	}
+	return writeJSON(w, result)
+}
+
+// handleEntropy draws a clock, random or uuid value through the engine.
+func (s *Server) handleEntropy(w http.ResponseWriter, r *http.Request) string {
+	p := s.provider
+	if r.Method != http.MethodGet {
+		w.Header().Set("Allow", http.MethodGet)
+		return s.writeError(w, p, http.StatusMethodNotAllowed, fmt.Sprintf("%s %s: use GET", r.Method, r.URL.Path))
+	}
+	source := r.PathValue("source")
+	if source != "clock" && source != "random" && source != "uuid" {
+		return s.writeError(w, p, http.StatusNotFound, fmt.Sprintf("entropy source %q: use clock, random or uuid", source))
+	}
+	ac, ctx, _, outcome, ok := s.begin(w, r, p, source)
+	if !ok {
+		return outcome
+	}
+	defer s.release()
+	var v any
+	var err error
+	switch source {
+	case "clock":
+		var t time.Time
+		if t, err = ac.Clock(ctx); err == nil {
+			v = map[string]any{"unixMilli": t.UnixMilli(), "time": t.UTC().Format(time.RFC3339Nano)}
+		}
+	case "random":
+		var f float64
+		if f, err = ac.Random(ctx); err == nil {
+			v = map[string]any{"random": f}
+		}
+	case "uuid":
+		var id string
+		if id, err = ac.UUID(ctx); err == nil {
+			v = map[string]any{"uuid": id}
+		}
+	}
+	if err != nil {
+		return s.fail(w, p, err)
+	}
+	return writeJSON(w, v)
+}
+
+// handleLedger appends the agent's ledger record (AGENT_AUTHORED). A SUSPEND is the agent asking to
+// park: the recorder mints the stamp itself (turn index, transcript digest, workspace HEAD) and the
+// agent's own fields are dropped; a START is the recorder's alone and is refused.
+func (s *Server) handleLedger(w http.ResponseWriter, r *http.Request) string {
+	p := s.provider
+	body, outcome, ok := s.readBody(w, r, p)
+	if !ok {
+		return outcome
+	}
+	var rec struct {
+		Op string `json:"op"`
+	}
+	if err := json.Unmarshal(body, &rec); err != nil || rec.Op == "" {
+		return s.writeError(w, p, http.StatusBadRequest, `a ledger record is a JSON object with an "op" (INTENT, STEP_CLAIMED, STEP_VERIFIED, SUSPEND, RESUME_PROPOSED)`)
+	}
+	if rec.Op == "START" {
+		return s.writeError(w, p, http.StatusBadRequest, "START is minted by the recorder from the workspace it was given, never taken from the agent")
+	}
+	ac, ctx, _, outcome, ok := s.begin(w, r, p, "ledger")
+	if !ok {
+		return outcome
+	}
+	defer s.release()
+	if rec.Op == "SUSPEND" {
+		if err := ac.Suspend(ctx); err != nil {
+			return s.fail(w, p, err)
+		}
+		return writeJSON(w, map[string]string{"minted": "SUSPEND"})
+	}
+	if err := ac.Ledger(ctx, json.RawMessage(body)); err != nil {
+		return s.writeError(w, p, http.StatusBadRequest, "the ledger record cannot be recorded: "+err.Error())
+	}
+	return writeJSON(w, map[string]bool{"recorded": true})
+}
+
+// handleCheckpoint mints a conversation anchor: the recorder's SUSPEND stamp of the latest turn it
+// recorded. The run goes on; the anchor is what a rewind verdict can return to.
+func (s *Server) handleCheckpoint(w http.ResponseWriter, r *http.Request) string {
+	p := s.provider
+	ac, ctx, _, outcome, ok := s.begin(w, r, p, "checkpoint")
+	if !ok {
+		return outcome
+	}
+	defer s.release()
+	if err := ac.Suspend(ctx); err != nil {
+		return s.fail(w, p, err)
+	}
+	return writeJSON(w, map[string]string{"minted": "SUSPEND"})
+}
+
+func writeJSON(w http.ResponseWriter, v any) string {
+	w.Header().Set("Content-Type", "application/json")
+	if raw, ok := v.(json.RawMessage); ok {
+		_, _ = w.Write(raw)
+		return outcomeOK
+	}
+	_, _ = w.Write(marshalNoEscape(v))
+	return outcomeOK
+}

@@ -1,0 +1,110 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+
+	"github.com/agentrewind/agentrewind/internal/engine/codec/anthropic"
+	"github.com/agentrewind/agentrewind/internal/engine/replay"
+	"github.com/agentrewind/agentrewind/internal/engine/session"
+)
+
+// WireCodec is what the proxy needs of a provider codec (internal/engine/codec/<provider>).
+type WireCodec interface {
+	replay.Codec
+	NormalizeRequest(body []byte) (session.Request, error)
+	DenormalizeRequest(req session.Request) ([]byte, error)
+	NormalizeResponse(body []byte) (session.Response, error)
+	DenormalizeResponse(resp session.Response) ([]byte, error)
+	NormalizeStream(sse []byte) (session.Response, []session.Chunk, error)
+	RebuildStream(chunks []session.Chunk) []byte
+	SynthesizeStream(resp session.Response) ([]session.Chunk, error)
+}
+
+// Provider is one model API the proxy speaks: a small table entry.
+type Provider struct {
+	// Name is the provider's name in flags, metrics and the codec ("anthropic").
+	Name string
+	// Path is the model endpoint; CountTokensPath the token counting one ("" when there is none).
+	Path, CountTokensPath string
+	Codec                 WireCodec
+	// DefaultUpstream is the base URL the endpoint paths are appended to upstream.
+	DefaultUpstream string
+	// AuthHeader carries the credential, after AuthPrefix ("x-api-key", or "Authorization" + "Bearer ").
+	AuthHeader, AuthPrefix string
+	// Forward are the request headers passed upstream unchanged (API version, beta flags).
+	Forward []string
+	// ErrorBody is the provider's error document for an HTTP status and a message.
+	ErrorBody func(status int, message string) []byte
+	// Chunk turns one server-sent event into the codec's chunk data; nil skips the event.
+	Chunk func(event string, data []byte) json.RawMessage
+}
+
+// Anthropic is the Anthropic Messages API.
+var Anthropic = &Provider{
+	Name:            anthropic.Provider,
+	Path:            "/v1/messages",
+	CountTokensPath: "/v1/messages/count_tokens",
+	Codec:           anthropic.Codec{},
+	DefaultUpstream: "https://api.anthropic.com",
+	AuthHeader:      "X-Api-Key",
+	Forward:         []string{"Anthropic-Version", "Anthropic-Beta"},
+	ErrorBody:       anthropicError,
+	Chunk:           anthropicChunk,
+}
+
+// anthropicErrorTypes are the API's error types by status.
+var anthropicErrorTypes = map[int]string{
+	http.StatusBadRequest:            "invalid_request_error",
+	http.StatusUnauthorized:          "authentication_error",
+	http.StatusForbidden:             "permission_error",
+	http.StatusNotFound:              "not_found_error",
+	http.StatusMethodNotAllowed:      "invalid_request_error",
+	http.StatusConflict:              driftErrorType,
+	http.StatusRequestEntityTooLarge: "request_too_large",
+	http.StatusTooManyRequests:       "rate_limit_error",
+	http.StatusServiceUnavailable:    "overloaded_error",
+}
+
+// driftErrorType names the proxy's own error: a request the recording does not hold.
+const driftErrorType = "rewind_drift_error"
+
+func anthropicError(status int, message string) []byte {
+	typ, ok := anthropicErrorTypes[status]
+	if !ok {
+		typ = "api_error"
+	}
+	return marshalNoEscape(map[string]any{"type": "error", "error": map[string]string{"type": typ, "message": message}})
+}
+
+// anthropicChunk is the anthropic codec's chunk for one event: {"event": name, "data": compact data},
+// data omitted when the event had none — the shape its NormalizeStream gives and RebuildStream reads.
+func anthropicChunk(event string, data []byte) json.RawMessage {
+	if event == "" && data == nil {
+		return nil
+	}
+	var b bytes.Buffer
+	b.WriteString(`{"event":`)
+	b.Write(marshalNoEscape(event))
+	if data != nil {
+		var c bytes.Buffer
+		if err := json.Compact(&c, data); err != nil {
+			c.Reset()
+			c.Write(data) // not JSON: NormalizeStream refuses the stream at its end
+		}
+		b.WriteString(`,"data":`)
+		b.Write(c.Bytes())
+	}
+	b.WriteByte('}')
+	return b.Bytes()
+}
+
+// marshalNoEscape encodes v as JSON without HTML escaping, as the providers do.
+func marshalNoEscape(v any) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+	return bytes.TrimSuffix(b.Bytes(), []byte{'\n'})
+}

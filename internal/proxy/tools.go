@@ -1,0 +1,46 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+
+	"github.com/agentrewind/agentrewind/internal/engine/replay"
+)
+
+// ToolName is what a tool name may look like, in --tool and in /v1/tools/{name}.
+var ToolName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+
+// httpTool is a tool backend over HTTP: the arguments are POSTed as JSON and a 2xx JSON answer is the
+// result; any other answer is the tool's error, recorded as such.
+func httpTool(client *http.Client, url string, counter func(provider, outcome string)) replay.Tool {
+	return func(ctx context.Context, args json.RawMessage) (any, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(args))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			counter("tool", "error")
+			return nil, err
+		}
+		defer resp.Body.Close()
+		counter("tool", fmt.Sprint(resp.StatusCode))
+		body, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody))
+		if err != nil {
+			return nil, err
+		}
+		if resp.StatusCode/100 != 2 {
+			return nil, failureOf(&http.Response{StatusCode: resp.StatusCode, Header: resp.Header, Body: io.NopCloser(bytes.NewReader(body))})
+		}
+		if !json.Valid(body) {
+			return nil, fmt.Errorf("the tool answered %d bytes that are not JSON", len(body))
+		}
+		return json.RawMessage(body), nil
+	}
+}

@@ -1,0 +1,228 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/agentrewind/agentrewind/internal/engine/session"
+)
+
+// upstreamErrorName is the SerializedError name of an upstream HTTP error; its message is the JSON of
+// an upstreamFailure, so a replay answers with the status, body and Retry-After the recording got.
+const upstreamErrorName = "UpstreamHTTPError"
+
+// upstreamFailure is an upstream's non-2xx answer as recorded.
+type upstreamFailure struct {
+	Status      int    `json:"status"`
+	RetryAfter  string `json:"retryAfter,omitempty"`
+	ContentType string `json:"contentType,omitempty"`
+	Body        string `json:"body"`
+}
+
+// maxUpstreamBody bounds what is read of an upstream answer.
+const maxUpstreamBody = 64 << 20
+
+// upstream is a live provider over HTTP: the engine's Model and StreamingModel.
+type upstream struct {
+	p      *Provider
+	base   string
+	client *http.Client
+	// key replaces the agent's credential when set.
+	key     string
+	counter func(provider, outcome string)
+}
+
+type callKey struct{}
+
+// callInfo is the part of the agent's request that travels upstream but is never recorded: its
+// credential and forwarded headers.
+type callInfo struct {
+	header http.Header
+	path   string
+}
+
+func withCall(ctx context.Context, c callInfo) context.Context { return context.WithValue(ctx, callKey{}, c) }
+
+func (u *upstream) request(ctx context.Context, path string, body []byte) (*http.Response, error) {
+	info, _ := ctx.Value(callKey{}).(callInfo)
+	if path == "" {
+		path = u.p.Path
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(u.base, "/")+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for _, h := range u.p.Forward {
+		if v := info.header.Values(h); len(v) > 0 {
+			req.Header[http.CanonicalHeaderKey(h)] = v
+		}
+	}
+	switch {
+	case u.key != "":
+		req.Header.Set(u.p.AuthHeader, u.p.AuthPrefix+u.key)
+	case info.header != nil:
+		if v := info.header.Get(u.p.AuthHeader); v != "" {
+			req.Header.Set(u.p.AuthHeader, v)
+		}
+	}
+	resp, err := u.client.Do(req)
+	if err != nil {
+		u.count("error")
+		return nil, err
+	}
+	u.count(fmt.Sprint(resp.StatusCode))
+	if resp.StatusCode/100 != 2 {
+		defer resp.Body.Close()
+		return nil, failureOf(resp)
+	}
+	return resp, nil
+}
+
+func (u *upstream) count(outcome string) {
+	if u.counter != nil {
+		u.counter(u.p.Name, outcome)
+	}
+}
+
+// failureOf records a non-2xx answer as the error the engine stores.
+func failureOf(resp *http.Response) error {
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	f := upstreamFailure{Status: resp.StatusCode, RetryAfter: resp.Header.Get("Retry-After"),
+		ContentType: resp.Header.Get("Content-Type"), Body: string(body)}
+	msg, _ := json.Marshal(f)
+	return &session.SerializedError{Name: upstreamErrorName, Message: string(msg)}
+}
+
+// failureFrom reads an upstream failure back from a recorded or live error.
+func failureFrom(err error) (upstreamFailure, bool) {
+	var se *session.SerializedError
+	if !errors.As(err, &se) || se.Name != upstreamErrorName {
+		return upstreamFailure{}, false
+	}
+	var f upstreamFailure
+	if json.Unmarshal([]byte(se.Message), &f) != nil || f.Status == 0 {
+		return upstreamFailure{}, false
+	}
+	return f, true
+}
+
+// Create implements replay.Model.
+func (u *upstream) Create(ctx context.Context, req session.Request) (*session.Response, error) {
+	body, err := u.p.Codec.DenormalizeRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := u.request(ctx, "", body)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody))
+	if err != nil {
+		return nil, fmt.Errorf("reading the %s answer: %w", u.p.Name, err)
+	}
+	out, err := u.p.Codec.NormalizeResponse(data)
+	if err != nil {
+		return nil, fmt.Errorf("the %s answer: %w", u.p.Name, err)
+	}
+	return &out, nil
+}
+
+// Stream implements replay.StreamingModel: each server-sent event is handed to emit as it arrives,
+// and the response is what the codec assembles from the whole stream.
+func (u *upstream) Stream(ctx context.Context, req session.Request, emit func(json.RawMessage) error) (*session.Response, error) {
+	body, err := u.p.Codec.DenormalizeRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := u.request(ctx, "", body)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var raw bytes.Buffer
+	err = readEvents(io.TeeReader(io.LimitReader(resp.Body, maxUpstreamBody), &raw), func(name string, data []byte) error {
+		if c := u.p.Chunk(name, data); c != nil {
+			return emit(c)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out, _, err := u.p.Codec.NormalizeStream(raw.Bytes())
+	if err != nil {
+		return nil, fmt.Errorf("the %s stream: %w", u.p.Name, err)
+	}
+	return &out, nil
+}
+
+// readEvents splits a text/event-stream into events as they arrive, the way the SDKs do: "event" names
+// one, "data" lines accumulate (joined by "\n"), ":" lines are comments, a blank line completes it, and
+// an event with neither a name nor data is none.
+func readEvents(r io.Reader, event func(name string, data []byte) error) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var name string
+	var data []byte
+	for {
+		line, err := br.ReadBytes('\n')
+		if err != nil && !(errors.Is(err, io.EOF) && len(line) > 0) {
+			if errors.Is(err, io.EOF) {
+				return nil // an event cut off at the end is the codec's to report
+			}
+			return err
+		}
+		line = bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
+		if len(line) == 0 {
+			if name != "" || data != nil {
+				if err := event(name, data); err != nil {
+					return err
+				}
+			}
+			name, data = "", nil
+			continue
+		}
+		field, value, _ := bytes.Cut(line, []byte(":"))
+		value = bytes.TrimPrefix(value, []byte(" "))
+		switch string(field) {
+		case "event":
+			name = string(value)
+		case "data":
+			switch {
+			case data != nil:
+				data = append(append(data, '\n'), value...)
+			case len(value) > 0:
+				data = append([]byte{}, value...)
+			}
+		}
+	}
+}
+
+// countTokensTool is the tool name token counting is recorded under; '@' keeps it apart from the
+// names --tool accepts.
+func countTokensTool(p *Provider) string { return "count_tokens@" + p.Name }
+
+// countTokens forwards a token counting request; the engine records it as a tool call.
+func (u *upstream) countTokens(ctx context.Context, args json.RawMessage) (any, error) {
+	resp, err := u.request(ctx, u.p.CountTokensPath, args)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, err
+	}
+	if !json.Valid(data) {
+		return nil, fmt.Errorf("the %s token count is not JSON", u.p.Name)
+	}
+	return json.RawMessage(data), nil
+}
