@@ -30,4 +30,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	return m, nil
 }
 
-func (m *metrics) upstream(provider, status string) { m.upstreams.WithLabelValues(provider, status).Inc() }
+func (m *metrics) upstream(provider, status string) {
+	m.upstreams.WithLabelValues(provider, status).Inc()
+}

@@ -48,7 +48,9 @@ type callInfo struct {
 	path   string
 }
 
-func withCall(ctx context.Context, c callInfo) context.Context { return context.WithValue(ctx, callKey{}, c) }
+func withCall(ctx context.Context, c callInfo) context.Context {
+	return context.WithValue(ctx, callKey{}, c)
+}
 
 func (u *upstream) request(ctx context.Context, path string, body []byte) (*http.Response, error) {
 	info, _ := ctx.Value(callKey{}).(callInfo)
