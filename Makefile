@@ -5,6 +5,10 @@
 CONTROLLER_GEN_VERSION ?= v0.23.0
 K8S_VERSION            ?= v1.37.2
 VERSITYGW_VERSION      ?= v1.8.0
+# golangci-lint with kube-api-linter compiled in (hack/lint). Both must match hack/lint/go.mod; the rule
+# that builds bin/golangci-kal-* checks that they do.
+GOLANGCI_LINT_VERSION  ?= v2.15.0
+KAL_VERSION            ?= v0.0.0-20260716143926-092fe0c72997
 
 # Image: BASE_IMAGE is the runtime base. Production builds use a distroless static non-root image from
 # their own mirror; the default, scratch, needs no registry and works on an offline machine.
@@ -20,6 +24,7 @@ LOCALBIN       ?= $(CURDIR)/bin
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 ENVTEST_ASSETS ?= $(LOCALBIN)/k8s/$(K8S_VERSION)
 VERSITYGW      ?= $(LOCALBIN)/versitygw-$(VERSITYGW_VERSION)
+GOLANGCI_KAL   ?= $(LOCALBIN)/golangci-kal-$(GOLANGCI_LINT_VERSION)-kal-$(lastword $(subst -, ,$(KAL_VERSION)))
 CA_BUNDLE      ?= /etc/ssl/certs/ca-certificates.crt
 
 # The tests find the control plane and the S3 server through these.
@@ -75,6 +80,10 @@ verify-gen: manifests generate ## Fail if generated files are stale (run 'make m
 .PHONY: verify-fmt
 verify-fmt: ## Fail if any Go file is not gofmt'd.
 	@files=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$files" ]; then echo "Not gofmt'd (run 'make fmt'):"; echo "$$files"; exit 1; fi
+
+.PHONY: lint-api
+lint-api: golangci-kal ## Lint the API types (./api/...) with kube-api-linter (config: hack/lint/kal.golangci.yml).
+	$(GOLANGCI_KAL) run --config hack/lint/kal.golangci.yml ./api/...
 
 # On a developer's machine `make test` regenerates and formats; in CI (CI=true) it verifies instead, so
 # a stale CRD or an unformatted file fails the build rather than being fixed in a throwaway clone.
@@ -137,6 +146,17 @@ $(VERSITYGW):
 	GOBIN=$(LOCALBIN)/.versitygw-$(VERSITYGW_VERSION) CGO_ENABLED=0 go install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
 	mv $(LOCALBIN)/.versitygw-$(VERSITYGW_VERSION)/versitygw $(VERSITYGW)
 	rmdir $(LOCALBIN)/.versitygw-$(VERSITYGW_VERSION)
+
+.PHONY: golangci-kal
+golangci-kal: $(GOLANGCI_KAL) ## Build golangci-lint with kube-api-linter compiled in (hack/lint) into bin/.
+$(GOLANGCI_KAL):
+	@mkdir -p $(LOCALBIN)
+	@grep -qx '	github.com/golangci/golangci-lint/v2 $(GOLANGCI_LINT_VERSION)' hack/lint/go.mod && \
+		grep -qx '	sigs.k8s.io/kube-api-linter $(KAL_VERSION)' hack/lint/go.mod || \
+		{ echo "GOLANGCI_LINT_VERSION/KAL_VERSION do not match hack/lint/go.mod"; exit 1; }
+	@echo "Building golangci-lint $(GOLANGCI_LINT_VERSION) with kube-api-linter (a few minutes cold)..."
+	cd hack/lint && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o $(GOLANGCI_KAL).tmp .
+	mv $(GOLANGCI_KAL).tmp $(GOLANGCI_KAL)
 
 ##@ Demo
 
