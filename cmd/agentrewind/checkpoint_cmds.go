@@ -163,7 +163,8 @@ func newCheckpointCreateCommand() *cobra.Command {
 		Short: "Capture a workspace directory as a checkpoint",
 		Long: `Capture a workspace directory as a checkpoint. Symbolic links are recorded with their target and
 never followed. With --git, a git work tree's tracked files become a commit object in the repository
-(parent HEAD; no ref, index or work-tree file changes). A capture identical to the session's latest checkpoint writes nothing and names that
+(parent HEAD, kept from git gc by its own ref refs/agentrewind/checkpoints/<commit>; no branch, tag,
+HEAD, index or work-tree file changes). A capture identical to the session's latest checkpoint writes nothing and names that
 checkpoint. --exclude takes globs: * and ? within a path segment, ** across segments; a pattern
 without / matches a name at any depth, a trailing / only directories.`,
 		Args: cobra.ExactArgs(1),
@@ -218,7 +219,7 @@ without / matches a name at any depth, a trailing / only directories.`,
 	cmd.Flags().Int64Var(&step, "step", 0, "the step the checkpoint is taken at")
 	cmd.Flags().StringVar(&turnDigest, "turn-digest", "", "the transcript digest of that turn")
 	cmd.Flags().StringArrayVar(&excludes, "exclude", nil, "glob of paths to leave out (repeatable)")
-	cmd.Flags().BoolVar(&useGit, "git", false, "in a git work tree, checkpoint the tracked files as a commit object that moves no ref and touches no index "+
+	cmd.Flags().BoolVar(&useGit, "git", false, "in a git work tree, checkpoint the tracked files as a commit object under refs/agentrewind/checkpoints/ that moves no branch or HEAD and touches no index "+
 		"(a directory without git or with no commit yet gets a file checkpoint)")
 	return cmd
 }

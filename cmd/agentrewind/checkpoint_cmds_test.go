@@ -184,6 +184,7 @@ var checkpointErrors = map[string]struct {
 	"ErrNotFound":            {checkpoint.ErrNotFound, exitError},
 	"GuardError":             {&checkpoint.GuardError{Err: errors.New("x")}, exitError},
 	"ErrUnbornHead":          {checkpoint.ErrUnbornHead, exitError},
+	"NameError":              {&checkpoint.NameError{Path: "caf\xe9"}, exitError},
 }
 
 func TestCheckpointExitCodesCoverEveryErrorType(t *testing.T) {
@@ -428,6 +429,38 @@ func TestCheckpointAGuardThatCannotBeTakenIsLoudOrRefused(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(filepath.Join(ws, "a.txt")); string(got) != "alpha" {
 		t.Errorf("restore under --guard warn left a.txt %q", got)
+	}
+}
+
+// TestCheckpointNamesWithBackslashesAndNewlinesRestoreUnderARequiredGuard: legal Linux names that
+// once made the guard's manifest "corrupt" (exit 2) are captured, guarded and restored.
+func TestCheckpointNamesWithBackslashesAndNewlinesRestoreUnderARequiredGuard(t *testing.T) {
+	t.Setenv(envStore, "")
+	ws, store := t.TempDir(), t.TempDir()
+	names := []string{`back\slash.txt`, `..\escape`, "new\nline", "-rf", `dir\x/--files`}
+	files := map[string]string{}
+	for _, n := range names {
+		files[n] = "v1 " + n
+	}
+	writeFiles(t, ws, files)
+	if _, err := runCheckpoint(t, "create", ws, "--store-dir", store); err != nil {
+		t.Fatalf("create: exit %d, %v", exitCode(err), err)
+	}
+	for _, n := range names {
+		writeFiles(t, ws, map[string]string{n: "broken"})
+	}
+	out, err := runCheckpoint(t, "restore", ws, "latest", "--store-dir", store, "--guard", "require", "-o", "json")
+	var res checkpoint.RestoreResult
+	if err != nil || json.Unmarshal([]byte(out), &res) != nil {
+		t.Fatalf("restore --guard require: exit %d, %v\n%s", exitCode(err), err, out)
+	}
+	for _, n := range names {
+		if got, _ := os.ReadFile(filepath.Join(ws, n)); string(got) != "v1 "+n {
+			t.Errorf("%q = %q after the restore", n, got)
+		}
+	}
+	if res.Guard == "" || res.Written != len(names) {
+		t.Errorf("restore: guard %q, %d written; want a guard and %d written", res.Guard, res.Written, len(names))
 	}
 }
 

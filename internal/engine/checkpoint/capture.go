@@ -99,7 +99,7 @@ func Capture(ctx context.Context, dir string, blobs Blobs, opts CaptureOptions) 
 			return nil
 		}
 		if !utf8.ValidString(rel) {
-			return fmt.Errorf("file name %q is not valid UTF-8: a checkpoint manifest cannot record it", rel)
+			return &NameError{Path: rel}
 		}
 		switch {
 		case d.IsDir():
@@ -114,7 +114,7 @@ func Capture(ctx context.Context, dir string, blobs Blobs, opts CaptureOptions) 
 				return err
 			}
 			if !utf8.ValidString(target) {
-				return fmt.Errorf("symbolic link %q has a target %q that is not valid UTF-8: a checkpoint manifest cannot record it", rel, target)
+				return &NameError{Path: rel, Target: target}
 			}
 			m.Files = append(m.Files, Entry{Path: rel, Type: TypeSymlink, Target: target})
 		case d.Type().IsRegular():

@@ -1,6 +1,7 @@
 // Package checkpoint owns workspace checkpoints (seed 001): capturing a directory into a
-// content-addressed manifest (or, in a git work tree, a commit object that moves no ref and touches
-// no index), previewing and restoring it behind a guard checkpoint, addressing checkpoints by id
+// content-addressed manifest (or, in a git work tree, a commit object that moves no branch, tag or
+// HEAD and touches no index; its own ref under refs/agentrewind/checkpoints/ keeps git gc from
+// collecting it), previewing and restoring it behind a guard checkpoint, addressing checkpoints by id
 // prefix, step or "latest", and the pure prune plan.
 //
 // What it must not do: delete a workspace file, follow or write through a symbolic link, write

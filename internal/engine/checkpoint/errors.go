@@ -20,6 +20,20 @@ func (e *ManifestError) Error() string {
 	return fmt.Sprintf("checkpoint manifest refused: path %q: %s", e.Path, e.Reason)
 }
 
+// NameError says a capture met a workspace name, or a symbolic link target, that a manifest cannot
+// record: JSON carries only valid UTF-8. Nothing is stored; excluding the path lets the capture pass.
+type NameError struct {
+	Path   string // the workspace path, as its bytes are
+	Target string // the link target at fault, "" when the name itself is
+}
+
+func (e *NameError) Error() string {
+	if e.Target != "" {
+		return fmt.Sprintf("symbolic link %q has a target %q that is not valid UTF-8: a checkpoint manifest cannot record it", e.Path, e.Target)
+	}
+	return fmt.Sprintf("file name %q is not valid UTF-8: a checkpoint manifest cannot record it", e.Path)
+}
+
 // TamperedError says a stored manifest's bytes do not hash to the id it is stored under.
 type TamperedError struct {
 	ID     string

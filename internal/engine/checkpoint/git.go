@@ -30,9 +30,24 @@ var gitExcludes = []string{"/.git"}
 
 var commitIDRE = regexp.MustCompile(`^[0-9a-f]{40}$`)
 
+// GitRefPrefix is the private ref namespace that keeps git checkpoints reachable, so `git gc` never
+// collects one: each checkpoint commit C is named by GitRefPrefix + C. No branch, tag or HEAD moves.
+const GitRefPrefix = "refs/agentrewind/checkpoints/"
+
+// keepGitCheckpoint names commit under GitRefPrefix. Writing the ref again is harmless: its name is
+// its value.
+func keepGitCheckpoint(repo *git.Repository, commit plumbing.Hash) error {
+	ref := plumbing.NewHashReference(plumbing.ReferenceName(GitRefPrefix+commit.String()), commit)
+	if err := repo.Storer.SetReference(ref); err != nil {
+		return fmt.Errorf("keeping git checkpoint %s reachable: %w", commit, err)
+	}
+	return nil
+}
+
 // GitCaptured is the outcome of CaptureGit.
 type GitCaptured struct {
-	// Commit is the checkpoint: a commit object whose parent is HEAD. No ref names it.
+	// Commit is the checkpoint: a commit object whose parent is HEAD, named only by the private ref
+	// GitRefPrefix+Commit.
 	Commit string `json:"commit"`
 	// New is false when the tree equals the previous checkpoint's, which Commit then names.
 	New   bool `json:"new"`
@@ -42,8 +57,8 @@ type GitCaptured struct {
 }
 
 // CaptureGit checkpoints a git workspace as a commit object holding its tracked files as they are in
-// the work tree (seed D5/D13): objects are added to the repository, but no ref moves and the index
-// is not touched. prev is the previous git checkpoint ("" for none): a capture with the same tree
+// the work tree (seed D5/D13): objects are added to the repository and the commit is kept reachable by
+// its own ref under GitRefPrefix, but no branch, tag or HEAD moves and the index is not touched. prev is the previous git checkpoint ("" for none): a capture with the same tree
 // returns it. Excluded and deleted tracked files are left out; symlinks are stored as links.
 func CaptureGit(ctx context.Context, dir, prev string, opts CaptureOptions) (GitCaptured, error) {
 	repo, err := git.PlainOpen(dir)
@@ -61,7 +76,7 @@ func CaptureGit(ctx context.Context, dir, prev string, opts CaptureOptions) (Git
 	if err != nil {
 		return GitCaptured{}, err
 	}
-	headFiles, err := treeFiles(headCommit)
+	headFiles, err := treeFiles(repo.Storer, headCommit)
 	if err != nil {
 		return GitCaptured{}, err
 	}
@@ -109,6 +124,9 @@ func CaptureGit(ctx context.Context, dir, prev string, opts CaptureOptions) (Git
 	}
 	if prev != "" && commitIDRE.MatchString(prev) {
 		if pc, err := repo.CommitObject(plumbing.NewHash(prev)); err == nil && pc.TreeHash == treeHash {
+			if err := keepGitCheckpoint(repo, pc.Hash); err != nil {
+				return GitCaptured{}, err
+			}
 			return GitCaptured{Commit: prev, Files: out.Files}, nil
 		}
 	}
@@ -127,6 +145,9 @@ func CaptureGit(ctx context.Context, dir, prev string, opts CaptureOptions) (Git
 	}
 	h, err := st.SetEncodedObject(obj)
 	if err != nil {
+		return GitCaptured{}, err
+	}
+	if err := keepGitCheckpoint(repo, h); err != nil {
 		return GitCaptured{}, err
 	}
 	out.Commit, out.New = h.String(), true
@@ -232,17 +253,48 @@ func (d *gitDir) write(st storer.EncodedObjectStorer) (plumbing.Hash, error) {
 	return st.SetEncodedObject(obj)
 }
 
-func treeFiles(c *object.Commit) (map[string]plumbing.Hash, error) {
+func treeFiles(st storer.EncodedObjectStorer, c *object.Commit) (map[string]plumbing.Hash, error) {
 	t, err := c.Tree()
 	if err != nil {
 		return nil, err
 	}
 	out := map[string]plumbing.Hash{}
-	err = t.Files().ForEach(func(f *object.File) error {
-		out[f.Name] = f.Hash
+	err = walkTree(st, t, "", func(p string, e object.TreeEntry) error {
+		out[p] = e.Hash
 		return nil
 	})
 	return out, err
+}
+
+// walkTree calls fn with the slash-separated path of every entry below t that is not a directory
+// (submodules included; fn picks). go-git's Tree.Files refuses names with a newline or another
+// control character, which git itself stores and Linux allows, so the walk is done here: the
+// manifest check judges the paths, and a ".git" segment, which would write into the repository, is
+// refused here as git refuses it.
+func walkTree(st storer.EncodedObjectStorer, t *object.Tree, prefix string, fn func(p string, e object.TreeEntry) error) error {
+	for _, e := range t.Entries {
+		p := e.Name
+		if prefix != "" {
+			p = prefix + "/" + e.Name
+		}
+		if strings.EqualFold(e.Name, ".git") {
+			return &ManifestError{Path: p, Reason: "a .git path segment"}
+		}
+		if e.Mode != filemode.Dir {
+			if err := fn(p, e); err != nil {
+				return err
+			}
+			continue
+		}
+		sub, err := object.GetTree(st, e.Hash)
+		if err != nil {
+			return fmt.Errorf("git tree %s at %q: %w", e.Hash, p, err)
+		}
+		if err := walkTree(st, sub, p, fn); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // GitManifest reads a git checkpoint commit as a manifest, and a read-only blob space serving its
@@ -267,8 +319,15 @@ func GitManifest(dir, commit string) (*Manifest, Blobs, error) {
 	}
 	m := &Manifest{SchemaVersion: SchemaVersion, CreatedAt: c.Committer.When.UTC(), Reason: "git", Excludes: gitExcludes, Files: []Entry{}, GitCommit: commit}
 	src := gitBlobs{repo: repo, bySHA256: map[string]plumbing.Hash{}}
-	err = t.Files().ForEach(func(f *object.File) error {
-		r, err := f.Reader()
+	err = walkTree(repo.Storer, t, "", func(p string, f object.TreeEntry) error {
+		if f.Mode != filemode.Symlink && f.Mode != filemode.Regular && f.Mode != filemode.Deprecated && f.Mode != filemode.Executable {
+			return nil // a submodule: not a file of this work tree
+		}
+		b, err := repo.BlobObject(f.Hash)
+		if err != nil {
+			return fmt.Errorf("git blob %s of %q: %w", f.Hash, p, err)
+		}
+		r, err := b.Reader()
 		if err != nil {
 			return err
 		}
@@ -283,17 +342,16 @@ func GitManifest(dir, commit string) (*Manifest, Blobs, error) {
 		if err != nil {
 			return err
 		}
-		switch f.Mode {
-		case filemode.Symlink:
-			m.Files = append(m.Files, Entry{Path: f.Name, Type: TypeSymlink, Target: target.String()})
-		case filemode.Regular, filemode.Deprecated, filemode.Executable:
-			e := Entry{Path: f.Name, Type: TypeFile, Mode: 0o644, Size: n, Hash: hex.EncodeToString(h.Sum(nil))}
-			if f.Mode == filemode.Executable {
-				e.Mode = 0o755
-			}
-			src.bySHA256[e.Hash] = f.Hash
-			m.Files = append(m.Files, e)
+		if f.Mode == filemode.Symlink {
+			m.Files = append(m.Files, Entry{Path: p, Type: TypeSymlink, Target: target.String()})
+			return nil
 		}
+		e := Entry{Path: p, Type: TypeFile, Mode: 0o644, Size: n, Hash: hex.EncodeToString(h.Sum(nil))}
+		if f.Mode == filemode.Executable {
+			e.Mode = 0o755
+		}
+		src.bySHA256[e.Hash] = f.Hash
+		m.Files = append(m.Files, e)
 		return nil
 	})
 	if err != nil {

@@ -3,24 +3,30 @@ package checkpoint
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 
+	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agentrewind/agentrewind/internal/engine/evidence/gittest"
 )
 
-// gitState is what a checkpoint must not change in a repository: every ref and the index file.
+// gitState is what a checkpoint must not change in a repository: every ref outside the checkpoints'
+// private namespace (HEAD, branches, tags) and the index file.
 func gitState(t *testing.T, r *gittest.Repo) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	refs, err := r.Git.References()
 	must(t, err)
 	must(t, refs.ForEach(func(ref *plumbing.Reference) error {
-		out[ref.Name().String()] = ref.String()
+		if !strings.HasPrefix(ref.Name().String(), GitRefPrefix) {
+			out[ref.Name().String()] = ref.String()
+		}
 		return nil
 	}))
 	idx, err := os.ReadFile(filepath.Join(r.Dir, ".git", "index"))
@@ -61,7 +67,7 @@ func TestGitCheckpointIsACommitThatMovesNoRefAndTouchesNoIndex(t *testing.T) {
 	if len(commit.ParentHashes) != 1 || commit.ParentHashes[0].String() != head {
 		t.Errorf("checkpoint parents %v, want HEAD %s", commit.ParentHashes, head)
 	}
-	files, err := treeFiles(commit)
+	files, err := treeFiles(r.Git.Storer, commit)
 	must(t, err)
 	var paths []string
 	for p := range files {
@@ -75,6 +81,79 @@ func TestGitCheckpointIsACommitThatMovesNoRefAndTouchesNoIndex(t *testing.T) {
 	again, err := CaptureGit(ctx, r.Dir, c.Commit, CaptureOptions{Anchor: recorderAnchor(13), Now: clock()})
 	if err != nil || again.New || again.Commit != c.Commit {
 		t.Fatalf("identical capture: %+v, %v; want the previous commit reused", again, err)
+	}
+	if d := cmp.Diff([]string{GitRefPrefix + c.Commit + " " + c.Commit}, privateRefs(t, r.Dir)); d != "" {
+		t.Errorf("private checkpoint refs (-want +got):\n%s", d)
+	}
+}
+
+// privateRefs lists the refs under GitRefPrefix as "name hash", read afresh from the repository.
+func privateRefs(t *testing.T, dir string) []string {
+	t.Helper()
+	repo, err := git.PlainOpen(dir)
+	must(t, err)
+	refs, err := repo.References()
+	must(t, err)
+	var out []string
+	must(t, refs.ForEach(func(ref *plumbing.Reference) error {
+		if strings.HasPrefix(ref.Name().String(), GitRefPrefix) {
+			out = append(out, ref.Name().String()+" "+ref.Hash().String())
+		}
+		return nil
+	}))
+	sort.Strings(out)
+	return out
+}
+
+// gitCLI runs the git binary in dir; the test is skipped when there is none.
+func gitCLI(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	bin, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("no git binary on PATH: cannot run a real git gc")
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+// TestGitCheckpointsSurviveGitGC: a checkpoint commit is reachable only through its private ref; a
+// real `git gc --prune=now` keeps it and its blobs, it restores afterwards, and the user's branch and
+// HEAD never moved.
+func TestGitCheckpointsSurviveGitGC(t *testing.T) {
+	r := gittest.New(t)
+	r.Commit("init", map[string]string{"a.txt": "alpha", "sub/b.txt": "beta"})
+	// Content that exists nowhere but in the checkpoint: without a ref, gc deletes its blob.
+	write(t, r.Dir, map[string]string{"a.txt": "alpha at step 12, only in the checkpoint"})
+	userRefs := gitCLI(t, r.Dir, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads", "refs/tags")
+	head := gitCLI(t, r.Dir, "symbolic-ref", "HEAD") + gitCLI(t, r.Dir, "rev-parse", "HEAD")
+
+	store := OpenStore(t.TempDir())
+	c, err := store.CreateGit(ctx, r.Dir, CaptureOptions{Anchor: recorderAnchor(12), Now: clock()})
+	must(t, err)
+	m, err := store.Load(ctx, c.ID)
+	must(t, err)
+
+	gitCLI(t, r.Dir, "gc", "--prune=now", "--quiet")
+	gitCLI(t, r.Dir, "cat-file", "-e", m.GitCommit+"^{commit}")
+	gitCLI(t, r.Dir, "fsck", "--no-dangling", "--strict")
+
+	write(t, r.Dir, map[string]string{"a.txt": "broken at step 40"})
+	res, err := store.Restore(ctx, r.Dir, c.ID, RestoreOptions{Guard: GuardOff, Now: clock()})
+	must(t, err)
+	if got := read(t, filepath.Join(r.Dir, "a.txt")); got != "alpha at step 12, only in the checkpoint" || res.Written != 1 {
+		t.Fatalf("restore after gc: a.txt = %q, %d written", got, res.Written)
+	}
+	if d := cmp.Diff(userRefs, gitCLI(t, r.Dir, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads", "refs/tags")); d != "" {
+		t.Errorf("a checkpoint moved a branch or tag (-before +after):\n%s", d)
+	}
+	if d := cmp.Diff(head, gitCLI(t, r.Dir, "symbolic-ref", "HEAD")+gitCLI(t, r.Dir, "rev-parse", "HEAD")); d != "" {
+		t.Errorf("a checkpoint moved HEAD (-before +after):\n%s", d)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -156,16 +157,20 @@ func (m *Manifest) Validate() error {
 	return nil
 }
 
-// ValidPath checks a manifest path: slash-separated, relative, clean, without "." or ".." segments,
-// backslashes or NUL bytes, and valid UTF-8 (JSON cannot carry other bytes).
+// ValidPath checks a manifest path: slash-separated, relative, clean, without "." or ".." segments
+// or NUL bytes, and valid UTF-8 (JSON cannot carry other bytes). Every other byte is part of a name,
+// as on Linux: a backslash, a newline or a leading dash is an ordinary character, never a separator or
+// an option; only where the OS reads a backslash as a separator is one refused.
 func ValidPath(p string) error {
 	switch {
 	case p == "":
 		return &ManifestError{Path: p, Reason: "empty path"}
 	case strings.HasPrefix(p, "/"):
 		return &ManifestError{Path: p, Reason: "absolute path"}
-	case strings.ContainsAny(p, "\\\x00"):
-		return &ManifestError{Path: p, Reason: "backslash or NUL in path"}
+	case strings.ContainsRune(p, 0):
+		return &ManifestError{Path: p, Reason: "NUL in path"}
+	case filepath.Separator == '\\' && strings.ContainsRune(p, '\\'):
+		return &ManifestError{Path: p, Reason: "backslash in path, a separator on this system"}
 	case !utf8.ValidString(p):
 		return &ManifestError{Path: p, Reason: "not valid UTF-8"}
 	}
