@@ -21,6 +21,7 @@ the recording proxy, and the command-line tools over recorded sessions.`,
 	root.AddCommand(newVersionCommand(), newManagerCommand(),
 		newInspectCommand(), newContextCommand(), newDiffCommand(), newVerifyCommand(), newPackCommand(), newUnpackCommand(), newCompareCommand(),
 		newPlanCommand(), newEngineCommand(), newPushCommand(), newPullCommand(), newLsCommand(), newCheckpointCommand())
+	root.AddCommand(newProxyCommand())
 	escapeAllErrors(root)
 	return root
 }

@@ -1,0 +1,418 @@
+package main
+
+import (
+	"bufio"
+	"crypto/rand"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+
+	"github.com/agentrewind/agentrewind/internal/blobstore"
+	"github.com/agentrewind/agentrewind/internal/engine/redact"
+	"github.com/agentrewind/agentrewind/internal/engine/replay"
+	"github.com/agentrewind/agentrewind/internal/engine/task"
+	"github.com/agentrewind/agentrewind/internal/proxy"
+)
+
+// proxyOptions are the flags of agentrewind proxy.
+type proxyOptions struct {
+	job                             jobFlags
+	listen, mode, provider          string
+	sessionDir, childID             string
+	driftPolicy, overridesFile      string
+	onMiss                          string
+	atStep                          int64
+	anthropicUpstream, openaiUp     string
+	anthropicKeyFile, openaiKeyFile string
+	tools, learnFrom                []string
+	vaultKeyFile, workspace         string
+	resultFile                      string
+	shutdownTimeout                 time.Duration
+}
+
+func newProxyCommand() *cobra.Command {
+	var o proxyOptions
+	cmd := &cobra.Command{
+		Use:   "proxy --mode record|replay|fork (--session-dir DIR | --store s3://B/P) [--session-id ID]",
+		Short: "Record, replay or fork an agent run through Anthropic-compatible HTTP: point the SDK's base URL here",
+		Long: `Serve the model API an agent's SDK already speaks, and record, replay or fork the run behind it.
+
+Endpoints: POST /v1/messages (JSON and SSE) and /v1/messages/count_tokens (recorded as the tool call
+count_tokens@anthropic); POST /v1/tools/{name} (forwarded to --tool backends); GET
+/v1/entropy/{clock,random,uuid}; POST /v1/ledger (agent-authored records; a SUSPEND makes the proxy
+mint the anchor); POST /v1/checkpoint (mints a SUSPEND stamp of the latest turn); /healthz, /readyz,
+/metrics. Errors use the provider's error JSON; a request the recording does not hold is 409 with
+X-Rewind-Drift-Step, X-Rewind-Drift-Call-Site and X-Rewind-Nearest-Step. Bodies over 10 MiB get 413.
+
+Lanes and call sites: X-Rewind-Lane: <name> puts a call in lane "0/<name>" (absent or "0": the main
+lane "0"); X-Rewind-Site: <label> names its call site (default: anthropic.messages,
+anthropic.count_tokens, tool.<name>).
+
+Modes: record forwards to --anthropic-upstream and records into a new session; replay serves the
+session and has no upstream at all (--drift-policy strict|warn); fork serves the steps before
+--at-step and forwards the rest with --overrides (system, model, params, requestPatches), recording a
+child session. The provider key comes from --anthropic-api-key-file or $ANTHROPIC_API_KEY and
+replaces whatever the agent sends; without one the agent's own key is passed through. Either way it
+is redacted wherever it appears, with every value of --learn-secrets-from.
+
+SIGTERM or SIGINT stops taking requests, waits for those in flight and commits the session; with
+--store it is then pushed, and a replay or fork writes its result to results/<job-uid>.json and the
+termination message. A record run writes no task result: the committed session is its output.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
+	}
+	o.job.register(cmd)
+	fl := cmd.Flags()
+	fl.StringVar(&o.listen, "listen", "127.0.0.1:8787", "address to serve on")
+	fl.StringVar(&o.mode, "mode", "", "record, replay or fork")
+	fl.StringVar(&o.provider, "provider", "anthropic", "the model API a recording speaks (replay and fork take the session's)")
+	fl.StringVar(&o.sessionDir, "session-dir", "", "local directory of sessions, one subdirectory per session id (instead of --store)")
+	fl.StringVar(&o.childID, "child-session-id", "", "fork: the child session's id (default <session-id>-fork-<at-step>)")
+	fl.StringVar(&o.driftPolicy, "drift-policy", "strict", "replay and a fork's prefix: strict or warn")
+	fl.Int64Var(&o.atStep, "at-step", -1, "fork: the first step that goes live")
+	fl.StringVar(&o.overridesFile, "overrides", "", "fork: JSON or YAML file with system, model, params and requestPatches for the live tail")
+	fl.StringVar(&o.onMiss, "on-miss", "Error", "fork: a tool call the recording does not hold stops the fork (Error) or gets a stub (Stub)")
+	fl.StringVar(&o.anthropicUpstream, "anthropic-upstream", proxy.Anthropic.DefaultUpstream, "base URL of the Anthropic-compatible upstream")
+	fl.StringVar(&o.openaiUp, "openai-upstream", "https://api.openai.com", "base URL of the OpenAI-compatible upstream (used once the OpenAI endpoint is served)")
+	fl.StringVar(&o.anthropicKeyFile, "anthropic-api-key-file", "", "file holding the Anthropic key the proxy sends (default $ANTHROPIC_API_KEY)")
+	fl.StringVar(&o.openaiKeyFile, "openai-api-key-file", "", "file holding the OpenAI key the proxy sends (default $OPENAI_API_KEY)")
+	fl.StringArrayVar(&o.tools, "tool", nil, "tool backend name=URL for POST /v1/tools/{name} (repeatable)")
+	fl.StringArrayVar(&o.learnFrom, "learn-secrets-from", nil, "file of secrets, one per line, or a directory (a mounted Secret) whose files are secrets (repeatable)")
+	fl.StringVar(&o.vaultKeyFile, "vault-key-file", "", "key file sealing (record, fork) and opening (replay, fork) the vault of redacted secrets")
+	fl.StringVar(&o.workspace, "workspace", "", "git work tree of the run: its HEAD is stamped as START and in SUSPEND records (from the Job, never the agent)")
+	fl.StringVar(&o.resultFile, "result", "", "also write the task result JSON to this file")
+	fl.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long requests in flight may take to finish after SIGTERM")
+	return cmd
+}
+
+func (o *proxyOptions) validate() error {
+	switch proxy.Mode(o.mode) {
+	case proxy.Record, proxy.Replay, proxy.Fork:
+	default:
+		return fmt.Errorf("--mode %q: use record, replay or fork", o.mode)
+	}
+	if (o.sessionDir == "") == (o.job.store == "" && os.Getenv(envStore) == "") {
+		return errors.New("give exactly one of --session-dir and --store (or $" + envStore + ")")
+	}
+	if o.mode != string(proxy.Record) && o.job.sessionID == "" {
+		return fmt.Errorf("--session-id names the session to %s", o.mode)
+	}
+	if o.job.sessionID != "" {
+		if err := blobstore.ValidateID(o.job.sessionID); err != nil {
+			return fmt.Errorf("--session-id: %w", err)
+		}
+	}
+	if o.mode == string(proxy.Fork) && o.atStep < 0 {
+		return errors.New("--at-step is required in fork mode")
+	}
+	if o.mode != string(proxy.Fork) && (o.atStep >= 0 || o.overridesFile != "" || o.childID != "") {
+		return errors.New("--at-step, --overrides and --child-session-id are for fork mode")
+	}
+	return nil
+}
+
+func (o *proxyOptions) run(cmd *cobra.Command) error {
+	if err := o.validate(); err != nil {
+		return err
+	}
+	if o.job.jobUID == "" {
+		o.job.jobUID = os.Getenv("JOB_UID")
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	opts, err := o.options()
+	if err != nil {
+		return err
+	}
+	var store *blobstore.SessionStore
+	tmp, err := os.MkdirTemp("", "agentrewind-proxy-*")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	root := o.sessionDir
+	if root == "" {
+		root = tmp
+		sctx, cancel := o.job.context(ctx)
+		store, _, err = o.job.open(sctx, nil)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
+	if opts.Mode != proxy.Record {
+		dir := filepath.Join(root, o.job.sessionID)
+		if store != nil {
+			sctx, cancel := o.job.context(ctx)
+			_, err = store.Pull(sctx, o.job.sessionID, dir)
+			cancel()
+			if err != nil {
+				return classify(fmt.Errorf("pulling session %s: %w", o.job.sessionID, err))
+			}
+		}
+		if opts.Session, err = openSession(dir); err != nil {
+			return err
+		}
+	}
+	switch opts.Mode {
+	case proxy.Record:
+		if opts.ID == "" {
+			opts.ID = newSessionID()
+		}
+		opts.Dir = filepath.Join(root, opts.ID)
+	case proxy.Fork:
+		if opts.ID == "" {
+			opts.ID = fmt.Sprintf("%s-fork-%d", o.job.sessionID, o.atStep)
+		}
+		opts.Dir = filepath.Join(root, opts.ID)
+	}
+	started := time.Now().UTC()
+	srv, err := proxy.New(opts, proxy.Anthropic)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second}
+	go func() { _ = hs.Serve(ln) }()
+	fmt.Fprintf(cmd.ErrOrStderr(), "agentrewind proxy (%s) listening on %s\n", opts.Mode, ln.Addr())
+	out := srv.Run(ctx)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.shutdownTimeout)
+	_ = hs.Shutdown(sctx)
+	cancel()
+	return o.finish(cmd, store, opts, out, started)
+}
+
+// finish pushes a committed session and writes the run's result where the Job contract says.
+func (o *proxyOptions) finish(cmd *cobra.Command, store *blobstore.SessionStore, opts proxy.Options, out *proxy.Outcome, started time.Time) error {
+	ctx := context.WithoutCancel(cmd.Context())
+	committed := out.Record != nil || out.Fork != nil
+	var pushErr error
+	if committed {
+		fmt.Fprintf(cmd.ErrOrStderr(), "committed session %s in %s\n", opts.ID, opts.Dir)
+		if store != nil {
+			sctx, cancel := o.job.context(ctx)
+			_, pushErr = store.Push(sctx, opts.Dir)
+			cancel()
+		}
+	}
+	if opts.Mode == proxy.Record {
+		if out.Err != nil {
+			return errors.Join(out.Err, pushErr)
+		}
+		if pushErr != nil {
+			return fmt.Errorf("session %s was committed in %s but not pushed: %w", opts.ID, opts.Dir, pushErr)
+		}
+		return nil
+	}
+	res := &task.Result{APIVersion: task.APIVersion, JobUID: o.job.jobUID, StartedAt: started}
+	var taskErr error
+	reason := task.ReasonInternal
+	switch opts.Mode {
+	case proxy.Replay:
+		res.Task = task.Replay
+		var ok bool
+		if res.Replay, ok = proxy.ReplayResult(o.job.sessionID, out.Replay, out.Err); !ok {
+			taskErr = out.Err
+		}
+	case proxy.Fork:
+		res.Task = task.Fork
+		res.Fork = proxy.ForkResult(o.job.sessionID, o.atStep, out.Fork)
+		if out.Fork == nil {
+			taskErr = out.Err
+		}
+		if pushErr != nil {
+			taskErr, reason = fmt.Errorf("the child session %s was committed but not pushed: %w", opts.ID, pushErr), task.ReasonStorageUnavailable
+		}
+	}
+	run := &jobRun{flags: &o.job, result: res}
+	if store != nil && o.job.jobUID != "" {
+		run.store = store
+	}
+	if o.resultFile != "" {
+		if err := o.writeResult(res, reason, taskErr); err != nil {
+			return err
+		}
+	}
+	if taskErr != nil {
+		res.Replay, res.Fork = nil, nil
+	}
+	return run.finish(cmd, reason, taskErr)
+}
+
+// writeResult writes the result as finish will complete it, for a run without a store.
+func (o *proxyOptions) writeResult(res *task.Result, reason task.FailureReason, taskErr error) error {
+	r := *res
+	r.FinishedAt, r.Outcome = time.Now().UTC(), task.Succeeded
+	if taskErr != nil {
+		r.Outcome, r.Failure, r.Replay, r.Fork = task.Failed, &task.Failure{Reason: reason, Message: taskErr.Error()}, nil, nil
+	}
+	data, err := task.Encode(&r)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(o.resultFile, data, 0o644)
+}
+
+// options turns the flags into the proxy's options, reading keys, secrets and overrides.
+func (o *proxyOptions) options() (proxy.Options, error) {
+	opts := proxy.Options{Mode: proxy.Mode(o.mode), Provider: o.provider, ID: o.childID, AtStep: o.atStep,
+		OnMiss: replay.OnMiss(o.onMiss), Workspace: o.workspace, Tools: map[string]string{}, APIKeys: map[string]string{},
+		Upstreams: map[string]string{"anthropic": o.anthropicUpstream, "openai": o.openaiUp}}
+	if opts.Mode == proxy.Record {
+		opts.ID = o.job.sessionID
+	}
+	switch strings.ToLower(o.driftPolicy) {
+	case "strict":
+		opts.DriftPolicy = replay.Strict
+	case "warn":
+		opts.DriftPolicy = replay.Warn
+	default:
+		return opts, fmt.Errorf("--drift-policy %q: use strict or warn", o.driftPolicy)
+	}
+	if opts.Mode != proxy.Replay {
+		for provider, spec := range map[string][2]string{"anthropic": {o.anthropicKeyFile, "ANTHROPIC_API_KEY"}, "openai": {o.openaiKeyFile, "OPENAI_API_KEY"}} {
+			key, err := readKey(spec[0], spec[1])
+			if err != nil {
+				return opts, err
+			}
+			if key != "" {
+				opts.APIKeys[provider] = key
+			}
+		}
+	}
+	for _, t := range o.tools {
+		name, url, ok := strings.Cut(t, "=")
+		if !ok || !proxy.ToolName.MatchString(name) || !(strings.HasPrefix(url, "http://") || strings.HasPrefix(url, "https://")) {
+			return opts, fmt.Errorf("--tool %q: use name=http(s)://host/path, the name 1 to 64 of A-Z a-z 0-9 . _ -", t)
+		}
+		opts.Tools[name] = url
+	}
+	for _, f := range o.learnFrom {
+		secrets, err := readSecrets(f)
+		if err != nil {
+			return opts, fmt.Errorf("--learn-secrets-from: %w", err)
+		}
+		opts.Secrets = append(opts.Secrets, secrets...)
+	}
+	if o.vaultKeyFile != "" {
+		opts.Keys = redact.FileKeyProvider{Path: o.vaultKeyFile}
+	}
+	if o.overridesFile != "" {
+		ov, err := readOverrides(o.overridesFile)
+		if err != nil {
+			return opts, err
+		}
+		opts.Overrides = ov
+	}
+	return opts, nil
+}
+
+// readKey reads a provider key from a file, else from the environment.
+func readKey(file, env string) (string, error) {
+	if file == "" {
+		return os.Getenv(env), nil
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return "", err
+	}
+	key := strings.TrimSpace(string(data))
+	if len(key) < replay.MinDeclaredSecretLen {
+		return "", fmt.Errorf("%s holds no key", file)
+	}
+	return key, nil
+}
+
+// readSecrets reads secret values: the files of a directory (a mounted Secret; dot files are its
+// bookkeeping), or the non-empty lines of a file.
+func readSecrets(path string) ([]string, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if info.IsDir() {
+		entries, err := os.ReadDir(path)
+		if err != nil {
+			return nil, err
+		}
+		var out []string
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), ".") {
+				continue
+			}
+			fi, err := os.Stat(filepath.Join(path, e.Name()))
+			if err != nil || !fi.Mode().IsRegular() {
+				continue
+			}
+			data, err := os.ReadFile(filepath.Join(path, e.Name()))
+			if err != nil {
+				return nil, err
+			}
+			if v := strings.TrimSpace(string(data)); len(v) >= replay.MinDeclaredSecretLen {
+				out = append(out, v)
+			}
+		}
+		return out, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		if v := strings.TrimSpace(sc.Text()); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out, sc.Err()
+}
+
+// readOverrides reads a fork's overrides (the ForkRun's spec.overrides shape), JSON or YAML, strictly.
+func readOverrides(path string) (replay.Overrides, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return replay.Overrides{}, err
+	}
+	doc, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return replay.Overrides{}, fmt.Errorf("--overrides %s: %w", path, err)
+	}
+	var in struct {
+		System         *string                    `json:"system"`
+		Model          *string                    `json:"model"`
+		Params         map[string]json.RawMessage `json:"params"`
+		RequestPatches []replay.PatchOperation    `json:"requestPatches"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		return replay.Overrides{}, fmt.Errorf("--overrides %s: %w (fields: system, model, params, requestPatches)", path, err)
+	}
+	return replay.Overrides{System: in.System, Model: in.Model, Params: in.Params, RequestPatches: in.RequestPatches}, nil
+}
+
+// newSessionID names a recording nobody named.
+func newSessionID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("run-%s-%x", time.Now().UTC().Format("20060102-150405"), b)
+}
+
