@@ -94,7 +94,7 @@ TEST_PREREQS := manifests generate fmt
 endif
 
 .PHONY: test
-test: $(TEST_PREREQS) vet envtest-assets s3-server ## Run all tests against a real API server and a real S3 server.
+test: $(TEST_PREREQS) vet lint-api envtest-assets s3-server ## Run all tests against a real API server and a real S3 server, after linting the API.
 	go test $(GOTEST_FLAGS) ./...
 	@# The public SDK from a module of its own: what a Go agent in another repository can import.
 	cd examples/sdk-agent && go vet ./... && go test $(GOTEST_FLAGS) ./...

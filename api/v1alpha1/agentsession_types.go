@@ -23,11 +23,11 @@ type AgentSessionSpec struct {
 	// the session lives in the operator's store under a prefix of its namespace, so one namespace can
 	// never read or overwrite another's sessions.
 	// +optional
-	Storage *StorageSpec `json:"storage,omitempty"`
+	Storage StorageSpec `json:"storage,omitzero"`
 
 	// parentRef names the AgentSession this one was forked from.
 	// +optional
-	ParentRef *LocalObjectReference `json:"parentRef,omitempty"`
+	ParentRef LocalObjectReference `json:"parentRef,omitzero"`
 
 	// forkedAtStep is the first step of this session that went live; the steps before it were served
 	// from the parent's recording.
@@ -37,11 +37,11 @@ type AgentSessionSpec struct {
 
 	// agent describes how to run the agent again, for forks and resumes.
 	// +optional
-	Agent *AgentSpec `json:"agent,omitempty"`
+	Agent AgentSpec `json:"agent,omitzero"`
 
 	// retention controls garbage collection of this session.
 	// +optional
-	Retention *RetentionSpec `json:"retention,omitempty"`
+	Retention RetentionSpec `json:"retention,omitzero"`
 }
 
 // RetentionPolicy says what happens to a session once it is collectible.
@@ -57,6 +57,7 @@ const (
 
 // RetentionSpec controls when a collectible session is deleted. A session that can still make
 // progress (Resumable or Diverged) is never deleted, whatever these fields say.
+// +kubebuilder:validation:MinProperties=1
 type RetentionSpec struct {
 	// policy is Delete (collect after the grace period; the default) or Retain (never collect).
 	// +optional
@@ -144,11 +145,13 @@ type SessionRecording struct {
 }
 
 // AgentSessionStatus is what the operator observed about the recording.
+// +kubebuilder:validation:MinProperties=1
 type AgentSessionStatus struct {
 	// conditions are Ready, Reconciling, Stalled and Verified.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
+	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=16
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
@@ -159,7 +162,7 @@ type AgentSessionStatus struct {
 
 	// recording is what verification read back from storage.
 	// +optional
-	Recording *SessionRecording `json:"recording,omitempty"`
+	Recording SessionRecording `json:"recording,omitzero"`
 
 	// resumeVerdict mirrors the verdict of the session's ResumePlan.
 	// +optional
@@ -167,7 +170,7 @@ type AgentSessionStatus struct {
 
 	// reachability says whether the garbage collector must keep the session, and why.
 	// +optional
-	Reachability *ReachabilityStatus `json:"reachability,omitempty"`
+	Reachability ReachabilityStatus `json:"reachability,omitzero"`
 }
 
 // AgentSession is a recorded agent run: every model call, tool call and entropy draw, stored as an

@@ -33,9 +33,10 @@ type CheckpointSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9a-f]{64}$')",message="transcriptDigest must be a SHA-256 digest: exactly 64 lowercase hex characters"
 	TranscriptDigest string `json:"transcriptDigest,omitempty"`
 
-	// workspace, when set, asks for a content-addressed snapshot of this workspace directory.
+	// workspace asks for a content-addressed snapshot of this workspace directory; unset, the checkpoint
+	// is an anchor only.
 	// +optional
-	Workspace *WorkspaceSnapshotSpec `json:"workspace,omitempty"`
+	Workspace WorkspaceSnapshotSpec `json:"workspace,omitzero"`
 }
 
 // WorkspaceSnapshotSpec selects the files a checkpoint snapshots.
@@ -49,6 +50,7 @@ type WorkspaceSnapshotSpec struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=512
 	Excludes []string `json:"excludes,omitempty"`
 }
@@ -89,15 +91,17 @@ type WorkspaceSnapshot struct {
 
 	// previousRef names the checkpoint of the same session this one was deduplicated against.
 	// +optional
-	PreviousRef *LocalObjectReference `json:"previousRef,omitempty"`
+	PreviousRef LocalObjectReference `json:"previousRef,omitzero"`
 }
 
 // CheckpointStatus is what the operator stored for the checkpoint.
+// +kubebuilder:validation:MinProperties=1
 type CheckpointStatus struct {
 	// conditions are Ready, Reconciling and Stalled.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
+	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=16
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
@@ -108,7 +112,7 @@ type CheckpointStatus struct {
 
 	// snapshot is the stored workspace snapshot, when one was asked for.
 	// +optional
-	Snapshot *WorkspaceSnapshot `json:"snapshot,omitempty"`
+	Snapshot WorkspaceSnapshot `json:"snapshot,omitzero"`
 }
 
 // Checkpoint is a recorder-minted anchor in a session (step, turn index and transcript digest),

@@ -51,7 +51,7 @@ type StorageSpec struct {
 	// credentials are the tenant's own keys for the bucket. They are required; the rule on storage says
 	// so in words, where a schema-level requirement would only say "Required value".
 	// +optional
-	Credentials *S3Credentials `json:"credentials,omitempty"`
+	Credentials S3Credentials `json:"credentials,omitzero"`
 }
 
 // S3Credentials are the keys of a Secret in the same namespace that hold S3 credentials.
@@ -66,7 +66,7 @@ type S3Credentials struct {
 
 	// sessionToken is the Secret key holding a session token, for temporary credentials.
 	// +optional
-	SessionToken *SecretKeyReference `json:"sessionToken,omitempty"`
+	SessionToken SecretKeyReference `json:"sessionToken,omitzero"`
 }
 
 // WorkspaceVolume is a directory on a PersistentVolumeClaim the agent works in.
@@ -100,6 +100,7 @@ type AgentSpec struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=4096
 	Command []string `json:"command,omitempty"`
 
@@ -108,6 +109,7 @@ type AgentSpec struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=4096
 	Args []string `json:"args,omitempty"`
 
@@ -122,7 +124,7 @@ type AgentSpec struct {
 
 	// workspace is mounted into the agent container at /workspace.
 	// +optional
-	Workspace *WorkspaceVolume `json:"workspace,omitempty"`
+	Workspace WorkspaceVolume `json:"workspace,omitzero"`
 }
 
 // ResumeVerdict is the judgement on whether a recorded run can still make progress.

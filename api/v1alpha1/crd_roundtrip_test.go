@@ -28,61 +28,61 @@ func TestKindsRoundTrip(t *testing.T) {
 		LastTransitionTime: now, ObservedGeneration: 1}}
 
 	session := validSession("roundtrip-session")
-	session.Spec.ParentRef = &v1.LocalObjectReference{Name: "parent"}
+	session.Spec.ParentRef = v1.LocalObjectReference{Name: "parent"}
 	session.Spec.ForkedAtStep = ptr.To[int64](7)
 	session.Spec.Storage = tenantStorage()
 	session.Spec.Storage.Prefix = "team-a"
-	session.Spec.Storage.Credentials.SessionToken = &v1.SecretKeyReference{Name: "s3", Key: "token"}
-	session.Spec.Retention = &v1.RetentionSpec{Policy: v1.RetentionRetain, GracePeriodSeconds: ptr.To[int64](3600)}
+	session.Spec.Storage.Credentials.SessionToken = v1.SecretKeyReference{Name: "s3", Key: "token"}
+	session.Spec.Retention = v1.RetentionSpec{Policy: v1.RetentionRetain, GracePeriodSeconds: ptr.To[int64](3600)}
 	// Zeros are written as zeros: a real 0 must read back as 0, not as unset.
 	usage := v1.Usage{InputTokens: ptr.To[int64](900), OutputTokens: ptr.To[int64](100), CacheCreationInputTokens: ptr.To[int64](0),
 		CacheReadInputTokens: ptr.To[int64](0), TotalTokens: ptr.To[int64](1000), CostMicroUSD: ptr.To[int64](0)}
 	sessionStatus := v1.AgentSessionStatus{Conditions: ready, ObservedGeneration: 1,
-		Recording: &v1.SessionRecording{EventsHash: testDigest, LogState: v1.LogOpen, Events: ptr.To[int64](40), Steps: ptr.To[int64](31),
+		Recording: v1.SessionRecording{EventsHash: testDigest, LogState: v1.LogOpen, Events: ptr.To[int64](40), Steps: ptr.To[int64](31),
 			ModelCalls: ptr.To[int64](12), ToolCalls: ptr.To[int64](0), Blobs: ptr.To[int64](3), Bytes: ptr.To[int64](123456), Usage: usage},
 		ResumeVerdict: v1.VerdictResumable,
-		Reachability:  &v1.ReachabilityStatus{State: v1.Reachable, Reason: "ResumableRetained", Message: "run can still make progress"}}
+		Reachability:  v1.ReachabilityStatus{State: v1.Reachable, Reason: "ResumableRetained", Message: "run can still make progress"}}
 
 	checkpoint := validCheckpoint("roundtrip-checkpoint")
-	checkpoint.Spec.Workspace = &v1.WorkspaceSnapshotSpec{Volume: v1.WorkspaceVolume{ClaimName: "ws", SubPath: "repo"}, Excludes: []string{"*.log"}}
-	checkpointStatus := v1.CheckpointStatus{Conditions: ready, ObservedGeneration: 1, Snapshot: &v1.WorkspaceSnapshot{ManifestDigest: testDigest,
+	checkpoint.Spec.Workspace = v1.WorkspaceSnapshotSpec{Volume: v1.WorkspaceVolume{ClaimName: "ws", SubPath: "repo"}, Excludes: []string{"*.log"}}
+	checkpointStatus := v1.CheckpointStatus{Conditions: ready, ObservedGeneration: 1, Snapshot: v1.WorkspaceSnapshot{ManifestDigest: testDigest,
 		Files: ptr.To[int64](10), TotalBytes: ptr.To[int64](2048), IncrementalBytes: ptr.To[int64](0),
-		PreviousRef: &v1.LocalObjectReference{Name: "roundtrip-checkpoint-0"}}}
+		PreviousRef: v1.LocalObjectReference{Name: "roundtrip-checkpoint-0"}}}
 
 	fork := validFork("roundtrip-fork")
-	fork.Spec.Fork.Overrides = &v1.ForkOverrides{System: ptr.To("be careful"), Model: ptr.To("m"), Params: rawJSON(`{"temperature":0}`),
+	fork.Spec.Fork.Overrides = v1.ForkOverrides{System: "be careful", Model: "m", Params: rawJSON(`{"temperature":0}`),
 		RequestPatches: []v1.JSONPatchOperation{{Op: "replace", Path: "/max_tokens", Value: rawJSON(`64`)}, {Op: "remove", Path: "/tools/0"}}}
-	fork.Spec.Fork.Tools = &v1.ToolPolicy{OnMatch: v1.ToolServeRecorded, OnMiss: v1.ToolMissStub}
+	fork.Spec.Fork.Tools = v1.ToolPolicy{OnMatch: v1.ToolServeRecorded, OnMiss: v1.ToolMissStub}
 	fork.Spec.Fork.DriftPolicy = v1.DriftWarn
-	fork.Spec.Fork.ProviderKeys = &v1.ProviderKeys{Anthropic: &v1.SecretKeyReference{Name: "keys", Key: "anthropic"}}
-	fork.Spec.Goal = &v1.Goal{Tool: "add_label", ArgsMatch: rawJSON(`{"label":"bug"}`)}
+	fork.Spec.Fork.ProviderKeys = v1.ProviderKeys{Anthropic: v1.SecretKeyReference{Name: "keys", Key: "anthropic"}}
+	fork.Spec.Goal = v1.Goal{Tool: "add_label", ArgsMatch: rawJSON(`{"label":"bug"}`)}
 	fork.Spec.TTLSecondsAfterFinished = ptr.To[int32](60)
 	forkStatus := v1.ForkRunStatus{Conditions: ready, ObservedGeneration: 1, Outcome: v1.OutcomeDiverged,
-		ChildSessionRef: &v1.LocalObjectReference{Name: "child"}, JobRef: &v1.LocalObjectReference{Name: "roundtrip-fork-x"},
-		Divergences: ptr.To[int64](0), FirstDivergence: &v1.Divergence{Step: ptr.To[int64](5), Kind: "model_call", Lane: "main", Reason: "NoRecordedCall",
+		ChildSessionRef: v1.LocalObjectReference{Name: "child"}, JobRef: v1.LocalObjectReference{Name: "roundtrip-fork-x"},
+		Divergences: ptr.To[int64](0), FirstDivergence: v1.Divergence{Step: ptr.To[int64](5), Kind: "model_call", Lane: "main", Reason: "NoRecordedCall",
 			ExpectedCallSite: "agent.go:42", ActualCallSite: "agent.go:44", ExpectedFingerprint: testDigest, ActualFingerprint: testDigest,
 			Message: "system prompt differs"},
-		Usage:      &v1.ForkUsage{Live: usage, Replayed: usage},
-		Provenance: &v1.Provenance{Recorded: ptr.To[int64](4), Live: ptr.To[int64](2), Stub: ptr.To[int64](0)},
+		Usage:      v1.ForkUsage{Live: usage, Replayed: usage},
+		Provenance: v1.Provenance{Recorded: ptr.To[int64](4), Live: ptr.To[int64](2), Stub: ptr.To[int64](0)},
 		StartTime:  &now, CompletionTime: &now}
 
 	plan := validPlan("roundtrip-plan")
-	plan.Spec.Git = &v1.GitEvidence{URL: "https://example.com/r.git", Ref: "main",
-		Auth: &v1.GitAuth{Username: "bot", PasswordSecretRef: &v1.SecretKeyReference{Name: "git", Key: "token"}}}
+	plan.Spec.Git = v1.GitEvidence{URL: "https://example.com/r.git", Ref: "main",
+		Auth: v1.GitAuth{Username: "bot", PasswordSecretRef: v1.SecretKeyReference{Name: "git", Key: "token"}}}
 	commit := strings.Repeat("ab", 20)
 	planStatus := v1.ResumePlanStatus{Conditions: ready, ObservedGeneration: 1, Verdict: v1.VerdictResumable, Reason: "ResidualRemains",
 		Message: "step s3 is not verified", ResumeSHA: commit, ResidualSteps: ptr.To[int32](300), Residual: []v1.PlanStep{{ID: "s3"}},
 		Verified: []v1.PlanStep{{ID: "s1", SHA: commit}}, Truncated: []v1.ListTruncation{{Field: "residual", Total: ptr.To[int64](300)}},
 		Stop: v1.RunSuspended,
-		Rewind: &v1.RewindPlan{Decision: v1.DecisionRewind, Reason: "RewindToMintedCheckpoint", Message: "rewound", RewindToTurn: ptr.To[int32](0),
+		Rewind: v1.RewindPlan{Decision: v1.DecisionRewind, Reason: "RewindToMintedCheckpoint", Message: "rewound", RewindToTurn: ptr.To[int32](0),
 			TranscriptDigest: testDigest, DroppedTurns: ptr.To[int32](2), NoGoodNote: []string{"RESUME DIVERGED at step s2"}},
-		Reachability: &v1.ReachabilityStatus{State: v1.Reachable, Reason: "ResumableRetained", Message: "resumable"},
-		Convergence: &v1.Convergence{Verdict: v1.ConvergenceThrashing, Reason: "ResidualReachedNewLow", Message: "m",
+		Reachability: v1.ReachabilityStatus{State: v1.Reachable, Reason: "ResumableRetained", Message: "resumable"},
+		Convergence: v1.Convergence{Verdict: v1.ConvergenceThrashing, Reason: "ResidualReachedNewLow", Message: "m",
 			Window: ptr.To[int32](6), Observations: ptr.To[int32](9), Changes: ptr.To[int32](0)},
-		Drift: &v1.PlanDrift{Verdict: v1.DriftDrifting, UnattributedFiles: []string{"x.go", "y.go", "z.go"}, Suggestion: "back to s3"},
-		Reconciliation: &v1.Reconciliation{Promised: ptr.To[int32](3), MarkedDone: ptr.To[int32](2), Evidenced: ptr.To[int32](0),
+		Drift: v1.PlanDrift{Verdict: v1.DriftDrifting, UnattributedFiles: []string{"x.go", "y.go", "z.go"}, Suggestion: "back to s3"},
+		Reconciliation: v1.Reconciliation{Promised: ptr.To[int32](3), MarkedDone: ptr.To[int32](2), Evidenced: ptr.To[int32](0),
 			ClaimedWithoutEvidence: []string{"s2"}, UnpromisedFiles: []string{"x.go"}},
-		Evidence:    &v1.PlanEvidence{EventsHash: testDigest, ResolvedCommit: commit, Plan: v1.PlanDeclared},
+		Evidence:    v1.PlanEvidence{EventsHash: testDigest, ResolvedCommit: commit, Plan: v1.PlanDeclared},
 		EvaluatedAt: &now}
 
 	cases := []struct {

@@ -34,7 +34,7 @@ func validCheckpoint(name string) *v1.Checkpoint {
 
 func validFork(name string) *v1.ForkRun {
 	return &v1.ForkRun{ObjectMeta: meta(name), Spec: v1.ForkRunSpec{
-		SessionRef: v1.LocalObjectReference{Name: "s"}, Mode: v1.ModeFork, Fork: &v1.ForkSpec{AtStep: ptr.To[int64](4)},
+		SessionRef: v1.LocalObjectReference{Name: "s"}, Mode: v1.ModeFork, Fork: v1.ForkSpec{AtStep: ptr.To[int64](4)},
 	}}
 }
 
@@ -46,8 +46,8 @@ func validPlan(name string) *v1.ResumePlan {
 	return &v1.ResumePlan{ObjectMeta: meta(name), Spec: v1.ResumePlanSpec{SessionRef: v1.LocalObjectReference{Name: "s"}}}
 }
 
-func tenantStorage() *v1.StorageSpec {
-	return &v1.StorageSpec{Bucket: "team-a-sessions", Credentials: &v1.S3Credentials{
+func tenantStorage() v1.StorageSpec {
+	return v1.StorageSpec{Bucket: "team-a-sessions", Credentials: v1.S3Credentials{
 		AccessKeyID:     v1.SecretKeyReference{Name: "s3", Key: "accessKeyID"},
 		SecretAccessKey: v1.SecretKeyReference{Name: "s3", Key: "secretAccessKey"},
 	}}
@@ -94,8 +94,18 @@ func plan(name string, edit func(*v1.ResumePlan)) client.Object {
 	return p
 }
 
+// raw is an object as YAML would send it: typed structs with omitzero cannot express an empty section.
+func raw(kind, name string, spec map[string]any) client.Object {
+	return &unstructured.Unstructured{Object: map[string]any{"apiVersion": v1.GroupVersion.String(), "kind": kind,
+		"metadata": map[string]any{"name": name, "namespace": "default"}, "spec": spec}}
+}
+
+func rawFork(name string, fork map[string]any) client.Object {
+	return raw("ForkRun", name, map[string]any{"sessionRef": map[string]any{"name": "s"}, "mode": "Fork", "fork": fork})
+}
+
 func gitPlan(name, url string) client.Object {
-	return plan(name, func(p *v1.ResumePlan) { p.Spec.Git = &v1.GitEvidence{URL: url} })
+	return plan(name, func(p *v1.ResumePlan) { p.Spec.Git = v1.GitEvidence{URL: url} })
 }
 
 func TestInvalidObjectsAreRejectedWithTheirMessage(t *testing.T) {
@@ -108,13 +118,13 @@ func TestInvalidObjectsAreRejectedWithTheirMessage(t *testing.T) {
 	}{
 		// AgentSession
 		{"session without sessionID", session("no-id", func(s *v1.AgentSession) {
-			s.Spec.SessionID, s.Spec.Retention = "", &v1.RetentionSpec{Policy: v1.RetentionRetain}
+			s.Spec.SessionID, s.Spec.Retention = "", v1.RetentionSpec{Policy: v1.RetentionRetain}
 		}),
 			"spec.sessionID", "Required value"},
 		{"session ID with a slash", session("slash-id", func(s *v1.AgentSession) { s.Spec.SessionID = "a/b" }),
 			"spec.sessionID", "should match"},
 		{"fork session without forkedAtStep", session("parent-only", func(s *v1.AgentSession) {
-			s.Spec.ParentRef = &v1.LocalObjectReference{Name: "p"}
+			s.Spec.ParentRef = v1.LocalObjectReference{Name: "p"}
 		}), "spec", "parentRef and forkedAtStep are set together"},
 		{"tenant bucket without credentials", &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": v1.GroupVersion.String(), "kind": "AgentSession", "metadata": map[string]any{"name": "no-creds", "namespace": "default"},
@@ -133,13 +143,13 @@ func TestInvalidObjectsAreRejectedWithTheirMessage(t *testing.T) {
 			s.Spec.Storage.Credentials.SecretAccessKey.Key = ""
 		}), "spec.storage.credentials.secretAccessKey.key", "Required value"},
 		{"agent command list over its bound", session("long-command", func(s *v1.AgentSession) {
-			s.Spec.Agent = &v1.AgentSpec{Image: "a:1", Command: longList}
+			s.Spec.Agent = v1.AgentSpec{Image: "a:1", Command: longList}
 		}), "spec.agent.command", "must have at most 64 items"},
 		{"workspace subPath escaping the claim", session("escape-subpath", func(s *v1.AgentSession) {
-			s.Spec.Agent = &v1.AgentSpec{Image: "a:1", Workspace: &v1.WorkspaceVolume{ClaimName: "w", SubPath: "../etc"}}
+			s.Spec.Agent = v1.AgentSpec{Image: "a:1", Workspace: v1.WorkspaceVolume{ClaimName: "w", SubPath: "../etc"}}
 		}), "spec.agent.workspace.subPath", "subPath must not contain a '..' segment"},
 		{"unknown retention policy", session("bad-retention", func(s *v1.AgentSession) {
-			s.Spec.Retention = &v1.RetentionSpec{Policy: "Forever"}
+			s.Spec.Retention = v1.RetentionSpec{Policy: "Forever"}
 		}), "spec.retention.policy", `supported values: "Delete", "Retain"`},
 
 		// Checkpoint
@@ -159,43 +169,45 @@ func TestInvalidObjectsAreRejectedWithTheirMessage(t *testing.T) {
 			"spec.mode", "Required value"},
 		{"unknown mode", fork("bad-mode", func(f *v1.ForkRun) { f.Spec.Mode = "Rewind" }),
 			"spec.mode", `supported values: "Fork", "Replay"`},
-		{"fork mode without fork", fork("fork-no-fork", func(f *v1.ForkRun) { f.Spec.Fork = nil }),
+		{"fork mode without fork", fork("fork-no-fork", func(f *v1.ForkRun) { f.Spec.Fork = v1.ForkSpec{} }),
 			"spec", "spec.fork is required when mode is Fork, and only then"},
 		{"replay with a fork section", fork("replay-with-fork", func(f *v1.ForkRun) { f.Spec.Mode = v1.ModeReplay }),
 			"spec", "spec.fork is required when mode is Fork, and only then"},
-		{"fork with a replay section", fork("fork-with-replay", func(f *v1.ForkRun) { f.Spec.Replay = &v1.ReplaySpec{} }),
+		{"fork with a replay section", fork("fork-with-replay", func(f *v1.ForkRun) { f.Spec.Replay = v1.ReplaySpec{DriftPolicy: v1.ReplayDriftWarn} }),
 			"spec", "spec.replay is allowed only when mode is Replay"},
-		{"fork without atStep", fork("no-step", func(f *v1.ForkRun) { f.Spec.Fork.AtStep = nil }),
-			"spec.fork.atStep", "Required value"},
+		{"fork without atStep", rawFork("no-step", map[string]any{"driftPolicy": "Warn"}), "spec.fork.atStep", "Required value"},
 		{"negative atStep", fork("neg-step", func(f *v1.ForkRun) { f.Spec.Fork.AtStep = ptr.To[int64](-1) }),
 			"spec.fork.atStep", "should be greater than or equal to 0"},
 		{"replay with passthrough drift", fork("replay-passthrough", func(f *v1.ForkRun) {
-			f.Spec.Mode, f.Spec.Fork = v1.ModeReplay, nil
-			f.Spec.Replay = &v1.ReplaySpec{DriftPolicy: "Passthrough"}
+			f.Spec.Mode, f.Spec.Fork = v1.ModeReplay, v1.ForkSpec{}
+			f.Spec.Replay = v1.ReplaySpec{DriftPolicy: "Passthrough"}
 		}), "spec.replay.driftPolicy", `supported values: "Strict", "Warn"`},
 		{"live tools before a sandbox exists", fork("fork-live-tools", func(f *v1.ForkRun) {
-			f.Spec.Fork.Tools = &v1.ToolPolicy{OnMatch: "Live"}
+			f.Spec.Fork.Tools = v1.ToolPolicy{OnMatch: "Live"}
 		}), "spec.fork.tools.onMatch", `supported values: "ServeRecorded"`},
-		{"empty overrides", fork("empty-overrides", func(f *v1.ForkRun) { f.Spec.Fork.Overrides = &v1.ForkOverrides{} }),
+		{"empty overrides", rawFork("empty-overrides", map[string]any{"atStep": int64(1), "overrides": map[string]any{}}),
 			"spec.fork.overrides", "should have at least 1 properties"},
 		{"patch path that is not a JSON Pointer", fork("bad-pointer", func(f *v1.ForkRun) {
-			f.Spec.Fork.Overrides = &v1.ForkOverrides{RequestPatches: []v1.JSONPatchOperation{{Op: "replace", Path: "model", Value: rawJSON(`"m"`)}}}
+			f.Spec.Fork.Overrides = v1.ForkOverrides{RequestPatches: []v1.JSONPatchOperation{{Op: "replace", Path: "model", Value: rawJSON(`"m"`)}}}
 		}), "spec.fork.overrides.requestPatches[0].path", "path must be a JSON Pointer"},
 		{"unknown patch op", fork("bad-op", func(f *v1.ForkRun) {
-			f.Spec.Fork.Overrides = &v1.ForkOverrides{RequestPatches: []v1.JSONPatchOperation{{Op: "move", Path: "/model"}}}
+			f.Spec.Fork.Overrides = v1.ForkOverrides{RequestPatches: []v1.JSONPatchOperation{{Op: "move", Path: "/model"}}}
 		}), "spec.fork.overrides.requestPatches[0].op", "supported values"},
 		{"system prompt over its bound", fork("huge-system", func(f *v1.ForkRun) {
-			f.Spec.Fork.Overrides = &v1.ForkOverrides{System: ptr.To(strings.Repeat("x", 65537))}
+			f.Spec.Fork.Overrides = v1.ForkOverrides{System: strings.Repeat("x", 65537)}
 		}), "spec.fork.overrides.system", "may not be more than 65536 bytes"},
-		{"provider keys naming no key", fork("empty-keys", func(f *v1.ForkRun) { f.Spec.Fork.ProviderKeys = &v1.ProviderKeys{} }),
+		{"provider keys naming no key", rawFork("empty-keys", map[string]any{"atStep": int64(1), "providerKeys": map[string]any{}}),
 			"spec.fork.providerKeys", "should have at least 1 properties"},
+		{"a provider key without the Secret's key", rawFork("keyless-key", map[string]any{"atStep": int64(1),
+			"providerKeys": map[string]any{"anthropic": map[string]any{"name": "keys"}}}), "spec.fork.providerKeys.anthropic.key", "Required value"},
 
 		// ResumePlan
 		{"two sources of evidence", plan("two-evidence", func(p *v1.ResumePlan) {
-			p.Spec.Git = &v1.GitEvidence{URL: "https://example.com/r.git"}
-			p.Spec.Workspace = &v1.WorkspaceVolume{ClaimName: "w"}
+			p.Spec.Git = v1.GitEvidence{URL: "https://example.com/r.git"}
+			p.Spec.Workspace = v1.WorkspaceVolume{ClaimName: "w"}
 		}), "spec", "give at most one source of workspace evidence"},
-		{"git evidence without a URL", gitPlan("no-url", ""), "spec.git.url", "Required value"},
+		{"git evidence without a URL", raw("ResumePlan", "no-url", map[string]any{"sessionRef": map[string]any{"name": "s"},
+			"git": map[string]any{"ref": "main"}}), "spec.git.url", "Required value"},
 		{"plain http to the metadata service", gitPlan("http-metadata", "http://169.254.169.254/latest/meta-data"),
 			"spec.git.url", "url must be an https://, ssh:// or git:// URL with a host"},
 		{"a local file", gitPlan("file-url", "file:///var/run/secrets/kubernetes.io/serviceaccount/token"),
@@ -209,11 +221,11 @@ func TestInvalidObjectsAreRejectedWithTheirMessage(t *testing.T) {
 		{"ssh to IPv6 loopback", gitPlan("ipv6-loopback", "ssh://[::1]/repo.git"),
 			"spec.git.url", "url must not point at a loopback or link-local address"},
 		{"a password sent over ssh", plan("password-ssh", func(p *v1.ResumePlan) {
-			p.Spec.Git = &v1.GitEvidence{URL: "ssh://git.example.com/r.git", Auth: &v1.GitAuth{PasswordSecretRef: &v1.SecretKeyReference{Name: "g", Key: "token"}}}
+			p.Spec.Git = v1.GitEvidence{URL: "ssh://git.example.com/r.git", Auth: v1.GitAuth{PasswordSecretRef: v1.SecretKeyReference{Name: "g", Key: "token"}}}
 		}), "spec.git", "a password or token is only sent over https"},
 		{"a password and an SSH key", plan("two-auth", func(p *v1.ResumePlan) {
-			p.Spec.Git = &v1.GitEvidence{URL: "https://git.example.com/r.git", Auth: &v1.GitAuth{
-				PasswordSecretRef: &v1.SecretKeyReference{Name: "g", Key: "token"}, SSHPrivateKeySecretRef: &v1.SecretKeyReference{Name: "g", Key: "id"}}}
+			p.Spec.Git = v1.GitEvidence{URL: "https://git.example.com/r.git", Auth: v1.GitAuth{
+				PasswordSecretRef: v1.SecretKeyReference{Name: "g", Key: "token"}, SSHPrivateKeySecretRef: v1.SecretKeyReference{Name: "g", Key: "id"}}}
 		}), "spec.git.auth", "give a password or an SSH key, not both"},
 	}
 	ctx := context.Background()
@@ -233,10 +245,10 @@ func TestValidObjectsAreAccepted(t *testing.T) {
 		gitPlan("ok-git", "git://git.example.com/repo.git"),
 		gitPlan("ok-private-host", "https://10.0.0.12/team/repo.git"),
 		plan("ok-token", func(p *v1.ResumePlan) {
-			p.Spec.Git = &v1.GitEvidence{URL: "https://git.example.com/r.git", Auth: &v1.GitAuth{Username: "bot", PasswordSecretRef: &v1.SecretKeyReference{Name: "g", Key: "token"}}}
+			p.Spec.Git = v1.GitEvidence{URL: "https://git.example.com/r.git", Auth: v1.GitAuth{Username: "bot", PasswordSecretRef: v1.SecretKeyReference{Name: "g", Key: "token"}}}
 		}),
 		plan("ok-key", func(p *v1.ResumePlan) {
-			p.Spec.Git = &v1.GitEvidence{URL: "ssh://git.example.com/r.git", Auth: &v1.GitAuth{SSHPrivateKeySecretRef: &v1.SecretKeyReference{Name: "g", Key: "id"}}}
+			p.Spec.Git = v1.GitEvidence{URL: "ssh://git.example.com/r.git", Auth: v1.GitAuth{SSHPrivateKeySecretRef: v1.SecretKeyReference{Name: "g", Key: "id"}}}
 		}),
 		session("ok-tenant-store", func(s *v1.AgentSession) { s.Spec.Storage = tenantStorage() }),
 		fork("ok-step-zero", func(f *v1.ForkRun) { f.Spec.Fork.AtStep = ptr.To[int64](0) }),
@@ -265,13 +277,13 @@ func TestImmutableFieldsRejectUpdates(t *testing.T) {
 		}, "spec.sessionID", "sessionID is immutable"},
 		{"a parent added to a session later", validSession("late-parent"), func(o client.Object) {
 			s := o.(*v1.AgentSession)
-			s.Spec.ParentRef, s.Spec.ForkedAtStep = &v1.LocalObjectReference{Name: "p"}, ptr.To[int64](3)
+			s.Spec.ParentRef, s.Spec.ForkedAtStep = v1.LocalObjectReference{Name: "p"}, ptr.To[int64](3)
 		}, "spec", "parentRef is immutable"},
 		{"a fork point moved", session("moved-fork-point", func(s *v1.AgentSession) {
-			s.Spec.ParentRef, s.Spec.ForkedAtStep = &v1.LocalObjectReference{Name: "p"}, ptr.To[int64](3)
+			s.Spec.ParentRef, s.Spec.ForkedAtStep = v1.LocalObjectReference{Name: "p"}, ptr.To[int64](3)
 		}), func(o client.Object) { o.(*v1.AgentSession).Spec.ForkedAtStep = ptr.To[int64](4) }, "spec", "forkedAtStep is immutable"},
 		{"storage removed", session("drop-storage", func(s *v1.AgentSession) { s.Spec.Storage = tenantStorage() }), func(o client.Object) {
-			o.(*v1.AgentSession).Spec.Storage = nil
+			o.(*v1.AgentSession).Spec.Storage = v1.StorageSpec{}
 		}, "spec", "storage is immutable"},
 		{"storage added", validSession("add-storage"), func(o client.Object) {
 			o.(*v1.AgentSession).Spec.Storage = tenantStorage()
@@ -280,7 +292,7 @@ func TestImmutableFieldsRejectUpdates(t *testing.T) {
 			o.(*v1.Checkpoint).Spec.TurnIndex = ptr.To[int32](9)
 		}, "spec", "a Checkpoint is an immutable anchor"},
 		{"an edit to a ForkRun's spec", validFork("immutable-fork"), func(o client.Object) {
-			o.(*v1.ForkRun).Spec.Goal = &v1.Goal{Tool: "add_label"}
+			o.(*v1.ForkRun).Spec.Goal = v1.Goal{Tool: "add_label"}
 		}, "spec", "a ForkRun's spec is immutable"},
 		{"a ResumePlan pointed at another session", validPlan("immutable-plan"), func(o client.Object) {
 			o.(*v1.ResumePlan).Spec.SessionRef.Name = "other"
@@ -301,7 +313,7 @@ func TestImmutableFieldsRejectUpdates(t *testing.T) {
 	if err := apiServer.Client.Create(ctx, s); err != nil {
 		t.Fatal(err)
 	}
-	s.Spec.Retention = &v1.RetentionSpec{Policy: v1.RetentionRetain}
+	s.Spec.Retention = v1.RetentionSpec{Policy: v1.RetentionRetain}
 	if err := apiServer.Client.Update(ctx, s); err != nil {
 		t.Fatalf("updating retention of a session: %v", err)
 	}
@@ -309,30 +321,34 @@ func TestImmutableFieldsRejectUpdates(t *testing.T) {
 	if err := apiServer.Client.Create(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	p.Spec.Git = &v1.GitEvidence{URL: "https://git.example.com/r.git"}
+	p.Spec.Git = v1.GitEvidence{URL: "https://git.example.com/r.git"}
 	if err := apiServer.Client.Update(ctx, p); err != nil {
 		t.Fatalf("adding evidence to a plan: %v", err)
 	}
 }
 
 // TestForkRunDefaults proves the defaults a user relies on when they leave the policies out: strict
-// drift, recorded tools and failing misses; a bare replay is strict.
+// drift, recorded tools and failing misses; an empty replay section is a strict replay. The objects are
+// written as YAML would send them (`tools: {}`), which typed Go structs with omitzero cannot express.
 func TestForkRunDefaults(t *testing.T) {
 	ctx := context.Background()
-	f := validFork("defaults")
-	f.Spec.Fork.Tools = &v1.ToolPolicy{}
-	r := validReplay("replay-defaults")
-	r.Spec.Replay = &v1.ReplaySpec{}
-	for _, o := range []client.Object{f, r} {
-		if err := apiServer.Client.Create(ctx, o); err != nil {
+	objects := map[string]map[string]any{
+		"defaults-fork": {"sessionRef": map[string]any{"name": "s"}, "mode": "Fork",
+			"fork": map[string]any{"atStep": int64(3), "tools": map[string]any{}}},
+		"defaults-replay": {"sessionRef": map[string]any{"name": "s"}, "mode": "Replay", "replay": map[string]any{}},
+	}
+	for name, spec := range objects {
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": v1.GroupVersion.String(), "kind": "ForkRun",
+			"metadata": map[string]any{"name": name, "namespace": "default"}, "spec": spec}}
+		if err := apiServer.Client.Create(ctx, u); err != nil {
 			t.Fatal(err)
 		}
 	}
 	gotFork, gotReplay := &v1.ForkRun{}, &v1.ForkRun{}
-	if err := apiServer.Client.Get(ctx, client.ObjectKeyFromObject(f), gotFork); err != nil {
+	if err := apiServer.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "defaults-fork"}, gotFork); err != nil {
 		t.Fatal(err)
 	}
-	if err := apiServer.Client.Get(ctx, client.ObjectKeyFromObject(r), gotReplay); err != nil {
+	if err := apiServer.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "defaults-replay"}, gotReplay); err != nil {
 		t.Fatal(err)
 	}
 	want := fmt.Sprint(v1.DriftStrict, v1.ToolServeRecorded, v1.ToolMissError, v1.ReplayDriftStrict)

@@ -82,20 +82,20 @@ type ForkRunSpec struct {
 	// fork says where the run goes live and what changes there. Required in Fork mode.
 	// +optional
 	// +unionMember
-	Fork *ForkSpec `json:"fork,omitempty"`
+	Fork ForkSpec `json:"fork,omitzero"`
 
 	// replay tunes a replay. Allowed only in Replay mode.
 	// +optional
 	// +unionMember
-	Replay *ReplaySpec `json:"replay,omitempty"`
+	Replay ReplaySpec `json:"replay,omitzero"`
 
 	// goal is what the run must reach to count as a success.
 	// +optional
-	Goal *Goal `json:"goal,omitempty"`
+	Goal Goal `json:"goal,omitzero"`
 
 	// agent overrides the session's spec.agent for this run.
 	// +optional
-	Agent *AgentSpec `json:"agent,omitempty"`
+	Agent AgentSpec `json:"agent,omitzero"`
 
 	// ttlSecondsAfterFinished deletes the ForkRun this long after it finished; unset keeps it.
 	// +optional
@@ -114,11 +114,11 @@ type ForkSpec struct {
 
 	// overrides change the live tail's model requests.
 	// +optional
-	Overrides *ForkOverrides `json:"overrides,omitempty"`
+	Overrides ForkOverrides `json:"overrides,omitzero"`
 
 	// tools says how tool calls are answered.
 	// +optional
-	Tools *ToolPolicy `json:"tools,omitempty"`
+	Tools ToolPolicy `json:"tools,omitzero"`
 
 	// driftPolicy says what happens when a request of the served prefix matches nothing recorded:
 	// Strict (the default) fails the run; Warn fails too, and also counts requests matched only from
@@ -130,7 +130,7 @@ type ForkSpec struct {
 	// providerKeys are the live providers' API keys. They reach only the proxy container; the agent
 	// gets a placeholder, and the keys never enter the recording.
 	// +optional
-	ProviderKeys *ProviderKeys `json:"providerKeys,omitempty"`
+	ProviderKeys ProviderKeys `json:"providerKeys,omitzero"`
 }
 
 // ProviderKeys name the Secret keys holding the live providers' API keys.
@@ -138,15 +138,16 @@ type ForkSpec struct {
 type ProviderKeys struct {
 	// anthropic is the Anthropic API key.
 	// +optional
-	Anthropic *SecretKeyReference `json:"anthropic,omitempty"`
+	Anthropic SecretKeyReference `json:"anthropic,omitzero"`
 
 	// openAI is the OpenAI API key.
 	// +optional
-	OpenAI *SecretKeyReference `json:"openAI,omitempty"`
+	OpenAI SecretKeyReference `json:"openAI,omitzero"`
 }
 
 // ReplaySpec tunes a replay. Every field has a default, so `replay: {}` or no replay at all is a strict
 // replay of the whole session.
+// +kubebuilder:validation:MinProperties=1
 type ReplaySpec struct {
 	// driftPolicy is Strict (the default: fail at the first request that matches no recorded call) or
 	// Warn (fail too, and also count requests matched only from another call site).
@@ -162,13 +163,13 @@ type ForkOverrides struct {
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=65536
-	System *string `json:"system,omitempty"`
+	System string `json:"system,omitempty"`
 
 	// model replaces the model of every live model request.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256
-	Model *string `json:"model,omitempty"`
+	Model string `json:"model,omitempty"`
 
 	// params is a JSON object merged into every live model request's top level, for example
 	// {"temperature": 0, "max_tokens": 2048}.
@@ -210,6 +211,7 @@ type JSONPatchOperation struct {
 }
 
 // ToolPolicy says how tool calls are answered during a fork.
+// +kubebuilder:validation:MinProperties=1
 type ToolPolicy struct {
 	// onMatch says how a tool call that matches the recording is served: ServeRecorded, the default
 	// and today the only choice.
@@ -356,12 +358,14 @@ type ForkUsage struct {
 }
 
 // ForkRunStatus is the outcome of the run.
+// +kubebuilder:validation:MinProperties=1
 type ForkRunStatus struct {
 	// conditions are Ready, Reconciling and Stalled. A run that passed, completed or reached its goal
 	// is Ready; one that failed, diverged or missed its goal is Stalled with the outcome as reason.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
+	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=16
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
@@ -376,11 +380,11 @@ type ForkRunStatus struct {
 
 	// childSessionRef names the AgentSession recorded by a fork.
 	// +optional
-	ChildSessionRef *LocalObjectReference `json:"childSessionRef,omitempty"`
+	ChildSessionRef LocalObjectReference `json:"childSessionRef,omitzero"`
 
 	// jobRef names the engine Job running this ForkRun.
 	// +optional
-	JobRef *LocalObjectReference `json:"jobRef,omitempty"`
+	JobRef LocalObjectReference `json:"jobRef,omitzero"`
 
 	// divergences counts the requests that left the recording, tolerated ones included.
 	// +optional
@@ -389,15 +393,15 @@ type ForkRunStatus struct {
 
 	// firstDivergence describes the first request that left the recording.
 	// +optional
-	FirstDivergence *Divergence `json:"firstDivergence,omitempty"`
+	FirstDivergence Divergence `json:"firstDivergence,omitzero"`
 
 	// usage splits the run's tokens and cost into live and replayed.
 	// +optional
-	Usage *ForkUsage `json:"usage,omitempty"`
+	Usage ForkUsage `json:"usage,omitzero"`
 
 	// provenance counts where the run's answers came from.
 	// +optional
-	Provenance *Provenance `json:"provenance,omitempty"`
+	Provenance Provenance `json:"provenance,omitzero"`
 
 	// startTime is when the Job started.
 	// +optional

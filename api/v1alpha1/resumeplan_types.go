@@ -14,11 +14,11 @@ type ResumePlanSpec struct {
 
 	// git is a repository whose history the agent's claimed steps are re-adjudicated against.
 	// +optional
-	Git *GitEvidence `json:"git,omitempty"`
+	Git GitEvidence `json:"git,omitzero"`
 
 	// workspace is a git work tree on a volume to re-adjudicate against, such as the agent's own.
 	// +optional
-	Workspace *WorkspaceVolume `json:"workspace,omitempty"`
+	Workspace WorkspaceVolume `json:"workspace,omitzero"`
 }
 
 // GitEvidence points at a git repository.
@@ -43,7 +43,7 @@ type GitEvidence struct {
 
 	// auth are the credentials for the clone; unset clones anonymously.
 	// +optional
-	Auth *GitAuth `json:"auth,omitempty"`
+	Auth GitAuth `json:"auth,omitzero"`
 }
 
 // GitAuth are credentials for a clone: a password or token over https, or an SSH key.
@@ -58,11 +58,11 @@ type GitAuth struct {
 
 	// passwordSecretRef is the Secret key holding the password or token.
 	// +optional
-	PasswordSecretRef *SecretKeyReference `json:"passwordSecretRef,omitempty"`
+	PasswordSecretRef SecretKeyReference `json:"passwordSecretRef,omitzero"`
 
 	// sshPrivateKeySecretRef is the Secret key holding a PEM SSH private key.
 	// +optional
-	SSHPrivateKeySecretRef *SecretKeyReference `json:"sshPrivateKeySecretRef,omitempty"`
+	SSHPrivateKeySecretRef SecretKeyReference `json:"sshPrivateKeySecretRef,omitzero"`
 }
 
 // RewindDecision says whether the agent's transcript should be rolled back to a checkpoint.
@@ -138,6 +138,7 @@ type RewindPlan struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=1024
 	NoGoodNote []string `json:"noGoodNote,omitempty"`
 }
@@ -210,6 +211,7 @@ type PlanDrift struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=1024
 	UnattributedFiles []string `json:"unattributedFiles,omitempty"`
 
@@ -242,6 +244,7 @@ type Reconciliation struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=128
 	ClaimedWithoutEvidence []string `json:"claimedWithoutEvidence,omitempty"`
 
@@ -250,6 +253,7 @@ type Reconciliation struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=1024
 	UnpromisedFiles []string `json:"unpromisedFiles,omitempty"`
 }
@@ -305,11 +309,13 @@ const (
 )
 
 // ResumePlanStatus is the verdict on the session.
+// +kubebuilder:validation:MinProperties=1
 type ResumePlanStatus struct {
 	// conditions are Ready, Reconciling and Stalled.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
+	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=16
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
@@ -371,27 +377,27 @@ type ResumePlanStatus struct {
 
 	// rewind is the transcript-rewind verdict.
 	// +optional
-	Rewind *RewindPlan `json:"rewind,omitempty"`
+	Rewind RewindPlan `json:"rewind,omitzero"`
 
 	// reachability says whether the garbage collector must keep the session, and why.
 	// +optional
-	Reachability *ReachabilityStatus `json:"reachability,omitempty"`
+	Reachability ReachabilityStatus `json:"reachability,omitzero"`
 
 	// convergence says whether the run was getting anywhere.
 	// +optional
-	Convergence *Convergence `json:"convergence,omitempty"`
+	Convergence Convergence `json:"convergence,omitzero"`
 
 	// drift says whether the run wandered off its plan.
 	// +optional
-	Drift *PlanDrift `json:"drift,omitempty"`
+	Drift PlanDrift `json:"drift,omitzero"`
 
 	// reconciliation compares the plan's promises with the evidence.
 	// +optional
-	Reconciliation *Reconciliation `json:"reconciliation,omitempty"`
+	Reconciliation Reconciliation `json:"reconciliation,omitzero"`
 
 	// evidence is what the verdicts were computed from.
 	// +optional
-	Evidence *PlanEvidence `json:"evidence,omitempty"`
+	Evidence PlanEvidence `json:"evidence,omitzero"`
 
 	// evaluatedAt is when the verdicts were computed.
 	// +optional
