@@ -391,8 +391,9 @@ func newCheckpointRestoreCommand() *cobra.Command {
 		Use:   "restore <workspace> <id-prefix | step N | latest> (--store-dir <dir> | --store s3://<bucket>/<prefix>)",
 		Short: "Write a checkpoint's files back into a workspace (overwrite only, behind a guard checkpoint)",
 		Long: `Write a checkpoint's files back into a workspace. Nothing is deleted: files created after the
-checkpoint are listed as leftovers. Every path and blob is checked before anything is written, and a
-restore never writes through a symbolic link. Before writing, a guard checkpoint of the current files
+checkpoint are listed as leftovers. Every path and blob is checked, and so is that the workspace will
+accept every write (no read-only file system or immutable file halfway), before anything is written;
+a restore never writes through a symbolic link. Before writing, a guard checkpoint of the current files
 is taken (--guard warn: restore anyway if it fails; require: refuse; off: none); restoring the guard
 undoes the restore.`,
 		Args: cobra.MinimumNArgs(2),

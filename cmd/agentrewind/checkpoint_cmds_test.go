@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -185,6 +186,7 @@ var checkpointErrors = map[string]struct {
 	"GuardError":             {&checkpoint.GuardError{Err: errors.New("x")}, exitError},
 	"ErrUnbornHead":          {checkpoint.ErrUnbornHead, exitError},
 	"NameError":              {&checkpoint.NameError{Path: "caf\xe9"}, exitError},
+	"UnwritableError":        {&checkpoint.UnwritableError{Path: "a", At: ".", Err: errors.New("read-only file system")}, exitError},
 }
 
 func TestCheckpointExitCodesCoverEveryErrorType(t *testing.T) {
@@ -461,6 +463,42 @@ func TestCheckpointNamesWithBackslashesAndNewlinesRestoreUnderARequiredGuard(t *
 	}
 	if res.Guard == "" || res.Written != len(names) {
 		t.Errorf("restore: guard %q, %d written; want a guard and %d written", res.Guard, res.Written, len(names))
+	}
+}
+
+// TestCheckpointRestoreIntoAReadOnlyDirectoryWritesNothing: a restore the workspace would refuse
+// partway exits 1 naming the path, and a.txt, which sorts before it, is not written.
+func TestCheckpointRestoreIntoAReadOnlyDirectoryWritesNothing(t *testing.T) {
+	t.Setenv(envStore, "")
+	ws, store := t.TempDir(), t.TempDir()
+	writeFiles(t, ws, map[string]string{"a.txt": "alpha", "ro/b.txt": "beta"})
+	if _, err := runCheckpoint(t, "create", ws, "--store-dir", store); err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, ws, map[string]string{"a.txt": "changed", "ro/b.txt": "changed"})
+	ro := filepath.Join(ws, "ro")
+	if os.Geteuid() != 0 {
+		if err := os.Chmod(ro, 0o555); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.Chmod(ro, 0o755) })
+	} else {
+		// Root writes through permission bits: make ro a read-only bind mount of itself.
+		if out, err := exec.Command("mount", "--bind", ro, ro).CombinedOutput(); err != nil {
+			t.Skipf("root cannot bind-mount here, so nothing makes a directory read-only for it: %v %s", err, out)
+		}
+		t.Cleanup(func() { _ = exec.Command("umount", ro).Run() })
+		if out, err := exec.Command("mount", "-o", "remount,bind,ro", ro).CombinedOutput(); err != nil {
+			t.Skipf("root cannot remount a bind mount read-only here: %v %s", err, out)
+		}
+	}
+	_, err := runCheckpoint(t, "restore", ws, "latest", "--store-dir", store, "--guard", "require")
+	var ue *checkpoint.UnwritableError
+	if exitCode(err) != exitError || !errors.As(err, &ue) || !strings.Contains(err.Error(), `restore of "ro/b.txt" refused: "ro" cannot be written`) {
+		t.Fatalf("restore into a read-only directory: exit %d, %v", exitCode(err), err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(ws, "a.txt")); string(got) != "changed" {
+		t.Errorf("the refused restore wrote a.txt: %q", got)
 	}
 }
 

@@ -70,6 +70,20 @@ func (e *UnsafeDestinationError) Error() string {
 	return fmt.Sprintf("restore of %q refused: %q is %s", e.Path, e.At, e.Reason)
 }
 
+// UnwritableError says the workspace would refuse a write a restore needs: At (the directory written
+// into, or the file replaced) is on a read-only file system, immutable, or not writable by the
+// caller. It is found before anything is written, so a restore never stops halfway for it.
+type UnwritableError struct {
+	Path string // the manifest path being restored
+	At   string // the workspace path that refuses the write
+	Err  error
+}
+
+func (e *UnwritableError) Error() string {
+	return fmt.Sprintf("restore of %q refused: %q cannot be written: %v", e.Path, e.At, e.Err)
+}
+func (e *UnwritableError) Unwrap() error { return e.Err }
+
 // UnknownPathsError says a selective restore named paths the checkpoint does not hold.
 type UnknownPathsError struct {
 	ID    string

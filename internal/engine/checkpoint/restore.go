@@ -363,13 +363,25 @@ func PreviewManifest(ctx context.Context, dir, id string, m *Manifest, blobs Blo
 	if err != nil {
 		return Preview{}, err
 	}
-	return plan(id, m, sel, facts, len(files) == 0)
+	p, err := plan(id, m, sel, facts, len(files) == 0)
+	if err != nil {
+		return Preview{}, err
+	}
+	problems, err := gatherWritability(dir, root, p.Changes)
+	if err != nil {
+		return Preview{}, err
+	}
+	if err := refuseUnwritable(p, problems); err != nil {
+		return Preview{}, err
+	}
+	return p, nil
 }
 
 // Restore writes checkpoint id back into the workspace dir (seed D5): files of the checkpoint are
 // overwritten or created, nothing is deleted, and files the checkpoint does not hold are reported as
-// leftovers. Before anything is written every path and blob is checked, then a guard checkpoint of
-// the current workspace is taken as opts.Guard says.
+// leftovers. Before anything is written every path and blob is checked, and so is every directory
+// written into and file replaced, that the workspace will accept the write (UnwritableError); then a
+// guard checkpoint of the current workspace is taken as opts.Guard says.
 func (s *Store) Restore(ctx context.Context, dir, id string, opts RestoreOptions) (RestoreResult, error) {
 	m, err := s.Load(ctx, id)
 	if err != nil {
@@ -420,6 +432,15 @@ func (s *Store) restore(ctx context.Context, dir, id string, m *Manifest, src Bl
 	}
 	p, err := plan(id, m, sel, facts, full)
 	if err != nil {
+		return RestoreResult{}, err
+	}
+	// Every write must be one the workspace accepts before the guard is taken or a file written: a
+	// read-only mount or an immutable file found halfway would leave a partial restore.
+	problems, err := gatherWritability(dir, root, p.Changes)
+	if err != nil {
+		return RestoreResult{}, err
+	}
+	if err := refuseUnwritable(p, problems); err != nil {
 		return RestoreResult{}, err
 	}
 	res := RestoreResult{Preview: p}
