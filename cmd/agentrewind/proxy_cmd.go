@@ -2,9 +2,9 @@ package main
 
 import (
 	"bufio"
-	"crypto/rand"
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -415,4 +415,3 @@ func newSessionID() string {
 	_, _ = rand.Read(b[:])
 	return fmt.Sprintf("run-%s-%x", time.Now().UTC().Format("20060102-150405"), b)
 }
-
