@@ -11,6 +11,8 @@ import (
 
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agentrewind/agentrewind/internal/engine/evidence/gittest"
@@ -273,5 +275,36 @@ func TestNoGitOrAnUnbornHeadFallsBackToAFileCheckpoint(t *testing.T) {
 				t.Fatalf("fallback: %+v, commit %q reason %q", c, m.GitCommit, m.Reason)
 			}
 		})
+	}
+}
+
+// TestAGitCheckpointWithADotGitPathIsRefused: a checkpoint commit whose tree holds a ".git" segment
+// at any depth and in any case would write into a repository; it is refused before anything is read
+// into a manifest.
+func TestAGitCheckpointWithADotGitPathIsRefused(t *testing.T) {
+	r := gittest.New(t)
+	head := r.Commit("init", map[string]string{"a.txt": "alpha"})
+	st := r.Git.Storer
+	obj := st.NewEncodedObject()
+	obj.SetType(plumbing.BlobObject)
+	w, err := obj.Writer()
+	must(t, err)
+	_, err = w.Write([]byte("#!/bin/sh\necho owned\n"))
+	must(t, err)
+	must(t, w.Close())
+	blob, err := st.SetEncodedObject(obj)
+	must(t, err)
+	top := &gitDir{}
+	top.add([]string{"sub", ".GIT", "hooks", "post-checkout"}, object.TreeEntry{Name: "post-checkout", Mode: filemode.Executable, Hash: blob})
+	tree, err := top.write(st)
+	must(t, err)
+	c := &object.Commit{TreeHash: tree, ParentHashes: []plumbing.Hash{plumbing.NewHash(head)}, Message: "evil\n"}
+	cobj := st.NewEncodedObject()
+	must(t, c.Encode(cobj))
+	commit, err := st.SetEncodedObject(cobj)
+	must(t, err)
+	var me *ManifestError
+	if _, _, err := GitManifest(r.Dir, commit.String()); !errors.As(err, &me) || me.Path != "sub/.GIT" {
+		t.Fatalf("GitManifest of a tree with sub/.GIT: %v, want a ManifestError naming it", err)
 	}
 }
