@@ -124,7 +124,7 @@ type ToolCall struct {
 	// Name is the tool's name.
 	// +required
 	Name string `json:"name"`
-	// Input is the tool's arguments, a JSON object; empty means {}.
+	// Input is the tool's arguments, a JSON object; empty means {}. Parse sorts its keys.
 	// +optional
 	Input json.RawMessage `json:"input,omitempty"`
 }
@@ -186,8 +186,9 @@ type Fault struct {
 	// RetryAfter is the retry-after header of a rate_limit answer, in seconds; 0 means 1.
 	// +optional
 	RetryAfter int `json:"retryAfter,omitempty"`
-	// CutAfter is how many stream events a cut stream sends before the connection drops; 0 means
-	// half of them.
+	// CutAfter is how many stream events (pings and, for OpenAI, data: [DONE] included) a cut
+	// stream sends before the connection drops; 0 means half of them, and a cut stream always
+	// misses at least its last event.
 	// +optional
 	CutAfter int `json:"cutAfter,omitempty"`
 }
@@ -357,14 +358,6 @@ func (c ToolCall) arguments() string {
 		return "{}" // Validate refuses such input; a Go-built script that skipped it gets {}.
 	}
 	return b.String()
-}
-
-// label names a turn in messages.
-func (t *Turn) label(i int) string {
-	if t.Name != "" {
-		return fmt.Sprintf("turns[%d] (%s)", i, t.Name)
-	}
-	return fmt.Sprintf("turns[%d]", i)
 }
 
 // chunkSize is the piece size for this turn under script s.
