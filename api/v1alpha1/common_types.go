@@ -175,7 +175,7 @@ type ReachabilityStatus struct {
 
 // Usage is a token and cost total. Every counter is written, so a real 0 shows as 0.
 type Usage struct {
-	// inputTokens is the number of uncached prompt tokens billed.
+	// inputTokens is the number of prompt tokens, cached ones included.
 	// +required
 	// +kubebuilder:validation:Minimum=0
 	InputTokens *int64 `json:"inputTokens,omitempty"`
@@ -185,17 +185,17 @@ type Usage struct {
 	// +kubebuilder:validation:Minimum=0
 	OutputTokens *int64 `json:"outputTokens,omitempty"`
 
-	// cacheCreationInputTokens is the number of prompt tokens written to the provider's prompt cache.
+	// cacheCreationInputTokens is how many of inputTokens were written to the provider's prompt cache.
 	// +required
 	// +kubebuilder:validation:Minimum=0
 	CacheCreationInputTokens *int64 `json:"cacheCreationInputTokens,omitempty"`
 
-	// cacheReadInputTokens is the number of prompt tokens read from the provider's prompt cache.
+	// cacheReadInputTokens is how many of inputTokens were read from the provider's prompt cache.
 	// +required
 	// +kubebuilder:validation:Minimum=0
 	CacheReadInputTokens *int64 `json:"cacheReadInputTokens,omitempty"`
 
-	// totalTokens is the sum of the four token counts above.
+	// totalTokens is inputTokens plus outputTokens.
 	// +required
 	// +kubebuilder:validation:Minimum=0
 	TotalTokens *int64 `json:"totalTokens,omitempty"`

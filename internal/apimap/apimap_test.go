@@ -147,7 +147,7 @@ func TestEngineReasonsAreAPIReasonCodes(t *testing.T) {
 	code := regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`)
 	for _, c := range []struct{ pkg, typ string }{
 		{"verdict/resume", "Reason"}, {"verdict/resume", "ReachabilityReason"}, {"verdict/rewind", "Reason"},
-		{"verdict/convergence", "Reason"}, {"task", "FailureReason"},
+		{"verdict/convergence", "Reason"}, {"task", "FailureReason"}, {"replay", "DriftCode"},
 	} {
 		for _, r := range engineConstants(t, c.pkg, c.typ) {
 			if !code.MatchString(r) || len(r) > 64 {

@@ -166,14 +166,14 @@ func compare(golden, candidate []session.Event, fpOf func(*session.Event) string
 	for i := 0; i < len(g) || i < len(c); i++ {
 		switch {
 		case i >= len(c):
-			return &DriftError{Step: g[i].Step, Kind: g[i].Kind, Lane: g[i].Lane, CallSite: g[i].CallSite, Expected: g[i],
+			return &DriftError{Step: g[i].Step, Kind: g[i].Kind, Lane: g[i].Lane, CallSite: g[i].CallSite, Expected: g[i], Code: DriftRunEndedEarly,
 				Reason: fmt.Sprintf("the candidate stopped after %d boundary calls; the golden run made %d", len(c), len(g))}
 		case i >= len(g):
-			return &DriftError{Step: c[i].Step, Kind: c[i].Kind, Lane: c[i].Lane, CallSite: c[i].CallSite, Fingerprint: fpOf(c[i]),
+			return &DriftError{Step: c[i].Step, Kind: c[i].Kind, Lane: c[i].Lane, CallSite: c[i].CallSite, Fingerprint: fpOf(c[i]), Code: DriftExtraCall,
 				Reason: fmt.Sprintf("the candidate made more boundary calls than the golden run's %d: %s from %s", len(g), c[i].Kind, c[i].CallSite)}
 		case !sameCall(g[i], c[i], fpOf):
 			return &DriftError{Step: c[i].Step, Kind: c[i].Kind, Lane: c[i].Lane, CallSite: c[i].CallSite, Fingerprint: fpOf(c[i]),
-				Expected: g[i], Nearest: g[i], Diff: diffJSON(callDoc(g[i]), callDoc(c[i]))}
+				Expected: g[i], Nearest: g[i], Diff: diffJSON(callDoc(g[i]), callDoc(c[i])), Code: DriftNoRecordedCall}
 		}
 	}
 	return nil

@@ -87,7 +87,7 @@ func (r *runner) draw(ctx context.Context, src session.EntropySource, live func(
 	r.mu.Lock()
 	expected := r.matcher.Expected(c.lane.id, "")
 	r.mu.Unlock()
-	d := &DriftError{Step: c.step, Kind: session.KindEntropy, Lane: c.lane.id, CallSite: c.site, Expected: expected,
+	d := &DriftError{Step: c.step, Kind: session.KindEntropy, Lane: c.lane.id, CallSite: c.site, Expected: expected, Code: DriftNoRecordedEntropy,
 		Reason: fmt.Sprintf("a %s draw in lane %s has no recorded value left", src, c.lane.id)}
 	if r.policy == Passthrough {
 		// Passthrough is the policy that asked for live values; Warn never draws entropy live, since a

@@ -26,7 +26,27 @@ type DriftError struct {
 	Diff    []string
 	// Reason says what happened in words, for the cases without a request to compare.
 	Reason string
+	// Code is the machine-readable cause, a CamelCase code a controller copies into status.
+	Code DriftCode
 }
+
+// DriftCode is the machine-readable cause of a drift.
+type DriftCode string
+
+const (
+	// DriftNoRecordedCall: the request matches no recorded call; Nearest, when set, is the closest one.
+	DriftNoRecordedCall DriftCode = "NoRecordedCall"
+	// DriftOtherCallSite: the request was recorded, but from another call site (tolerated under Warn).
+	DriftOtherCallSite DriftCode = "RecordedFromOtherCallSite"
+	// DriftNoRecordedEntropy: a clock, random or UUID draw has no recorded value left in its lane.
+	DriftNoRecordedEntropy DriftCode = "NoRecordedEntropy"
+	// DriftRunEndedEarly: the agent finished before making every recorded call.
+	DriftRunEndedEarly DriftCode = "RunEndedEarly"
+	// DriftExtraCall: the candidate made more calls than the golden run.
+	DriftExtraCall DriftCode = "ExtraCall"
+	// DriftToolNotRecorded: a fork's tool call the recording does not hold, under tools.onMiss Error.
+	DriftToolNotRecorded DriftCode = "ToolNotRecorded"
+)
 
 func (e *DriftError) Error() string {
 	var b strings.Builder

@@ -49,6 +49,8 @@ type ForkResult struct {
 	ReachedGoal *bool
 	// TokensSpent counts the live tail only; the served prefix costs nothing.
 	TokensSpent session.Usage
+	// Replayed is what the served model calls cost when they were recorded.
+	Replayed session.Usage
 	// DivergedAtStep is the step where the fork left the recording and stopped, if it did.
 	DivergedAtStep *int64
 	Divergence     *DriftError
@@ -116,6 +118,18 @@ func (f *forkState) spend(resp *session.Response) {
 	f.tokens.Add(resp.Usage)
 }
 
+// ServedUsage is what the model calls of a run that were served from a recording cost when they were
+// recorded: every model call but the ones that went live.
+func ServedUsage(events []session.Event) session.Usage {
+	var u session.Usage
+	for i := range events {
+		if ev := &events[i]; ev.Kind == session.KindModelCall && ev.Provenance != session.ProvenanceLive {
+			u.Add(ev.Usage)
+		}
+	}
+	return u
+}
+
 // Fork serves the parent's steps before AtStep from the recording, runs the rest live with the
 // overrides, records the whole run as a child session, and evaluates the goal on it.
 func Fork(ctx context.Context, opts ForkOptions, harness Harness) (*ForkResult, error) {
@@ -157,7 +171,7 @@ func Fork(ctx context.Context, opts ForkOptions, harness Harness) (*ForkResult, 
 		return nil, err
 	}
 	f := r.fork
-	res := &ForkResult{Meta: rec.Meta, TokensSpent: f.tokens, DivergedAtStep: f.divergedAt, Divergence: f.divergence,
+	res := &ForkResult{Meta: rec.Meta, TokensSpent: f.tokens, Replayed: ServedUsage(rec.Events), DivergedAtStep: f.divergedAt, Divergence: f.divergence,
 		Provenance: f.prov, Trace: Trace(rec.Events)}
 	var drift *DriftError
 	if harnessErr != nil && !errors.Is(harnessErr, ErrForkHalted) && !errors.As(harnessErr, &drift) {

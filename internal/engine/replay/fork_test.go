@@ -137,6 +137,19 @@ func TestSampleAgentForkWithAPromptFixReachesTheGoal(t *testing.T) {
 	if res.TokensSpent.Total() >= Trace(res.Trace).Usage().Total() {
 		t.Fatalf("tokens spent %d, the whole trace %d: the served prefix was counted", res.TokensSpent.Total(), Trace(res.Trace).Usage().Total())
 	}
+	// What the prefix would have cost is the parent's recorded usage of the served model calls.
+	var served session.Usage
+	for _, ev := range events[:decideStep] {
+		if ev.Kind == session.KindModelCall {
+			served.Add(ev.Usage)
+		}
+	}
+	if served.Total() == 0 {
+		t.Fatal("the parent's prefix recorded no usage; the replayed-usage check is void")
+	}
+	if diff := cmp.Diff(served, res.Replayed); diff != "" {
+		t.Fatalf("replayed usage against the parent's served calls (-parent +replayed):\n%s", diff)
+	}
 	if live.Request.System != fix {
 		t.Fatalf("the override was not applied to the live request: %q", live.Request.System)
 	}

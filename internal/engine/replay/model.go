@@ -180,8 +180,11 @@ func (r *runner) liveModel(ctx context.Context, c call, req session.Request, emi
 		r.skip(c.step)
 		return nil, err
 	}
-	if r.fork != nil {
+	if r.matcher != nil {
+		// A replay's or fork's live call says so, so its usage is never counted as replayed.
 		ev.Provenance = session.ProvenanceLive
+	}
+	if r.fork != nil {
 		r.fork.count(session.ProvenanceLive)
 		if tail {
 			r.fork.spend(resp) // tokensSpent is the tail's; a tolerated drift in the prefix is not

@@ -76,7 +76,7 @@ func Replay(ctx context.Context, opts ReplayOptions, harness Harness) (*ReplayRe
 	if r.policy == Strict {
 		if unserved := r.matcher.Unserved(); len(unserved) > 0 {
 			first := unserved[0]
-			return res, &DriftError{Step: first.Step, Kind: first.Kind, Lane: first.Lane, CallSite: first.CallSite, Expected: first,
+			return res, &DriftError{Step: first.Step, Kind: first.Kind, Lane: first.Lane, CallSite: first.CallSite, Expected: first, Code: DriftRunEndedEarly,
 				Reason: fmt.Sprintf("the agent finished, but the recording has %d more call(s)", len(unserved))}
 		}
 	}

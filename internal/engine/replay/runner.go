@@ -328,7 +328,7 @@ func (r *runner) resolve(c call, kind session.Kind, key string) (*session.Event,
 	if how == ResolvedFallback && r.policy == Warn {
 		// The same request from a call site that moved: served, because it is the recorded request,
 		// and reported, because Warn is the policy that wants to hear about every difference.
-		d := &DriftError{Step: c.step, Kind: kind, Lane: c.lane.id, CallSite: c.site, Fingerprint: key, Nearest: ev,
+		d := &DriftError{Step: c.step, Kind: kind, Lane: c.lane.id, CallSite: c.site, Fingerprint: key, Nearest: ev, Code: DriftOtherCallSite,
 			Reason: fmt.Sprintf("%s from %s matched the call recorded from %s at step %d by fingerprint only", kind, c.site, ev.CallSite, ev.Step)}
 		r.drifts = append(r.drifts, d)
 		r.cfg.Logf("tolerated (%s): %v", r.policy, d)
@@ -340,7 +340,7 @@ func (r *runner) resolve(c call, kind session.Kind, key string) (*session.Event,
 func (r *runner) drift(c call, kind session.Kind, fp string, actual []byte, recordedOf func(*session.Event) []byte) *DriftError {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	d := &DriftError{Step: c.step, Kind: kind, Lane: c.lane.id, CallSite: c.site, Fingerprint: fp,
+	d := &DriftError{Step: c.step, Kind: kind, Lane: c.lane.id, CallSite: c.site, Fingerprint: fp, Code: DriftNoRecordedCall,
 		Expected: r.matcher.Expected(c.lane.id, ""), Nearest: r.matcher.Nearest(kind, c.lane.id, c.site)}
 	if d.Nearest != nil && recordedOf != nil {
 		d.Diff = diffJSON(recordedOf(d.Nearest), actual)

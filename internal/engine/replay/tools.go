@@ -81,7 +81,7 @@ func (r *runner) forkToolMiss(ev session.Event) (json.RawMessage, error) {
 		r.finish(&ev)
 		return stubResult, nil
 	}
-	d := &DriftError{Step: ev.Step, Kind: session.KindToolCall, Lane: ev.Lane, CallSite: ev.CallSite, Fingerprint: ev.ArgsHash,
+	d := &DriftError{Step: ev.Step, Kind: session.KindToolCall, Lane: ev.Lane, CallSite: ev.CallSite, Fingerprint: ev.ArgsHash, Code: DriftToolNotRecorded,
 		Reason: fmt.Sprintf("tool %q was called with arguments the recording does not hold (tools.onMiss: Error stops the fork here)", ev.Name)}
 	ev.Error = &session.SerializedError{Name: "ForkHalted", Message: d.Error()}
 	r.fork.diverged(ev.Step, d)

@@ -158,8 +158,13 @@ type Response struct {
 
 // Usage is the token and cost accounting of a model call.
 type Usage struct {
+	// InputTokens are all the prompt tokens the call consumed, cached ones included.
 	InputTokens  int64 `json:"inputTokens"`
 	OutputTokens int64 `json:"outputTokens"`
+	// CacheCreationInputTokens and CacheReadInputTokens say how many of InputTokens were written to and
+	// read from the provider's prompt cache, when it reported them.
+	CacheCreationInputTokens int64 `json:"cacheCreationInputTokens,omitempty"`
+	CacheReadInputTokens     int64 `json:"cacheReadInputTokens,omitempty"`
 	// CostMicroUSD is the cost in millionths of a US dollar, when known.
 	CostMicroUSD int64 `json:"costMicroUSD,omitempty"`
 }
@@ -171,6 +176,8 @@ func (u *Usage) Add(u2 *Usage) {
 	}
 	u.InputTokens += u2.InputTokens
 	u.OutputTokens += u2.OutputTokens
+	u.CacheCreationInputTokens += u2.CacheCreationInputTokens
+	u.CacheReadInputTokens += u2.CacheReadInputTokens
 	u.CostMicroUSD += u2.CostMicroUSD
 }
 

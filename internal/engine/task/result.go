@@ -95,10 +95,20 @@ type Result struct {
 
 // Usage is a token and cost total.
 type Usage struct {
-	InputTokens  int64 `json:"inputTokens"`
-	OutputTokens int64 `json:"outputTokens"`
+	// InputTokens are all prompt tokens, cached ones included; the cache counts say how many of them
+	// were written to and read from the provider's prompt cache.
+	InputTokens              int64 `json:"inputTokens"`
+	OutputTokens             int64 `json:"outputTokens"`
+	CacheCreationInputTokens int64 `json:"cacheCreationInputTokens"`
+	CacheReadInputTokens     int64 `json:"cacheReadInputTokens"`
 	// CostMicroUSD is the cost in millionths of a US dollar, when the provider reported one.
 	CostMicroUSD int64 `json:"costMicroUSD"`
+}
+
+// UsageOf is the result form of a session's usage.
+func UsageOf(u session.Usage) Usage {
+	return Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CacheCreationInputTokens: u.CacheCreationInputTokens,
+		CacheReadInputTokens: u.CacheReadInputTokens, CostMicroUSD: u.CostMicroUSD}
 }
 
 // PatternCount is how many secrets one redaction pattern replaced.
@@ -207,8 +217,10 @@ func NewReport(r verdict.Report) (Report, error) {
 
 // Divergence is one call that left the recording.
 type Divergence struct {
-	Step                int64  `json:"step"`
-	Kind                string `json:"kind"`
+	Step int64  `json:"step"`
+	Kind string `json:"kind"`
+	// Reason is the machine-readable cause (replay.DriftCode), such as NoRecordedCall.
+	Reason              string `json:"reason"`
 	Lane                string `json:"lane,omitempty"`
 	CallSite            string `json:"callSite,omitempty"`
 	ExpectedCallSite    string `json:"expectedCallSite,omitempty"`
@@ -232,6 +244,8 @@ type ReplayResult struct {
 	FirstDrifts     []Divergence `json:"firstDrifts,omitempty"`
 	LiveCalls       int64        `json:"liveCalls"`
 	Reorders        int64        `json:"reorders"`
+	// Replayed is what the served calls cost when they were recorded; the replay spent none of it.
+	Replayed Usage `json:"replayed"`
 }
 
 // Provenance counts where a fork's answers came from.
@@ -249,9 +263,11 @@ type ForkResult struct {
 	// ReachedGoal is nil when the fork had no goal.
 	ReachedGoal *bool `json:"reachedGoal,omitempty"`
 	// DivergedAtStep is where the fork left the recording and stopped, if it did.
-	DivergedAtStep  *int64       `json:"divergedAtStep,omitempty"`
-	Divergence      *Divergence  `json:"divergence,omitempty"`
-	TokensSpent     Usage        `json:"tokensSpent"`
+	DivergedAtStep *int64      `json:"divergedAtStep,omitempty"`
+	Divergence     *Divergence `json:"divergence,omitempty"`
+	TokensSpent    Usage       `json:"tokensSpent"`
+	// Replayed is what the served prefix cost when it was recorded; the fork did not spend it again.
+	Replayed        Usage        `json:"replayed"`
 	Provenance      Provenance   `json:"provenance"`
 	ToleratedDrifts int64        `json:"toleratedDrifts"`
 	FirstDrifts     []Divergence `json:"firstDrifts,omitempty"`

@@ -83,7 +83,7 @@ func TestUsage(t *testing.T) {
 		{
 			name: "the wire usage in raw otherwise, cache tokens counted as input",
 			resp: session.Response{Raw: json.RawMessage(`{"usage":{"input_tokens":10,"cache_creation_input_tokens":20,"cache_read_input_tokens":30,"output_tokens":4}}`)},
-			want: &session.Usage{InputTokens: 60, OutputTokens: 4},
+			want: &session.Usage{InputTokens: 60, OutputTokens: 4, CacheCreationInputTokens: 20, CacheReadInputTokens: 30},
 		},
 		{
 			name: "nothing when neither says",

@@ -75,16 +75,19 @@ func usageOf(op string, msg *object) (*session.Usage, error) {
 		return nil, fieldError(op, "usage", ErrWrongType)
 	}
 	return &session.Usage{
-		InputTokens:  w.InputTokens + w.CacheCreationInputTokens + w.CacheReadInputTokens,
-		OutputTokens: w.OutputTokens,
+		InputTokens:              w.InputTokens + w.CacheCreationInputTokens + w.CacheReadInputTokens,
+		OutputTokens:             w.OutputTokens,
+		CacheCreationInputTokens: w.CacheCreationInputTokens,
+		CacheReadInputTokens:     w.CacheReadInputTokens,
 	}, nil
 }
 
 // DenormalizeResponse rebuilds a Message body from a neutral response: the envelope kept in Raw with
 // Content put back after model. The neutral fields are the authority, so a response a fork stubbed or
 // edited comes out as edited: a StopReason that differs from the envelope's replaces it, and a Usage
-// whose totals differ replaces the envelope's counts (input_tokens takes the whole input and the cache
-// counts become 0, since the neutral form no longer says how the input split). Without Raw, the
+// that differs replaces the envelope's counts (split into uncached and cache counts when the neutral
+// usage says how the input split, else input_tokens takes the whole input and the cache counts become
+// 0). Without Raw, the
 // envelope is the minimum the SDK needs: type "message" and role "assistant".
 func (Codec) DenormalizeResponse(resp session.Response) ([]byte, error) {
 	const op = "DenormalizeResponse"
@@ -135,8 +138,12 @@ func nullableString(s string) json.RawMessage {
 
 // reconcileUsage makes the envelope's usage say u, leaving it alone when its totals already do.
 func reconcileUsage(op string, env *object, u session.Usage) {
+	// A neutral usage without a cache split (recorded before the split was kept, or edited) agrees with
+	// the envelope when the totals do, so an old recording is served unchanged.
+	noSplit := u.CacheCreationInputTokens == 0 && u.CacheReadInputTokens == 0
 	if cur, err := usageOf(op, env); err == nil && cur != nil &&
-		cur.InputTokens == u.InputTokens && cur.OutputTokens == u.OutputTokens {
+		cur.InputTokens == u.InputTokens && cur.OutputTokens == u.OutputTokens &&
+		(noSplit || cur.CacheCreationInputTokens == u.CacheCreationInputTokens && cur.CacheReadInputTokens == u.CacheReadInputTokens) {
 		return
 	}
 	usage := newObject()
@@ -145,10 +152,17 @@ func reconcileUsage(op string, env *object, u session.Usage) {
 			usage = kept
 		}
 	}
-	usage.set("input_tokens", number(u.InputTokens))
-	for _, k := range []string{"cache_creation_input_tokens", "cache_read_input_tokens"} {
-		if _, ok := usage.get(k); ok {
-			usage.set(k, number(0))
+	uncached, creation, read := u.InputTokens, int64(0), int64(0)
+	if split := u.CacheCreationInputTokens + u.CacheReadInputTokens; split > 0 && split <= u.InputTokens {
+		uncached, creation, read = u.InputTokens-split, u.CacheCreationInputTokens, u.CacheReadInputTokens
+	}
+	usage.set("input_tokens", number(uncached))
+	for _, c := range []struct {
+		key string
+		n   int64
+	}{{"cache_creation_input_tokens", creation}, {"cache_read_input_tokens", read}} {
+		if _, ok := usage.get(c.key); ok || c.n > 0 {
+			usage.set(c.key, number(c.n))
 		}
 	}
 	usage.set("output_tokens", number(u.OutputTokens))

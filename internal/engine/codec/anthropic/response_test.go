@@ -48,7 +48,7 @@ func TestResponsesRoundTripThroughTheSDK(t *testing.T) {
 			name:      "text and tool use with cache tokens counted as input",
 			body:      toolUseMessage,
 			wantStop:  "tool_use",
-			wantUsage: session.Usage{InputTokens: 412 + 1536 + 2048, OutputTokens: 87},
+			wantUsage: session.Usage{InputTokens: 412 + 1536 + 2048, OutputTokens: 87, CacheCreationInputTokens: 1536, CacheReadInputTokens: 2048},
 			wantTypes: []string{"text", "tool_use"},
 		},
 		{
@@ -139,6 +139,39 @@ func TestEditedResponsesReachTheSDKAsEdited(t *testing.T) {
 		}
 		if again, _ := c.NormalizeResponse(body); !reflect.DeepEqual(again.Usage, edited.Usage) || again.StopReason != "end_turn" {
 			t.Fatalf("normalizing the edited body gives %+v", again)
+		}
+	})
+
+	t.Run("an edited usage with a cache split reaches the SDK split", func(t *testing.T) {
+		edited := resp
+		edited.Usage = &session.Usage{InputTokens: 100, OutputTokens: 5, CacheCreationInputTokens: 10, CacheReadInputTokens: 60}
+		body, err := c.DenormalizeResponse(edited)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u := newMessage(t, body).Usage; u.InputTokens != 30 || u.CacheCreationInputTokens != 10 || u.CacheReadInputTokens != 60 || u.OutputTokens != 5 {
+			t.Fatalf("SDK sees usage %+v, want 30 uncached + 10 written + 60 read", u)
+		}
+		if again, _ := c.NormalizeResponse(body); !reflect.DeepEqual(again.Usage, edited.Usage) {
+			t.Fatalf("normalizing the edited body gives usage %+v", again.Usage)
+		}
+	})
+
+	t.Run("a usage recorded without its cache split serves the recorded bytes", func(t *testing.T) {
+		old := resp
+		u := *resp.Usage
+		u.CacheCreationInputTokens, u.CacheReadInputTokens = 0, 0
+		old.Usage = &u
+		body, err := c.DenormalizeResponse(old)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := c.DenormalizeResponse(resp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(body) != string(want) {
+			t.Fatalf("an old recording's usage was rewritten:\n got %s\nwant %s", body, want)
 		}
 	})
 

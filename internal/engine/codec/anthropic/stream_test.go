@@ -88,7 +88,7 @@ func TestStreamsRebuildForTheSDK(t *testing.T) {
 				"content_block_delta", "content_block_stop", "content_block_start", "content_block_delta", "content_block_delta",
 				"content_block_delta", "content_block_delta", "content_block_stop", "ping", "message_delta", "message_stop"},
 			wantStop:  "tool_use",
-			wantUsage: &session.Usage{InputTokens: 472 + 2048, OutputTokens: 89},
+			wantUsage: &session.Usage{InputTokens: 472 + 2048, OutputTokens: 89, CacheReadInputTokens: 2048},
 			wantContent: `[{"type":"text","text":"Okay, let me check the weather in San Francisco <&> for you."},` +
 				`{"type":"tool_use","id":"toolu_01T1x1fJ34qAmk2tNTrN7Up6","name":"get_weather","input":{"location":"San Francisco, CA","unit":"fahrenheit"}}]`,
 			complete: true,
@@ -100,7 +100,7 @@ func TestStreamsRebuildForTheSDK(t *testing.T) {
 				"content_block_delta", "content_block_stop", "content_block_start", "content_block_delta", "content_block_delta",
 				"content_block_stop", "message_delta", "message_stop"},
 			wantStop:  "end_turn",
-			wantUsage: &session.Usage{InputTokens: 1200 + 300, OutputTokens: 160},
+			wantUsage: &session.Usage{InputTokens: 1200 + 300, OutputTokens: 160, CacheReadInputTokens: 300},
 			wantContent: `[{"type":"thinking","thinking":"The document says the grass is green.","signature":"EqQBCgIYAhIM1gbcDa9GJwZA2b3h"},` +
 				`{"type":"text","text":"The grass is green.","citations":[{"type":"char_location","cited_text":"The grass is green.","document_index":0,"document_title":"Facts","start_char_index":0,"end_char_index":20}]}]`,
 			complete: true,
