@@ -47,10 +47,11 @@ func newProxyCommand() *cobra.Command {
 	var o proxyOptions
 	cmd := &cobra.Command{
 		Use:   "proxy --mode record|replay|fork (--session-dir DIR | --store s3://B/P) [--session-id ID]",
-		Short: "Record, replay or fork an agent run through Anthropic-compatible HTTP: point the SDK's base URL here",
+		Short: "Record, replay or fork an agent run through Anthropic- or OpenAI-compatible HTTP: point the SDK's base URL here",
 		Long: `Serve the model API an agent's SDK already speaks, and record, replay or fork the run behind it.
 
-Endpoints: POST /v1/messages (JSON and SSE) and /v1/messages/count_tokens (recorded as the tool call
+Endpoints: POST /v1/messages (JSON and SSE; --provider anthropic, the default), POST
+/v1/chat/completions (JSON and SSE; --provider openai, SDK base URL <proxy>/v1) and /v1/messages/count_tokens (recorded as the tool call
 count_tokens@anthropic); POST /v1/tools/{name} (forwarded to --tool backends); GET
 /v1/entropy/{clock,random,uuid}; POST /v1/ledger (agent-authored records; a SUSPEND makes the proxy
 mint the anchor); POST /v1/checkpoint (mints a SUSPEND stamp of the latest turn); /healthz, /readyz,
@@ -59,7 +60,7 @@ X-Rewind-Drift-Step, X-Rewind-Drift-Call-Site and X-Rewind-Nearest-Step. Bodies 
 
 Lanes and call sites: X-Rewind-Lane: <name> puts a call in lane "0/<name>" (absent or "0": the main
 lane "0"); X-Rewind-Site: <label> names its call site (default: anthropic.messages,
-anthropic.count_tokens, tool.<name>).
+openai.chat_completions, anthropic.count_tokens, tool.<name>).
 
 Modes: record forwards to --anthropic-upstream and records into a new session; replay serves the
 session and has no upstream at all (--drift-policy strict|warn); fork serves the steps before
@@ -78,7 +79,7 @@ termination message. A record run writes no task result: the committed session i
 	fl := cmd.Flags()
 	fl.StringVar(&o.listen, "listen", "127.0.0.1:8787", "address to serve on")
 	fl.StringVar(&o.mode, "mode", "", "record, replay or fork")
-	fl.StringVar(&o.provider, "provider", "anthropic", "the model API a recording speaks (replay and fork take the session's)")
+	fl.StringVar(&o.provider, "provider", "anthropic", "the model API a recording speaks: anthropic or openai (replay and fork take the session's)")
 	fl.StringVar(&o.sessionDir, "session-dir", "", "local directory of sessions, one subdirectory per session id (instead of --store)")
 	fl.StringVar(&o.childID, "child-session-id", "", "fork: the child session's id (default <session-id>-fork-<at-step>)")
 	fl.StringVar(&o.driftPolicy, "drift-policy", "strict", "replay and a fork's prefix: strict or warn")
@@ -86,7 +87,7 @@ termination message. A record run writes no task result: the committed session i
 	fl.StringVar(&o.overridesFile, "overrides", "", "fork: JSON or YAML file with system, model, params and requestPatches for the live tail")
 	fl.StringVar(&o.onMiss, "on-miss", "Error", "fork: a tool call the recording does not hold stops the fork (Error) or gets a stub (Stub)")
 	fl.StringVar(&o.anthropicUpstream, "anthropic-upstream", proxy.Anthropic.DefaultUpstream, "base URL of the Anthropic-compatible upstream")
-	fl.StringVar(&o.openaiUp, "openai-upstream", "https://api.openai.com", "base URL of the OpenAI-compatible upstream (used once the OpenAI endpoint is served)")
+	fl.StringVar(&o.openaiUp, "openai-upstream", "https://api.openai.com", "base URL of the OpenAI-compatible upstream (POST /v1/chat/completions is forwarded to <base>/v1/chat/completions)")
 	fl.StringVar(&o.anthropicKeyFile, "anthropic-api-key-file", "", "file holding the Anthropic key the proxy sends (default $ANTHROPIC_API_KEY)")
 	fl.StringVar(&o.openaiKeyFile, "openai-api-key-file", "", "file holding the OpenAI key the proxy sends (default $OPENAI_API_KEY)")
 	fl.StringArrayVar(&o.tools, "tool", nil, "tool backend name=URL for POST /v1/tools/{name} (repeatable)")
@@ -180,7 +181,7 @@ func (o *proxyOptions) run(cmd *cobra.Command) error {
 		opts.Dir = filepath.Join(root, opts.ID)
 	}
 	started := time.Now().UTC()
-	srv, err := proxy.New(opts, proxy.Anthropic)
+	srv, err := proxy.New(opts, proxy.Providers...)
 	if err != nil {
 		return err
 	}

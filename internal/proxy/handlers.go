@@ -27,7 +27,8 @@ const (
 	// any other name (1 to 64 of A-Z a-z 0-9 . _ -) is the lane "0/<name>", the same in every run.
 	HeaderLane = "X-Rewind-Lane"
 	// HeaderSite names the call site, the strongest matching key; the default is the endpoint's
-	// ("anthropic.messages", "tool.<name>", ...). At most 128 printable characters.
+	// ("anthropic.messages", "openai.chat_completions", "anthropic.count_tokens", "tool.<name>"; entropy
+	// draws are sited by their source). At most 128 printable characters.
 	HeaderSite = "X-Rewind-Site"
 )
 
@@ -47,7 +48,7 @@ const (
 func (s *Server) routes() {
 	mux := http.NewServeMux()
 	for _, p := range s.providers {
-		mux.HandleFunc(p.Path, s.count(p.Name+".messages", s.post(p, s.handleModel(p))))
+		mux.HandleFunc(p.Path, s.count(p.Site, s.post(p, s.handleModel(p))))
 		if p.CountTokensPath != "" {
 			mux.HandleFunc(p.CountTokensPath, s.count(p.Name+".count_tokens", s.post(p, s.handleCountTokens(p))))
 		}
@@ -190,7 +191,7 @@ func (s *Server) handleModel(p *Provider) handler {
 		if err != nil {
 			return s.writeError(w, p, http.StatusBadRequest, "the request is not a valid "+p.Name+" request: "+err.Error())
 		}
-		ac, ctx, site, outcome, ok := s.begin(w, r, p, p.Name+".messages")
+		ac, ctx, site, outcome, ok := s.begin(w, r, p, p.Site)
 		if !ok {
 			return outcome
 		}

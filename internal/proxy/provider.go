@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/agentrewind/agentrewind/internal/engine/codec/anthropic"
+	"github.com/agentrewind/agentrewind/internal/engine/codec/openai"
 	"github.com/agentrewind/agentrewind/internal/engine/replay"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
@@ -28,7 +29,9 @@ type Provider struct {
 	Name string
 	// Path is the model endpoint; CountTokensPath the token counting one ("" when there is none).
 	Path, CountTokensPath string
-	Codec                 WireCodec
+	// Site is the model endpoint's default call site and metrics label ("anthropic.messages").
+	Site  string
+	Codec WireCodec
 	// DefaultUpstream is the base URL the endpoint paths are appended to upstream.
 	DefaultUpstream string
 	// AuthHeader carries the credential, after AuthPrefix ("x-api-key", or "Authorization" + "Bearer ").
@@ -46,12 +49,77 @@ var Anthropic = &Provider{
 	Name:            anthropic.Provider,
 	Path:            "/v1/messages",
 	CountTokensPath: "/v1/messages/count_tokens",
+	Site:            "anthropic.messages",
 	Codec:           anthropic.Codec{},
 	DefaultUpstream: "https://api.anthropic.com",
 	AuthHeader:      "X-Api-Key",
 	Forward:         []string{"Anthropic-Version", "Anthropic-Beta"},
 	ErrorBody:       anthropicError,
 	Chunk:           anthropicChunk,
+}
+
+// OpenAI is the OpenAI Chat Completions API. Its SDK's base URL is <proxy>/v1.
+var OpenAI = &Provider{
+	Name:            openai.Provider,
+	Path:            "/v1/chat/completions",
+	Site:            "openai.chat_completions",
+	Codec:           openai.Codec{},
+	DefaultUpstream: "https://api.openai.com",
+	AuthHeader:      "Authorization",
+	AuthPrefix:      "Bearer ",
+	Forward:         []string{"OpenAI-Organization", "OpenAI-Project"},
+	ErrorBody:       openaiError,
+	Chunk:           openaiChunk,
+}
+
+// Providers are every model API the proxy speaks, the default first.
+var Providers = []*Provider{Anthropic, OpenAI}
+
+func openaiError(status int, message string) []byte {
+	typ := "invalid_request_error"
+	switch {
+	case status == http.StatusConflict:
+		typ = driftErrorType
+	case status == http.StatusTooManyRequests:
+		typ = "rate_limit_error"
+	case status >= 500:
+		typ = "server_error"
+	}
+	return marshalNoEscape(map[string]any{"error": map[string]any{"message": message, "type": typ, "param": nil, "code": nil}})
+}
+
+// openaiChunk is the openai codec's chunk for one event: {"event"?, "data"?} or {"done": true} for
+// the [DONE] terminator.
+func openaiChunk(event string, data []byte) json.RawMessage {
+	if event == "" && data == nil {
+		return nil
+	}
+	var b bytes.Buffer
+	b.WriteByte('{')
+	if event != "" {
+		b.WriteString(`"event":`)
+		b.Write(marshalNoEscape(event))
+	}
+	switch {
+	case string(data) == "[DONE]":
+		if event != "" {
+			b.WriteByte(',')
+		}
+		b.WriteString(`"done":true`)
+	case data != nil:
+		if event != "" {
+			b.WriteByte(',')
+		}
+		var c bytes.Buffer
+		if err := json.Compact(&c, data); err != nil {
+			c.Reset()
+			c.Write(data)
+		}
+		b.WriteString(`"data":`)
+		b.Write(c.Bytes())
+	}
+	b.WriteByte('}')
+	return b.Bytes()
 }
 
 // anthropicErrorTypes are the API's error types by status.

@@ -108,7 +108,7 @@ type Server struct {
 // New checks the options and builds the server. Providers are the model APIs served.
 func New(opts Options, providers ...*Provider) (*Server, error) {
 	if len(providers) == 0 {
-		providers = []*Provider{Anthropic}
+		providers = Providers
 	}
 	switch opts.Mode {
 	case Record:
