@@ -186,7 +186,9 @@ func TestRecordReplayAndForkAToolUsingRunThroughTheSDK(t *testing.T) {
 				t.Fatalf("child meta parent %q forkedAtStep %v, want run, %d", child.Meta.Parent, child.Meta.ForkedAtStep, second)
 			}
 			fr := ForkResult("run", second, out.Fork)
-			if fr.Provenance.Live != 1 || fr.ChildSessionID != "run-fork-"+itoa(second) || fr.TokensSpent.OutputTokens != 7 {
+			// The served prefix is the one model call before the fork step: its recorded usage is replayed.
+			if fr.Provenance.Live != 1 || fr.ChildSessionID != "run-fork-"+itoa(second) || fr.TokensSpent.OutputTokens != 7 ||
+				fr.Replayed.OutputTokens != 7 {
 				t.Fatalf("fork result %+v", fr)
 			}
 			assertNoCanary(t, root)
@@ -241,7 +243,8 @@ func TestReplayDriftIsAnsweredWithStepCallSiteAndNearest(t *testing.T) {
 	out := rep.stop(t)
 	res, ok := ReplayResult("run", out.Replay, out.Err)
 	if !ok || res.Passed || res.Divergence == nil || res.Divergence.Step != 1 || res.Divergence.CallSite != "anthropic.messages" ||
-		res.Divergence.ExpectedCallSite != "anthropic.messages" || res.Divergence.ExpectedFingerprint == "" {
+		res.Divergence.ExpectedCallSite != "anthropic.messages" || res.Divergence.ExpectedFingerprint == "" ||
+		res.Divergence.Reason != string(replay.DriftNoRecordedCall) {
 		t.Fatalf("replay result %+v", res)
 	}
 }

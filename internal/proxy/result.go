@@ -20,6 +20,7 @@ func ReplayResult(sessionID string, res *replay.ReplayResult, runErr error) (out
 	if res != nil {
 		out.ToleratedDrifts, out.FirstDrifts = int64(len(res.Drifts)), firstDrifts(res.Drifts)
 		out.LiveCalls, out.Reorders = int64(res.LiveCalls), int64(len(res.Reorders))
+		out.Replayed = task.UsageOf(replay.ServedUsage(res.Events))
 	}
 	return out, true
 }
@@ -34,15 +35,14 @@ func ForkResult(parentID string, atStep int64, res *replay.ForkResult) *task.For
 	if res.Divergence != nil {
 		out.Divergence = Divergence(res.Divergence)
 	}
-	out.TokensSpent = task.Usage{InputTokens: res.TokensSpent.InputTokens, OutputTokens: res.TokensSpent.OutputTokens,
-		CostMicroUSD: res.TokensSpent.CostMicroUSD}
+	out.TokensSpent, out.Replayed = task.UsageOf(res.TokensSpent), task.UsageOf(res.Replayed)
 	out.Provenance = task.Provenance{Recorded: int64(res.Provenance.Recorded), Live: int64(res.Provenance.Live), Stub: int64(res.Provenance.Stub)}
 	return out
 }
 
 // Divergence is a drift as a result reports it: where, from which call site, and what was expected.
 func Divergence(d *replay.DriftError) *task.Divergence {
-	out := &task.Divergence{Step: d.Step, Kind: string(d.Kind), Lane: d.Lane, CallSite: d.CallSite,
+	out := &task.Divergence{Step: d.Step, Kind: string(d.Kind), Reason: string(d.Code), Lane: d.Lane, CallSite: d.CallSite,
 		ActualFingerprint: d.Fingerprint, ExpectedFingerprint: d.ExpectedFingerprint(), Message: d.Error()}
 	switch {
 	case d.Nearest != nil:
