@@ -80,7 +80,7 @@ func requiredString(op string, o *object, key, field string) (string, error) {
 	return s, nil
 }
 
-// messageObjects reads the messages member: an array of objects, each with a string role.
+// messageObjects reads the messages member: an array of objects, each with a non-empty string role.
 func messageObjects(op string, top *object) ([]*object, error) {
 	raw, ok := top.get("messages")
 	if !ok {
@@ -97,8 +97,13 @@ func messageObjects(op string, top *object) ([]*object, error) {
 		if err != nil {
 			return nil, fieldError(op, path, ErrWrongType)
 		}
-		if _, err := requiredString(op, m, "role", path+".role"); err != nil {
+		role, err := requiredString(op, m, "role", path+".role")
+		if err != nil {
 			return nil, err
+		}
+		if role == "" {
+			// No role is no message; DenormalizeRequest could not send it back.
+			return nil, fieldError(op, path+".role", ErrMissing)
 		}
 		msgs = append(msgs, m)
 	}
