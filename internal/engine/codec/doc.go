@@ -25,4 +25,5 @@
 // Subpackages:
 //
 //   - anthropic: the Anthropic Messages API (POST /v1/messages), JSON and server-sent events.
+//   - openai: the OpenAI Chat Completions API (POST /v1/chat/completions), JSON and server-sent events.
 package codec
