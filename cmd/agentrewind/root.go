@@ -19,6 +19,7 @@ the recording proxy, and the command-line tools over recorded sessions.`,
 		SilenceUsage: true,
 	}
 	root.AddCommand(newVersionCommand(), newManagerCommand(),
+		newFakeLLMCommand(),
 		newInspectCommand(), newContextCommand(), newDiffCommand(), newVerifyCommand(), newPackCommand(), newUnpackCommand(), newCompareCommand(),
 		newPlanCommand(), newEngineCommand(), newPushCommand(), newPullCommand(), newLsCommand(), newCheckpointCommand())
 	root.AddCommand(newProxyCommand())
