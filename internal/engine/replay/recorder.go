@@ -47,6 +47,8 @@ func (r *runner) prepare(from *session.Session) error {
 			return fmt.Errorf("reading the commit the run starts from: %w", err)
 		}
 		r.startSHA = head
+	} else {
+		r.startSHA = r.cfg.WorkspaceHead
 	}
 	return nil
 }

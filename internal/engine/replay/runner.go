@@ -44,6 +44,10 @@ type Config struct {
 	// Workspace is a git work tree the recorder reads HEAD from: the commit the run starts from (a
 	// minted START) and the resume SHA of a minted SUSPEND. Empty means the run has no workspace.
 	Workspace string
+	// WorkspaceHead is the commit the run starts from, given directly (a Job's flag) when the recorder
+	// has no work tree to read: it becomes the minted START. A minted SUSPEND then carries no resume
+	// SHA, as the recorder cannot see where the workspace moved. Ignored when Workspace is set.
+	WorkspaceHead string
 	// Logf receives diagnostics: reordered lanes and drifts tolerated by the Warn policy.
 	Logf func(format string, args ...any)
 }
