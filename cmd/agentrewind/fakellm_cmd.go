@@ -37,9 +37,9 @@ shapes the official SDKs parse; GET /healthz. Other paths get a 404 in the provi
 The script (YAML or JSON) is a list of turns; a request gets the first turn whose "when" matches it
 (step: the call's number in its conversation; system: text the system prompt contains; message: text
 the last message contains; model), or the script's "unmatched" answer, or a 400. Turns answer with
-text and tool calls, a stop reason, usage, or an error; faults (rate_limit, server_error, slow, cut)
-can be injected per turn or for every request. The same script and request always get the same bytes.
-See internal/fakellm/testdata/agent.yaml for an example.
+text and tool calls, a stop reason, usage, or an error. Faults (rate_limit, server_error, slow, cut,
+stream_error) can be injected per turn or for every request. The same script and request always get
+the same bytes. See internal/fakellm/testdata/agent.yaml for an example.
 
 SIGTERM or SIGINT stops taking requests and waits up to --shutdown-timeout for those in flight.`,
 		Args: cobra.NoArgs,

@@ -221,4 +221,15 @@ func (anthropicAPI) errorBody(status int, message, requestID string) []byte {
 	}{"error", apiError{typ, message}, requestID})
 }
 
+func (anthropicAPI) streamError(message string) []byte {
+	type apiError struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	}
+	return []byte("event: error\ndata: " + string(marshal(struct {
+		Type  string   `json:"type"`
+		Error apiError `json:"error"`
+	}{"error", apiError{"overloaded_error", message}})) + "\n\n")
+}
+
 func (anthropicAPI) requestIDHeader() string { return "request-id" }

@@ -181,6 +181,7 @@ func TestAnthropicFaultsSurfaceAsSDKErrors(t *testing.T) {
 		Turns: []fakellm.Turn{
 			{When: fakellm.Match{Message: "boom"}, Text: "x", Faults: []fakellm.Fault{{Kind: fakellm.FaultServerError}}},
 			{When: fakellm.Match{Message: "cut"}, Text: "a long answer cut short", ChunkSize: 2, Faults: []fakellm.Fault{{Kind: fakellm.FaultCut, CutAfter: 4}}},
+			{When: fakellm.Match{Message: "overload"}, Text: "never finished", Faults: []fakellm.Fault{{Kind: fakellm.FaultStreamError, CutAfter: 3}}},
 			{When: fakellm.Match{Message: "hello"}, Text: "hi"},
 		},
 	}
@@ -217,6 +218,15 @@ func TestAnthropicFaultsSurfaceAsSDKErrors(t *testing.T) {
 	_, err = client.Messages.New(t.Context(), ask("cut"))
 	if err == nil {
 		t.Error("cut JSON answer decoded without error")
+	}
+
+	_, events, err = streamMessage(t, client, ask("overload"))
+	if apiErr, ok := errors.AsType[*anthropic.Error](err); !ok || apiErr.Type() != "overloaded_error" || len(events) != 2 {
+		t.Errorf("stream_error: %v after %v; want an overloaded_error *anthropic.Error after message_start and content_block_start", err, events)
+	}
+	_, err = client.Messages.New(t.Context(), ask("overload"))
+	if apiErr, ok := errors.AsType[*anthropic.Error](err); !ok || apiErr.StatusCode != http.StatusInternalServerError {
+		t.Errorf("stream_error on a JSON request: %v; want a 500", err)
 	}
 
 	// Unmatched without a scripted fallback is a 400 naming the step.

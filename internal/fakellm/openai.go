@@ -215,4 +215,8 @@ func (openaiAPI) errorBody(status int, message, _ string) []byte {
 	}{apiError{message, typ, nil, code}})
 }
 
+func (openaiAPI) streamError(message string) []byte {
+	return []byte("data: " + string(openaiAPI{}.errorBody(http.StatusInternalServerError, message, "")) + "\n\n")
+}
+
 func (openaiAPI) requestIDHeader() string { return "x-request-id" }

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/openai/openai-go/v3"
 	openaioption "github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/ssestream"
 
 	"github.com/agentrewind/agentrewind/internal/fakellm"
 )
@@ -194,6 +195,7 @@ func TestOpenAIFaultsSurfaceAsSDKErrors(t *testing.T) {
 			{When: fakellm.Match{Message: "boom"}, Text: "x", Faults: []fakellm.Fault{{Kind: fakellm.FaultServerError}}},
 			{When: fakellm.Match{Message: "cut"}, Text: "x", ToolCalls: []fakellm.ToolCall{{Name: "f", Input: json.RawMessage(`{"a": "long enough to split"}`)}},
 				ChunkSize: 4, Faults: []fakellm.Fault{{Kind: fakellm.FaultCut}}},
+			{When: fakellm.Match{Message: "fail"}, Text: "never finished", ChunkSize: 1, Faults: []fakellm.Fault{{Kind: fakellm.FaultStreamError, CutAfter: 5}}},
 		},
 	}
 	_, url := start(t, script)
@@ -219,6 +221,10 @@ func TestOpenAIFaultsSurfaceAsSDKErrors(t *testing.T) {
 	}
 	if chunks == 0 {
 		t.Error("cut stream delivered nothing; want the first half of the chunks before the cut")
+	}
+	got, chunks, err = streamCompletion(t, client, ask("fail"))
+	if streamErr, ok := errors.AsType[*ssestream.StreamError](err); !ok || chunks != 5 || got.Choices[0].Message.Content != "neve" {
+		t.Errorf("stream_error: %v (%T) after %d chunks with %q; want an *openai.StreamError after 5 chunks and \"neve\"", err, streamErr, chunks, got.Choices[0].Message.Content)
 	}
 }
 

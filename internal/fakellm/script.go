@@ -150,7 +150,7 @@ type ErrorAnswer struct {
 }
 
 // FaultKind names a fault.
-// +kubebuilder:validation:Enum=rate_limit;server_error;slow;cut
+// +kubebuilder:validation:Enum=rate_limit;server_error;slow;cut;stream_error
 type FaultKind string
 
 const (
@@ -158,11 +158,16 @@ const (
 	FaultRateLimit FaultKind = "rate_limit"
 	// FaultServerError answers 500 in the provider's error shape.
 	FaultServerError FaultKind = "server_error"
-	// FaultSlow waits Delay before answering normally (or until the client goes away).
+	// FaultSlow waits Delay before answering, and EventDelay between stream events, then answers
+	// normally; it stops waiting when the client goes away.
 	FaultSlow FaultKind = "slow"
 	// FaultCut starts the answer and drops the connection mid-way: a stream after CutAfter events,
 	// a JSON body after half its bytes.
 	FaultCut FaultKind = "cut"
+	// FaultStreamError ends a stream after CutAfter events with the provider's in-stream error
+	// (Anthropic's error event with overloaded_error, OpenAI's data line with an error object);
+	// a request that is not streamed gets a 500 instead.
+	FaultStreamError FaultKind = "stream_error"
 )
 
 // A Fault is injected into some of the requests it applies to: those numbered After+1 to
@@ -180,15 +185,18 @@ type Fault struct {
 	// Times is how many requests get the fault; 0 means all from After on.
 	// +optional
 	Times int `json:"times,omitempty"`
-	// Delay is how long slow waits, e.g. "1.5s".
+	// Delay is how long slow waits before answering, e.g. "1.5s".
 	// +optional
 	Delay Duration `json:"delay,omitzero"`
+	// EventDelay is how long slow waits before each stream event after the first.
+	// +optional
+	EventDelay Duration `json:"eventDelay,omitzero"`
 	// RetryAfter is the retry-after header of a rate_limit answer, in seconds; 0 means 1.
 	// +optional
 	RetryAfter int `json:"retryAfter,omitempty"`
-	// CutAfter is how many stream events (pings and, for OpenAI, data: [DONE] included) a cut
-	// stream sends before the connection drops; 0 means half of them, and a cut stream always
-	// misses at least its last event.
+	// CutAfter is how many stream events (pings and, for OpenAI, data: [DONE] included) a cut or
+	// stream_error stream sends before it breaks off; 0 means half of them, and such a stream
+	// always misses at least its last event.
 	// +optional
 	CutAfter int `json:"cutAfter,omitempty"`
 }
@@ -305,15 +313,15 @@ func (t *Turn) validate(at string) error {
 func validateFaults(at string, faults []Fault) error {
 	for i, f := range faults {
 		switch f.Kind {
-		case FaultRateLimit, FaultServerError, FaultCut:
+		case FaultRateLimit, FaultServerError, FaultCut, FaultStreamError:
 		case FaultSlow:
-			if f.Delay.Duration <= 0 {
-				return fmt.Errorf("%s[%d]: a slow fault needs a positive delay", at, i)
+			if f.Delay.Duration <= 0 && f.EventDelay.Duration <= 0 {
+				return fmt.Errorf("%s[%d]: a slow fault needs a positive delay or eventDelay", at, i)
 			}
 		default:
-			return fmt.Errorf("%s[%d].kind %q is none of rate_limit, server_error, slow, cut", at, i, f.Kind)
+			return fmt.Errorf("%s[%d].kind %q is none of rate_limit, server_error, slow, cut, stream_error", at, i, f.Kind)
 		}
-		if f.After < 0 || f.Times < 0 || f.RetryAfter < 0 || f.CutAfter < 0 || f.Delay.Duration < 0 {
+		if f.After < 0 || f.Times < 0 || f.RetryAfter < 0 || f.CutAfter < 0 || f.Delay.Duration < 0 || f.EventDelay.Duration < 0 {
 			return fmt.Errorf("%s[%d] has a negative count or delay", at, i)
 		}
 	}

@@ -144,6 +144,8 @@ type provider interface {
 	events(a *answer) [][]byte
 	// countTokens is the count_tokens answer body.
 	countTokens(f *facts) []byte
+	// streamError is the event a stream ends with when the provider fails mid-stream.
+	streamError(message string) []byte
 	// errorBody is an error response body; requestID names the request as the provider would.
 	errorBody(status int, message, requestID string) []byte
 	// requestIDHeader is the response header naming the request.
@@ -205,7 +207,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec.Step = f.step
 	reqID = "req_" + s.id(f.canonic, "request")
 	if endpoint == AnthropicCountTokens {
-		rec.Status = writeBody(w, api, reqID, "application/json", api.countTokens(f), -1)
+		rec.Status = writeBody(w, api, reqID, "application/json", api.countTokens(f), false)
 		return
 	}
 
@@ -217,6 +219,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		turn = s.script.Unmatched
 	}
+	var delivery delivery
 	for _, fault := range s.faults(index) {
 		rec.Fault = fault.Kind
 		switch fault.Kind {
@@ -225,6 +228,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				rec.Status = 499 // the client went away; nothing is written
 				return
 			}
+			delivery.eventDelay += fault.EventDelay.Duration
 			continue
 		case FaultRateLimit:
 			w.Header().Set("retry-after", strconv.Itoa(max(1, fault.RetryAfter)))
@@ -233,56 +237,76 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case FaultServerError:
 			rec.Status = s.writeError(w, api, http.StatusInternalServerError, "fakellm: scripted server error", reqID)
 			return
+		case FaultStreamError:
+			if !f.stream {
+				rec.Status = s.writeError(w, api, http.StatusInternalServerError, "fakellm: scripted server error", reqID)
+				return
+			}
+			fallthrough
 		case FaultCut:
-			s.answer(w, api, f, turn, reqID, &rec, fault.CutAfter)
-			return
+			delivery.breakOff, delivery.breakAfter = fault.Kind, fault.CutAfter
 		}
+		break
 	}
-	s.answer(w, api, f, turn, reqID, &rec, -1)
+	rec.Status = http.StatusOK // what an answer broken off by a cut had sent
+	rec.Status = s.answer(r.Context(), w, api, f, turn, reqID, delivery)
 }
 
-// answer writes turn's answer; cutAfter >= 0 drops the connection part way (see FaultCut).
-func (s *Server) answer(w http.ResponseWriter, api provider, f *facts, turn *Turn, reqID string, rec *Request, cutAfter int) {
+// delivery is how an answer is sent: paced, and broken off by a fault.
+type delivery struct {
+	eventDelay time.Duration
+	breakOff   FaultKind // "", FaultCut or FaultStreamError
+	breakAfter int       // events before the break; 0 means half
+}
+
+// answer writes turn's answer as d says and returns the status.
+func (s *Server) answer(ctx context.Context, w http.ResponseWriter, api provider, f *facts, turn *Turn, reqID string, d delivery) int {
 	if turn == nil {
-		rec.Status = s.writeError(w, api, http.StatusBadRequest,
-			fmt.Sprintf("fakellm: no scripted turn matches this request (step %d)", f.step), reqID)
-		return
+		return s.writeError(w, api, http.StatusBadRequest, fmt.Sprintf("fakellm: no scripted turn matches this request (step %d)", f.step), reqID)
 	}
 	if turn.Error != nil {
 		msg := turn.Error.Message
 		if msg == "" {
 			msg = http.StatusText(turn.Error.Status)
 		}
-		rec.Status = s.writeError(w, api, turn.Error.Status, msg, reqID)
-		return
+		return s.writeError(w, api, turn.Error.Status, msg, reqID)
 	}
 	a := s.newAnswer(f, turn)
 	if !f.stream {
-		rec.Status = writeBody(w, api, reqID, "application/json", api.message(a), cutAfter)
-		return
+		return writeBody(w, api, reqID, "application/json", api.message(a), d.breakOff == FaultCut)
 	}
 	events := api.events(a)
-	if cutAfter == 0 {
-		cutAfter = max(1, len(events)/2)
-	}
-	if cutAfter >= len(events) {
-		cutAfter = len(events) - 1 // a cut stream always misses its end
+	breakAt := len(events)
+	if d.breakOff != "" {
+		breakAt = d.breakAfter
+		if breakAt == 0 {
+			breakAt = max(1, len(events)/2)
+		}
+		breakAt = min(breakAt, len(events)-1) // a broken stream always misses its end
 	}
 	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set(api.requestIDHeader(), reqID)
+	w.Header()["Date"] = nil
 	w.WriteHeader(http.StatusOK)
-	rec.Status = http.StatusOK
 	rc := http.NewResponseController(w)
-	for i, e := range events {
-		if cutAfter >= 0 && i == cutAfter {
-			abort(rc)
+	for i, e := range events[:breakAt] {
+		if i > 0 && d.eventDelay > 0 && sleep(ctx, d.eventDelay) != nil {
+			return http.StatusOK
 		}
 		if _, err := w.Write(e); err != nil {
-			return
+			return http.StatusOK
 		}
 		_ = rc.Flush()
 	}
+	switch d.breakOff {
+	case FaultCut:
+		abort(rc)
+	case FaultStreamError:
+		_, _ = w.Write(api.streamError("fakellm: scripted error mid-stream"))
+		_ = rc.Flush()
+	}
+	return http.StatusOK
 }
 
 // abort drops the connection mid-answer, as a crashed upstream would: the client sees an
@@ -292,12 +316,13 @@ func abort(rc *http.ResponseController) {
 	panic(http.ErrAbortHandler)
 }
 
-// writeBody writes a complete body, or with cutAfter >= 0 the first half of it and then drops the
-// connection.
-func writeBody(w http.ResponseWriter, api provider, reqID, contentType string, body []byte, cutAfter int) int {
+// writeBody writes a complete body, or with cut the first half of it and then drops the connection.
+// Responses carry no Date header, so two runs answer byte for byte the same.
+func writeBody(w http.ResponseWriter, api provider, reqID, contentType string, body []byte, cut bool) int {
 	w.Header().Set("Content-Type", contentType)
 	w.Header().Set(api.requestIDHeader(), reqID)
-	if cutAfter >= 0 {
+	w.Header()["Date"] = nil
+	if cut {
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write(body[:len(body)/2])
 		abort(http.NewResponseController(w))
@@ -312,6 +337,7 @@ func (s *Server) writeError(w http.ResponseWriter, api provider, status int, mes
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set(api.requestIDHeader(), reqID)
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.Header()["Date"] = nil
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 	return status
