@@ -3,38 +3,40 @@ package proxy
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/agentrewind/agentrewind/internal/engine/session"
+	"github.com/agentrewind/agentrewind/internal/fakellm"
 )
 
 func TestUpstream429And500ArePassedThroughRecordedAndReplayed(t *testing.T) {
 	root := t.TempDir()
-	up := newUpstream(t)
-	up.fail(fault{status: 429, retryAfter: "7", body: `{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}`})
-	up.fail(fault{status: 500, body: `{"type":"error","error":{"type":"api_error","message":"boom"}}`})
+	// The first model request gets a 429, the second a 500.
+	script := weatherScript
+	script.Faults = []fakellm.Fault{{Kind: fakellm.FaultRateLimit, Times: 1, RetryAfter: 7}, {Kind: fakellm.FaultServerError, After: 1, Times: 1}}
+	up := newUpstream(t, script)
 	rec := start(t, Options{Mode: Record, Dir: filepath.Join(root, "run"), ID: "run", Upstreams: map[string]string{"anthropic": up.url}})
 	check := func(r *running) {
 		t.Helper()
 		c := r.client()
 		_, err := c.Messages.New(t.Context(), question("hello"))
 		var e *sdk.Error
-		if !errors.As(err, &e) || e.StatusCode != 429 || string(e.Type()) != "rate_limit_error" || e.Message != "slow down" ||
+		if !errors.As(err, &e) || e.StatusCode != 429 || string(e.Type()) != "rate_limit_error" || e.Message != "fakellm: scripted rate limit" ||
 			e.Response.Header.Get("Retry-After") != "7" {
 			t.Fatalf("429: %v", err)
 		}
 		s := c.Messages.NewStreaming(t.Context(), question("hello"))
 		for s.Next() {
 		}
-		if !errors.As(s.Err(), &e) || e.StatusCode != 500 || e.Message != "boom" {
+		if !errors.As(s.Err(), &e) || e.StatusCode != 500 || e.Message != "fakellm: scripted server error" {
 			t.Fatalf("500: %v", s.Err())
 		}
 		if msg := ask(t, r, "hello"); !strings.HasPrefix(msg.Content[0].Text, "You said: ") || !strings.Contains(msg.Content[0].Text, "hello") {
@@ -49,17 +51,17 @@ func TestUpstream429And500ArePassedThroughRecordedAndReplayed(t *testing.T) {
 		calls[1].Error == nil || !strings.Contains(calls[1].Error.Message, `"status":500`) || calls[2].Error != nil {
 		t.Fatalf("recorded calls: %+v", calls)
 	}
-	before := up.calls.Load()
+	before := up.calls()
 	check(start(t, Options{Mode: Replay, Session: s}))
-	if up.calls.Load() != before {
+	if up.calls() != before {
 		t.Fatal("the replay went upstream")
 	}
 }
 
 func TestAClientLeavingMidStreamLeavesAnIntactSession(t *testing.T) {
 	root := t.TempDir()
-	up := newUpstream(t)
-	up.hang = true
+	up := newUpstream(t, weatherScript)
+	up.hang.Store(true)
 	rec := start(t, Options{Mode: Record, Dir: filepath.Join(root, "run"), ID: "run", Upstreams: map[string]string{"anthropic": up.url}})
 	ctx, cancel := context.WithCancel(t.Context())
 	c := rec.client()
@@ -69,8 +71,12 @@ func TestAClientLeavingMidStreamLeavesAnIntactSession(t *testing.T) {
 	}
 	cancel()
 	s.Close()
-	<-up.canceled // the proxy gave up the upstream call when the agent left
-	up.hang = false
+	select {
+	case <-up.canceled: // the proxy gave up the upstream call when the agent left
+	case <-time.After(10 * time.Second):
+		t.Fatal("the proxy kept the upstream call after the agent left")
+	}
+	up.hang.Store(false)
 	if msg := ask(t, rec, "again"); msg.Content[0].Type != "text" {
 		t.Fatal("the proxy did not serve the next call")
 	}
@@ -86,7 +92,7 @@ func TestAClientLeavingMidStreamLeavesAnIntactSession(t *testing.T) {
 }
 
 func TestMalformedOversizedAndUnknownRequestsGetTheProvidersErrors(t *testing.T) {
-	up := newUpstream(t)
+	up := newUpstream(t, weatherScript)
 	r := start(t, Options{Mode: Record, Dir: filepath.Join(t.TempDir(), "run"), Upstreams: map[string]string{"anthropic": up.url}})
 	c := r.client()
 	var e *sdk.Error
@@ -103,8 +109,8 @@ func TestMalformedOversizedAndUnknownRequestsGetTheProvidersErrors(t *testing.T)
 	if !errors.As(err, &e) || e.StatusCode != 404 || string(e.Type()) != "not_found_error" || !strings.Contains(e.Message, "/v1/nowhere") {
 		t.Fatalf("unknown path: %v", err)
 	}
-	if up.calls.Load() != 0 {
-		t.Fatalf("%d refused requests went upstream", up.calls.Load())
+	if up.calls() != 0 {
+		t.Fatalf("%d refused requests went upstream", up.calls())
 	}
 	_, metrics := get(t, r.url+"/metrics")
 	for _, want := range []string{
@@ -119,7 +125,7 @@ func TestMalformedOversizedAndUnknownRequestsGetTheProvidersErrors(t *testing.T)
 
 func TestTwoConcurrentLanesReplayTheirOwnAnswers(t *testing.T) {
 	root := t.TempDir()
-	up := newUpstream(t)
+	up := newUpstream(t, weatherScript)
 	lane := func(r *running, name string, got map[string]string, mu *sync.Mutex, wg *sync.WaitGroup) {
 		defer wg.Done()
 		c := r.client(option.WithHeader(HeaderLane, name))
@@ -175,5 +181,3 @@ func TestTwoConcurrentLanesReplayTheirOwnAnswers(t *testing.T) {
 		t.Fatalf("bad lane: %d %s", status, body)
 	}
 }
-
-var _ = io.EOF

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -20,141 +19,88 @@ import (
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
-	"github.com/agentrewind/agentrewind/internal/engine/codec/anthropic"
 	"github.com/agentrewind/agentrewind/internal/engine/redact"
-	"github.com/agentrewind/agentrewind/internal/engine/replay"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
+	"github.com/agentrewind/agentrewind/internal/fakellm"
 )
 
 // canary is a provider key no redaction pattern knows: only learning it keeps it out of a session.
 const canary = "canary-7f3a9c2e5b1d4f60a8e2c9b7d31"
 
-// fakeUpstream is a scripted Anthropic API: a question is answered with a weather tool call, a tool
-// result with a sentence whose wording depends on the system prompt. It counts requests and can be
-// told to fail the next ones.
+// weatherScript is the upstream's script: a question about the weather is answered with a weather
+// tool call (naming the canary when the question holds it, so the agent is answered it in the clear),
+// the tool's result with a sentence whose wording depends on the system prompt; the other questions
+// the tests ask are echoed.
+var weatherScript = mustParse(`
+turns:
+  - name: check-for-the-key-holder
+    when: {step: 1, message: "` + canary + `"}
+    text: "Let me check, holder of ` + canary + `."
+    toolCalls: [{name: weather, input: {city: Paris}}]
+    usage: {outputTokens: 7}
+  - name: check
+    when: {step: 1, message: weather}
+    text: Let me check.
+    toolCalls: [{name: weather, input: {city: Paris}}]
+    usage: {outputTokens: 7}
+  - name: brief
+    when: {step: 2, system: brief}
+    text: Sunny.
+    usage: {outputTokens: 7}
+  - name: report
+    when: {step: 2}
+    text: It is sunny in Paris, 21 degrees.
+    usage: {outputTokens: 7}
+  - {when: {message: alpha}, text: "You said: alpha turn"}
+  - {when: {message: beta}, text: "You said: beta turn"}
+  - {when: {message: hello}, text: "You said: hello"}
+  - {when: {message: again}, text: "You said: again"}
+unmatched: {text: "You said something else."}
+`)
+
+func mustParse(doc string) fakellm.Script {
+	s, err := fakellm.Parse([]byte(doc))
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// fakeUpstream is the fake LLM (internal/fakellm) the proxy forwards to: its request counter is how
+// the tests see what went upstream. A thin wrapper remembers the credential each request carried and
+// can hold a stream after its first event until the client goes away.
 type fakeUpstream struct {
-	t     *testing.T
-	url   string
-	calls atomic.Int64
-	mu    sync.Mutex
-	keys  []string
-	// faults are answered, in order, instead of the script.
-	faults []fault
-	// hang makes streams stop after message_start until the client goes away.
-	hang     bool
+	*fakellm.Server
+	url  string
+	mu   sync.Mutex
+	keys []string
+	// hang makes the next streams stop after their first event until the proxy gives the call up.
+	hang     atomic.Bool
 	canceled chan struct{}
 }
 
-type fault struct {
-	status     int
-	retryAfter string
-	body       string
-}
-
-func newUpstream(t *testing.T) *fakeUpstream {
-	u := &fakeUpstream{t: t, canceled: make(chan struct{}, 1)}
-	srv := httptest.NewServer(http.HandlerFunc(u.serve))
+func newUpstream(t *testing.T, script fakellm.Script) *fakeUpstream {
+	u := &fakeUpstream{Server: fakellm.New(script), canceled: make(chan struct{}, 1)}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u.mu.Lock()
+		key := r.Header.Get("X-Api-Key")
+		if key == "" {
+			key = strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+		}
+		u.keys = append(u.keys, key)
+		u.mu.Unlock()
+		if u.hang.Load() {
+			w = &holdingWriter{ResponseWriter: w, r: r, u: u}
+		}
+		u.Server.ServeHTTP(w, r)
+	}))
 	t.Cleanup(srv.Close)
 	u.url = srv.URL
 	return u
 }
 
-func (u *fakeUpstream) fail(f fault) {
-	u.mu.Lock()
-	u.faults = append(u.faults, f)
-	u.mu.Unlock()
-}
-
-func (u *fakeUpstream) serve(w http.ResponseWriter, r *http.Request) {
-	u.calls.Add(1)
-	u.mu.Lock()
-	u.keys = append(u.keys, r.Header.Get("X-Api-Key"))
-	var f *fault
-	if len(u.faults) > 0 {
-		f = &u.faults[0]
-		u.faults = u.faults[1:]
-	}
-	u.mu.Unlock()
-	if f != nil {
-		if f.retryAfter != "" {
-			w.Header().Set("Retry-After", f.retryAfter)
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(f.status)
-		_, _ = io.WriteString(w, f.body)
-		return
-	}
-	body, _ := io.ReadAll(r.Body)
-	if r.URL.Path == "/v1/messages/count_tokens" {
-		_, _ = fmt.Fprintf(w, `{"input_tokens":%d}`, len(body)/4)
-		return
-	}
-	if r.URL.Path != "/v1/messages" {
-		http.NotFound(w, r)
-		return
-	}
-	req, err := anthropic.Codec{}.NormalizeRequest(body)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	msg := u.answer(req)
-	if !streaming(req) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(msg)
-		return
-	}
-	resp, err := anthropic.Codec{}.NormalizeResponse(msg)
-	if err != nil {
-		u.t.Error(err)
-		return
-	}
-	chunks, err := anthropic.Codec{}.SynthesizeStream(resp)
-	if err != nil {
-		u.t.Error(err)
-		return
-	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	for i, c := range chunks {
-		_, _ = w.Write(anthropic.Codec{}.RebuildStream([]session.Chunk{c}))
-		_ = rc.Flush()
-		if u.hang && i == 0 {
-			select {
-			case <-r.Context().Done():
-				u.canceled <- struct{}{}
-			case <-time.After(10 * time.Second):
-				u.t.Error("the client never went away")
-			}
-			return
-		}
-	}
-}
-
-func (u *fakeUpstream) answer(req session.Request) []byte {
-	n := u.calls.Load()
-	last := req.Messages[len(req.Messages)-1]
-	var content, stop string
-	switch {
-	case bytes.Contains(last.Content, []byte(`"tool_result"`)):
-		text := "It is sunny in Paris, 21 degrees."
-		if strings.Contains(req.System, "brief") {
-			text = "Sunny."
-		}
-		content, stop = fmt.Sprintf(`[{"type":"text","text":%q}]`, text), "end_turn"
-	case bytes.Contains(last.Content, []byte("weather")):
-		check := "Let me check."
-		if bytes.Contains(req.Messages[0].Content, []byte(canary)) {
-			check = "Let me check, holder of " + canary + "."
-		}
-		content, stop = fmt.Sprintf(`[{"type":"text","text":%q},{"type":"tool_use","id":"toolu_01","name":"weather","input":{"city":"Paris"}}]`, check), "tool_use"
-	default:
-		content, stop = fmt.Sprintf(`[{"type":"text","text":%q}]`, "You said: "+strings.Trim(string(last.Content), `"`)), "end_turn"
-	}
-	return []byte(fmt.Sprintf(`{"id":"msg_%02d","type":"message","role":"assistant","model":"claude-test","content":%s,"stop_reason":%q,"stop_sequence":null,"usage":{"input_tokens":%d,"output_tokens":7}}`,
-		n, content, stop, 10+len(req.Messages)))
-}
+// calls is how many requests reached the upstream, on any path.
+func (u *fakeUpstream) calls() int64 { return u.Requests() }
 
 func (u *fakeUpstream) receivedKeys() []string {
 	u.mu.Lock()
@@ -162,14 +108,25 @@ func (u *fakeUpstream) receivedKeys() []string {
 	return append([]string(nil), u.keys...)
 }
 
-// failingUpstream fails the test if anything calls it.
-func failingUpstream(t *testing.T) string {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		t.Errorf("the upstream was called in replay: %s %s", r.Method, r.URL.Path)
-		http.Error(w, "no", http.StatusTeapot)
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL
+// holdingWriter flushes the first event of a stream and then waits for the client to go away.
+type holdingWriter struct {
+	http.ResponseWriter
+	r       *http.Request
+	u       *fakeUpstream
+	flushed bool
+}
+
+func (h *holdingWriter) Flush() {
+	_ = http.NewResponseController(h.ResponseWriter).Flush()
+	if h.flushed {
+		return
+	}
+	h.flushed = true
+	select {
+	case <-h.r.Context().Done():
+		h.u.canceled <- struct{}{}
+	case <-time.After(10 * time.Second):
+	}
 }
 
 // running is a proxy run under test.
@@ -319,5 +276,3 @@ func eventsOf(s *session.Session, kind session.Kind) []session.Event {
 	}
 	return out
 }
-
-var _ = replay.Strict

@@ -1,100 +1,120 @@
 package proxy
 
 import (
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"path/filepath"
-	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	oai "github.com/openai/openai-go/v3"
 	oaiopt "github.com/openai/openai-go/v3/option"
 
-	"github.com/agentrewind/agentrewind/internal/engine/codec/openai"
+	"github.com/agentrewind/agentrewind/internal/engine/replay"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
 
-// openaiUpstream answers every chat completion with the same text, as JSON or as a stream.
-func openaiUpstream(t *testing.T, calls *atomic.Int64) string {
-	completion := []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1700000000,"model":"gpt-test","choices":[{"index":0,"message":{"role":"assistant","content":"Bonjour, Paris.","refusal":null},"finish_reason":"stop","logprobs":null}],"usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8}}`)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		calls.Add(1)
-		body, _ := io.ReadAll(r.Body)
-		if r.URL.Path != "/v1/chat/completions" || r.Header.Get("Authorization") != "Bearer "+canary {
-			http.Error(w, "wrong path or key", http.StatusBadRequest)
-			return
-		}
-		req, err := openai.Codec{}.NormalizeRequest(body)
-		if err != nil || !streaming(req) {
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write(completion)
-			return
-		}
-		resp, _ := openai.Codec{}.NormalizeResponse(completion)
-		chunks, err := openai.Codec{}.SynthesizeStream(resp)
-		if err != nil {
-			t.Error(err)
-		}
-		w.Header().Set("Content-Type", "text/event-stream")
-		_, _ = w.Write(openai.Codec{}.RebuildStream(chunks))
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL
+// greeterScript answers a greeting in French when the system prompt asks for it, in English otherwise.
+var greeterScript = mustParse(`
+chunkSize: 4
+turns:
+  - {name: french, when: {system: in French}, text: "Bonjour, Paris.", usage: {outputTokens: 3}}
+  - {name: english, text: "Hello, Paris.", usage: {outputTokens: 3}}
+`)
+
+// greeting is what the greeter agent was answered: what the SDK decoded, and the text of each call.
+type greeting struct {
+	Decoded []string
+	Texts   []string
 }
 
-func chatAgent(t *testing.T, r *running) []string {
+// chatAgent greets Paris twice through openai-go, once as JSON and once streamed.
+func chatAgent(t *testing.T, r *running) greeting {
 	t.Helper()
 	c := oai.NewClient(oaiopt.WithBaseURL(r.url+"/v1"), oaiopt.WithAPIKey("placeholder-key"), oaiopt.WithMaxRetries(0))
-	params := oai.ChatCompletionNewParams{Model: "gpt-test", Messages: []oai.ChatCompletionMessageParamUnion{oai.UserMessage("Greet Paris")}}
+	params := oai.ChatCompletionNewParams{Model: "gpt-test", Messages: []oai.ChatCompletionMessageParamUnion{
+		oai.SystemMessage("You are a greeter."), oai.UserMessage("Greet Paris")}}
 	got, err := c.Chat.Completions.New(t.Context(), params)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := []string{view(t, got)}
+	g := greeting{Decoded: []string{view(t, got)}, Texts: []string{got.Choices[0].Message.Content}}
+	params.StreamOptions = oai.ChatCompletionStreamOptionsParam{IncludeUsage: oai.Bool(true)}
 	s := c.Chat.Completions.NewStreaming(t.Context(), params)
 	var acc oai.ChatCompletionAccumulator
 	for s.Next() {
 		acc.AddChunk(s.Current())
-		out = append(out, view(t, s.Current()))
+		g.Decoded = append(g.Decoded, view(t, s.Current()))
 	}
 	if err := s.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if acc.Choices[0].Message.Content != "Bonjour, Paris." {
-		t.Fatalf("accumulated %q", acc.Choices[0].Message.Content)
-	}
-	return append(out, view(t, acc.ChatCompletion))
+	g.Decoded = append(g.Decoded, view(t, acc.ChatCompletion))
+	g.Texts = append(g.Texts, acc.Choices[0].Message.Content)
+	return g
 }
 
-func TestOpenAIChatCompletionsRecordAndReplayThroughTheSDK(t *testing.T) {
+// TestOpenAIChatCompletionsRecordReplayAndForkThroughTheSDK records the greeter against the fake
+// LLM, replays it with no upstream (the fake's counter does not move), and forks it at the streamed
+// call with a system prompt that makes the fake answer in French.
+func TestOpenAIChatCompletionsRecordReplayAndForkThroughTheSDK(t *testing.T) {
 	root := t.TempDir()
-	var calls atomic.Int64
+	up := newUpstream(t, greeterScript)
 	rec := start(t, Options{Mode: Record, Provider: "openai", Dir: filepath.Join(root, "run"), ID: "run",
-		Upstreams: map[string]string{"openai": openaiUpstream(t, &calls)}, APIKeys: map[string]string{"openai": canary}})
+		Upstreams: map[string]string{"openai": up.url}, APIKeys: map[string]string{"openai": canary}})
 	recorded := chatAgent(t, rec)
 	if out := rec.stop(t); out.Err != nil {
 		t.Fatal(out.Err)
 	}
-	if calls.Load() != 2 || !strings.Contains(recorded[0], "Bonjour, Paris.") {
-		t.Fatalf("upstream calls %d, first answer %s", calls.Load(), recorded[0])
+	if diff := cmp.Diff([]string{"Hello, Paris.", "Hello, Paris."}, recorded.Texts); diff != "" {
+		t.Fatalf("recorded answers (-want +got):\n%s", diff)
+	}
+	if up.calls() != 2 {
+		t.Fatalf("upstream calls = %d, want 2", up.calls())
+	}
+	for _, k := range up.receivedKeys() {
+		if k != canary {
+			t.Fatalf("the upstream got key %q, want the proxy's", k)
+		}
 	}
 	s := openSession(t, filepath.Join(root, "run"))
-	if s.Meta.Provider != "openai" || len(eventsOf(s, session.KindModelCall)) != 2 {
-		t.Fatalf("session provider %q", s.Meta.Provider)
+	calls := eventsOf(s, session.KindModelCall)
+	if s.Meta.Provider != "openai" || len(calls) != 2 {
+		t.Fatalf("session provider %q, %d model calls", s.Meta.Provider, len(calls))
 	}
+
 	rep := start(t, Options{Mode: Replay, Session: s})
 	replayed := chatAgent(t, rep)
 	if out := rep.stop(t); out.Err != nil {
 		t.Fatal(out.Err)
 	}
-	if calls.Load() != 2 {
+	if up.calls() != 2 {
 		t.Fatal("the replay went upstream")
 	}
 	if diff := cmp.Diff(recorded, replayed); diff != "" {
 		t.Fatalf("the SDK decoded a different replay:\n%s", diff)
+	}
+
+	french := "You are a greeter. Answer in French."
+	at := calls[1].Step
+	fork := start(t, Options{Mode: Fork, Session: s, Dir: filepath.Join(root, "child"), AtStep: at,
+		Overrides: replay.Overrides{System: &french}, Upstreams: map[string]string{"openai": up.url},
+		APIKeys: map[string]string{"openai": canary}})
+	forked := chatAgent(t, fork)
+	out := fork.stop(t)
+	if out.Err != nil || out.Fork == nil {
+		t.Fatalf("fork: %+v", out)
+	}
+	if diff := cmp.Diff([]string{"Hello, Paris.", "Bonjour, Paris."}, forked.Texts); diff != "" {
+		t.Fatalf("forked answers (-want +got): the prefix is served, the tail answers the override\n%s", diff)
+	}
+	if up.calls() != 3 {
+		t.Fatalf("upstream calls after the fork = %d, want 3 (only the tail)", up.calls())
+	}
+	child := openSession(t, filepath.Join(root, "child"))
+	if child.Meta.Parent != "run" || child.Meta.ForkedAtStep == nil || *child.Meta.ForkedAtStep != at || child.Meta.Provider != "openai" {
+		t.Fatalf("child meta %+v, want parent run forked at %d", child.Meta, at)
+	}
+	if fr := ForkResult("run", at, out.Fork); fr.Provenance.Live != 1 || fr.TokensSpent.OutputTokens != 3 {
+		t.Fatalf("fork result %+v", fr)
 	}
 	assertNoCanary(t, root)
 }

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -117,7 +116,7 @@ func TestRecordReplayAndForkAToolUsingRunThroughTheSDK(t *testing.T) {
 	for _, stream := range []bool{false, true} {
 		t.Run(map[bool]string{false: "json", true: "stream"}[stream], func(t *testing.T) {
 			root := t.TempDir()
-			up := newUpstream(t)
+			up := newUpstream(t, weatherScript)
 			var toolCalls atomic.Int64
 			rec := start(t, Options{Mode: Record, Dir: filepath.Join(root, "run"), ID: "run",
 				Upstreams: map[string]string{"anthropic": up.url}, APIKeys: map[string]string{"anthropic": canary},
@@ -127,7 +126,7 @@ func TestRecordReplayAndForkAToolUsingRunThroughTheSDK(t *testing.T) {
 			if out.Err != nil || out.Record == nil || out.Record.HarnessErr != nil {
 				t.Fatalf("record: %+v", out)
 			}
-			if got := up.calls.Load(); got != 3 {
+			if got := up.calls(); got != 3 {
 				t.Fatalf("upstream calls = %d, want 3 (count_tokens and two turns)", got)
 			}
 			for _, k := range up.receivedKeys() {
@@ -141,8 +140,8 @@ func TestRecordReplayAndForkAToolUsingRunThroughTheSDK(t *testing.T) {
 			parent := openSession(t, filepath.Join(root, "run"))
 			checkSuspendMinted(t, parent)
 
-			// Replay: no upstream at all (a failing one is configured and must stay unused).
-			rep := start(t, Options{Mode: Replay, Session: parent, Upstreams: map[string]string{"anthropic": failingUpstream(t)}})
+			// Replay: built with no upstream at all, and the fake's counter must not move.
+			rep := start(t, Options{Mode: Replay, Session: parent})
 			replayed := weatherAgent(t, rep, stream)
 			out = rep.stop(t)
 			if out.Err != nil {
@@ -151,8 +150,8 @@ func TestRecordReplayAndForkAToolUsingRunThroughTheSDK(t *testing.T) {
 			if diff := cmp.Diff(recorded, replayed); diff != "" {
 				t.Fatalf("the SDK decoded a different replay (-recorded +replayed):\n%s", diff)
 			}
-			if up.calls.Load() != 3 || toolCalls.Load() != 1 {
-				t.Fatalf("replay went live: upstream %d, tool %d", up.calls.Load(), toolCalls.Load())
+			if up.calls() != 3 || toolCalls.Load() != 1 {
+				t.Fatalf("replay went live: upstream %d, tool %d", up.calls(), toolCalls.Load())
 			}
 			res, ok := ReplayResult("run", out.Replay, out.Err)
 			if !ok || !res.Passed || res.LiveCalls != 0 {
@@ -171,8 +170,8 @@ func TestRecordReplayAndForkAToolUsingRunThroughTheSDK(t *testing.T) {
 			if out.Err != nil || out.Fork == nil {
 				t.Fatalf("fork: %+v", out)
 			}
-			if up.calls.Load() != 4 {
-				t.Fatalf("upstream calls after the fork = %d, want 4 (only the tail)", up.calls.Load())
+			if up.calls() != 4 {
+				t.Fatalf("upstream calls after the fork = %d, want 4 (only the tail)", up.calls())
 			}
 			last := forked.Turns[len(forked.Turns)-1]
 			if !strings.Contains(last, `"text":"Sunny."`) || strings.Contains(recorded.Turns[len(recorded.Turns)-1], "Sunny.") {
@@ -220,7 +219,7 @@ func checkSuspendMinted(t *testing.T, s *session.Session) {
 
 func TestReplayDriftIsAnsweredWithStepCallSiteAndNearest(t *testing.T) {
 	root := t.TempDir()
-	up := newUpstream(t)
+	up := newUpstream(t, weatherScript)
 	rec := start(t, Options{Mode: Record, Dir: filepath.Join(root, "run"), ID: "run", Upstreams: map[string]string{"anthropic": up.url}})
 	ask(t, rec, "hello")
 	rec.stop(t)
@@ -262,5 +261,3 @@ func ask(t *testing.T, r *running, text string, opts ...any) *sdk.Message {
 	}
 	return msg
 }
-
-var _ = context.Background
