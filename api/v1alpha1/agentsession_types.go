@@ -33,6 +33,7 @@ type AgentSessionSpec struct {
 	// from the parent's recording.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=9007199254740991
 	ForkedAtStep *int64 `json:"forkedAtStep,omitempty"`
 
 	// agent describes how to run the agent again, for forks and resumes.
@@ -103,6 +104,7 @@ type SessionRecording struct {
 	// +required
 	// +kubebuilder:validation:MinLength=64
 	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{64}$`
 	EventsHash string `json:"eventsHash,omitempty"`
 
 	// logState is Closed when the log ends with session_end, Open when the run crashed or still runs.
@@ -146,6 +148,7 @@ type SessionRecording struct {
 
 // AgentSessionStatus is what the operator observed about the recording.
 // +kubebuilder:validation:MinProperties=1
+// +kubebuilder:validation:XValidation:rule="!has(self.conditions) || !(self.conditions.exists(c, c.type == 'Ready' && c.status == 'True') && self.conditions.exists(c, c.type == 'Stalled' && c.status == 'True'))",message="an object is not Ready and Stalled at once"
 type AgentSessionStatus struct {
 	// conditions are Ready, Reconciling, Stalled and Verified.
 	// +optional

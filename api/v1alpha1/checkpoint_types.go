@@ -4,10 +4,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// CheckpointSpec is an anchor in a session minted by the recorder (the operator or the rewind proxy),
-// never by the agent: the step to fork from, the turn index and the digest of the transcript up to it.
-// A rewind is only allowed to a turn whose live transcript still digests to this value. An admission
-// policy (config/policy) lets only the operator's and the proxy's ServiceAccounts create Checkpoints.
+// CheckpointSpec is an anchor in a session minted by the recorder, never by the agent: the step to fork
+// from, the turn index and the digest of the transcript up to it. A rewind is only allowed to a turn
+// whose live transcript still digests to this value. The rewind proxy stamps anchors into the session's
+// log; the operator turns them into Checkpoints, and an admission policy (config/policy) lets no one
+// else create a Checkpoint or write its status.
 // +kubebuilder:validation:XValidation:rule="self == oldSelf",message="a Checkpoint is an immutable anchor: create a new Checkpoint instead of editing this one"
 type CheckpointSpec struct {
 	// sessionRef names the AgentSession the checkpoint belongs to.
@@ -18,6 +19,7 @@ type CheckpointSpec struct {
 	// sets fork.atStep to it.
 	// +required
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=9007199254740991
 	Step *int64 `json:"step,omitempty"`
 
 	// turnIndex is the zero-based conversation turn the checkpoint anchors.
@@ -71,6 +73,7 @@ type WorkspaceSnapshot struct {
 	// +required
 	// +kubebuilder:validation:MinLength=64
 	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{64}$`
 	ManifestDigest string `json:"manifestDigest,omitempty"`
 
 	// files is the number of files in the snapshot.
@@ -96,6 +99,7 @@ type WorkspaceSnapshot struct {
 
 // CheckpointStatus is what the operator stored for the checkpoint.
 // +kubebuilder:validation:MinProperties=1
+// +kubebuilder:validation:XValidation:rule="!has(self.conditions) || !(self.conditions.exists(c, c.type == 'Ready' && c.status == 'True') && self.conditions.exists(c, c.type == 'Stalled' && c.status == 'True'))",message="an object is not Ready and Stalled at once"
 type CheckpointStatus struct {
 	// conditions are Ready, Reconciling and Stalled.
 	// +optional

@@ -10,6 +10,7 @@ type LocalObjectReference struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	Name string `json:"name,omitempty"`
 }
 
@@ -19,6 +20,7 @@ type SecretKeyReference struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	Name string `json:"name,omitempty"`
 
 	// key is the key in the Secret's data whose value is used.
@@ -26,6 +28,7 @@ type SecretKeyReference struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	// +kubebuilder:validation:XValidation:rule="self != '.' && self != '..'",message="key must not be '.' or '..'"
 	Key string `json:"key,omitempty"`
 }
 
@@ -45,7 +48,8 @@ type StorageSpec struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.endsWith('/')",message="prefix must not start or end with '/'"
-	// +kubebuilder:validation:XValidation:rule="!self.split('/').exists(s, s == '..')",message="prefix must not contain a '..' segment"
+	// +kubebuilder:validation:XValidation:rule="!self.split('/').exists(s, s == '..' || s == '.' || s == '')",message="prefix must not contain an empty, '.' or '..' segment"
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9._/-]+$`
 	Prefix string `json:"prefix,omitempty"`
 
 	// credentials are the tenant's own keys for the bucket. They are required; the rule on storage says
@@ -237,14 +241,13 @@ const (
 
 // ListTruncation says that a status list was cut to its bound, and how long it was.
 type ListTruncation struct {
-	// field is the status field that was cut, such as residual.
+	// field is the status field that was cut.
 	// +required
-	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Enum=residual;verified;claimedWithoutEvidence;unpromisedFiles;unattributedFiles;noGoodNote
 	Field string `json:"field,omitempty"`
 
 	// total is how many items the list had before it was cut.
 	// +required
-	// +kubebuilder:validation:Minimum=0
-	Total *int64 `json:"total,omitempty"`
+	// +kubebuilder:validation:Minimum=1
+	Total int64 `json:"total,omitempty"`
 }

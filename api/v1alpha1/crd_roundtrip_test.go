@@ -57,9 +57,12 @@ func TestKindsRoundTrip(t *testing.T) {
 	fork.Spec.Fork.ProviderKeys = v1.ProviderKeys{Anthropic: v1.SecretKeyReference{Name: "keys", Key: "anthropic"}}
 	fork.Spec.Goal = v1.Goal{Tool: "add_label", ArgsMatch: rawJSON(`{"label":"bug"}`)}
 	fork.Spec.TTLSecondsAfterFinished = ptr.To[int32](60)
-	forkStatus := v1.ForkRunStatus{Conditions: ready, ObservedGeneration: 1, Outcome: v1.OutcomeDiverged,
+	stalled := []metav1.Condition{{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1.ReasonDiverged, Message: "drift at step 5",
+		LastTransitionTime: now, ObservedGeneration: 1}, {Type: v1.ConditionStalled, Status: metav1.ConditionTrue, Reason: v1.ReasonDiverged,
+		Message: "drift at step 5", LastTransitionTime: now, ObservedGeneration: 1}}
+	forkStatus := v1.ForkRunStatus{Conditions: stalled, ObservedGeneration: 1, Outcome: v1.OutcomeDiverged,
 		ChildSessionRef: v1.LocalObjectReference{Name: "child"}, JobRef: v1.LocalObjectReference{Name: "roundtrip-fork-x"},
-		Divergences: ptr.To[int64](0), FirstDivergence: v1.Divergence{Step: ptr.To[int64](5), Kind: "model_call", Lane: "main", Reason: "NoRecordedCall",
+		Divergences: ptr.To[int64](0), FirstDivergence: v1.Divergence{Step: ptr.To[int64](5), Kind: v1.CallModel, Lane: "0", Reason: "NoRecordedCall",
 			ExpectedCallSite: "agent.go:42", ActualCallSite: "agent.go:44", ExpectedFingerprint: testDigest, ActualFingerprint: testDigest,
 			Message: "system prompt differs"},
 		Usage:      v1.ForkUsage{Live: usage, Replayed: usage},
@@ -72,7 +75,7 @@ func TestKindsRoundTrip(t *testing.T) {
 	commit := strings.Repeat("ab", 20)
 	planStatus := v1.ResumePlanStatus{Conditions: ready, ObservedGeneration: 1, Verdict: v1.VerdictResumable, Reason: "ResidualRemains",
 		Message: "step s3 is not verified", ResumeSHA: commit, ResidualSteps: ptr.To[int32](300), Residual: []v1.PlanStep{{ID: "s3"}},
-		Verified: []v1.PlanStep{{ID: "s1", SHA: commit}}, Truncated: []v1.ListTruncation{{Field: "residual", Total: ptr.To[int64](300)}},
+		Verified: []v1.PlanStep{{ID: "s1", SHA: commit}}, Truncated: []v1.ListTruncation{{Field: "residual", Total: 300}},
 		Stop: v1.RunSuspended,
 		Rewind: v1.RewindPlan{Decision: v1.DecisionRewind, Reason: "RewindToMintedCheckpoint", Message: "rewound", RewindToTurn: ptr.To[int32](0),
 			TranscriptDigest: testDigest, DroppedTurns: ptr.To[int32](2), NoGoodNote: []string{"RESUME DIVERGED at step s2"}},

@@ -137,7 +137,7 @@ func TestInvalidObjectsAreRejectedWithTheirMessage(t *testing.T) {
 		{"storage prefix escaping with ..", session("dotdot-prefix", func(s *v1.AgentSession) {
 			s.Spec.Storage = tenantStorage()
 			s.Spec.Storage.Prefix = "team/../other"
-		}), "spec.storage.prefix", "prefix must not contain a '..' segment"},
+		}), "spec.storage.prefix", "prefix must not contain an empty, '.' or '..' segment"},
 		{"secret reference without its key", session("no-key", func(s *v1.AgentSession) {
 			s.Spec.Storage = tenantStorage()
 			s.Spec.Storage.Credentials.SecretAccessKey.Key = ""
@@ -213,13 +213,13 @@ func TestInvalidObjectsAreRejectedWithTheirMessage(t *testing.T) {
 		{"a local file", gitPlan("file-url", "file:///var/run/secrets/kubernetes.io/serviceaccount/token"),
 			"spec.git.url", "url must be an https://, ssh:// or git:// URL with a host"},
 		{"https to a link-local address", gitPlan("https-link-local", "https://169.254.169.254/repo.git"),
-			"spec.git.url", "url must not point at a loopback or link-local address"},
+			"spec.git.url", "url must not point at a loopback, link-local, unspecified or metadata address"},
 		{"git to loopback", gitPlan("git-loopback", "git://127.0.0.1/repo.git"),
-			"spec.git.url", "url must not point at a loopback or link-local address"},
+			"spec.git.url", "url must not point at a loopback, link-local, unspecified or metadata address"},
 		{"https to localhost with a user", gitPlan("localhost-user", "https://me@localhost:8443/repo.git"),
-			"spec.git.url", "url must not point at a loopback or link-local address"},
+			"spec.git.url", "url must not name localhost or a metadata host"},
 		{"ssh to IPv6 loopback", gitPlan("ipv6-loopback", "ssh://[::1]/repo.git"),
-			"spec.git.url", "url must not point at a loopback or link-local address"},
+			"spec.git.url", "an IPv6 host must be a global unicast address"},
 		{"a password sent over ssh", plan("password-ssh", func(p *v1.ResumePlan) {
 			p.Spec.Git = v1.GitEvidence{URL: "ssh://git.example.com/r.git", Auth: v1.GitAuth{PasswordSecretRef: v1.SecretKeyReference{Name: "g", Key: "token"}}}
 		}), "spec.git", "a password or token is only sent over https"},
@@ -355,5 +355,70 @@ func TestForkRunDefaults(t *testing.T) {
 	got := fmt.Sprint(gotFork.Spec.Fork.DriftPolicy, gotFork.Spec.Fork.Tools.OnMatch, gotFork.Spec.Fork.Tools.OnMiss, gotReplay.Spec.Replay.DriftPolicy)
 	if got != want {
 		t.Fatalf("defaults: got %s, want %s", got, want)
+	}
+}
+
+// TestGitEvidenceURLsThatReachTheNodeAreRefused: every spelling of a loopback, link-local, unspecified
+// or metadata address a URL parser would accept, and the tricks around them, is refused; real git
+// servers, including private and global IPv6 ones, are not.
+func TestGitEvidenceURLsThatReachTheNodeAreRefused(t *testing.T) {
+	ctx := context.Background()
+	good := []string{"https://git.example.com/a.git", "ssh://git@git.example.com:22/a.git", "git://git.example.com/a.git",
+		"https://10.0.0.5/a.git", "https://[2001:db8::1]/a.git", "https://169-254-1-1.example.com/a.git", "https://8.8.8.8/a.git"}
+	bad := []string{"http://169.254.169.254/", "file:///etc/passwd", "ssh://127.0.0.1/x", "https://[::1]/x", "https://[::ffff:127.0.0.1]/x",
+		"https://[::FFFF:127.0.0.1]/x", "https://[0:0:0:0:0:0:0:1]/x", "https://[0::1]/x", "https://[::]/x", "https://[FE80::1]/x",
+		"https://[fe80::1%25eth0]/x", "https://[fd00:ec2::254]/x", "https://2130706433/x", "https://0x7f.1/x", "https://0177.0.0.1/x",
+		"https://0/x", "https://2852039166/x", "https://127.1/x", "https://LOCALHOST/x", "https://localhost./x", "https://foo.localhost/x",
+		"https://metadata.google.internal/x", "https://metadata/x", "https://100.100.100.200/x", "https://good.com@169.254.169.254/x",
+		"https://good.com:pw@[::1]/x", "https://\t127.0.0.1/x", "https://git.example.com/a.git\nfile:///etc/passwd",
+		"https:// 169.254.169.254/", "https://", "ssh://-oProxyCommand=id/x", "ssh://git@-oProxyCommand=id/x", "HTTPS://git.example.com/a.git"}
+	for i, u := range good {
+		if err := apiServer.Client.Create(ctx, gitPlan(fmt.Sprintf("url-good-%d", i), u)); err != nil {
+			t.Errorf("a real git server's URL %q was refused: %v", u, err)
+		}
+	}
+	for i, u := range bad {
+		err := apiServer.Client.Create(ctx, gitPlan(fmt.Sprintf("url-bad-%d", i), u))
+		if err == nil {
+			t.Errorf("%q was accepted as git evidence", u)
+			continue
+		}
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.git.url") {
+			t.Errorf("%q was refused, but not at spec.git.url: %v", u, err)
+		}
+	}
+}
+
+// TestStatusesThatWouldMisleadAreRefused: a status whose outcome and conditions disagree would let a
+// GitOps tool read a failed run as healthy, so the API server refuses it.
+func TestStatusesThatWouldMisleadAreRefused(t *testing.T) {
+	ctx := context.Background()
+	now := metav1.Now()
+	cond := func(typ string, s metav1.ConditionStatus, reason string) metav1.Condition {
+		return metav1.Condition{Type: typ, Status: s, Reason: reason, Message: reason, LastTransitionTime: now, ObservedGeneration: 1}
+	}
+	cases := []struct {
+		name    string
+		status  v1.ForkRunStatus
+		message string
+	}{
+		{"a failed run that reads Ready", v1.ForkRunStatus{Outcome: v1.OutcomeFailed, Conditions: []metav1.Condition{cond(v1.ConditionReady, metav1.ConditionTrue, v1.ReasonSucceeded)}},
+			"a ForkRun that failed, diverged or missed its goal is Stalled"},
+		{"a diverged run without conditions", v1.ForkRunStatus{Outcome: v1.OutcomeDiverged, ObservedGeneration: 1},
+			"a ForkRun that failed, diverged or missed its goal is Stalled"},
+		{"a passed replay that is not Ready", v1.ForkRunStatus{Outcome: v1.OutcomePassed, Conditions: []metav1.Condition{cond(v1.ConditionStalled, metav1.ConditionFalse, v1.ReasonPassed)}},
+			"a ForkRun that passed, completed or reached its goal is Ready"},
+		{"Ready and Stalled at once", v1.ForkRunStatus{Conditions: []metav1.Condition{cond(v1.ConditionReady, metav1.ConditionTrue, v1.ReasonSucceeded),
+			cond(v1.ConditionStalled, metav1.ConditionTrue, v1.ReasonJobFailed)}}, "an object is not Ready and Stalled at once"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := validFork(fmt.Sprintf("misleading-%d", i))
+			if err := apiServer.Client.Create(ctx, f); err != nil {
+				t.Fatal(err)
+			}
+			f.Status = tc.status
+			requireInvalid(t, apiServer.Client.Status().Update(ctx, f), "status", tc.message)
+		})
 	}
 }

@@ -97,7 +97,9 @@ type ForkRunSpec struct {
 	// +optional
 	Agent AgentSpec `json:"agent,omitzero"`
 
-	// ttlSecondsAfterFinished deletes the ForkRun this long after it finished; unset keeps it.
+	// ttlSecondsAfterFinished deletes the ForkRun this long after it finished; unset keeps it. Leave it
+	// unset for a ForkRun kept in Git: a GitOps tool re-creates a deleted ForkRun, and a Fork then goes
+	// live (and spends) again.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
@@ -110,6 +112,7 @@ type ForkSpec struct {
 	// the child session.
 	// +required
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=9007199254740991
 	AtStep *int64 `json:"atStep,omitempty"`
 
 	// overrides change the live tail's model requests.
@@ -270,23 +273,33 @@ const (
 	ReasonDiverged    = string(OutcomeDiverged)
 )
 
+// CallKind is a kind of boundary call.
+// +kubebuilder:validation:Enum=ModelCall;ToolCall;Entropy
+type CallKind string
+
+const (
+	CallModel   CallKind = "ModelCall"
+	CallTool    CallKind = "ToolCall"
+	CallEntropy CallKind = "Entropy"
+)
+
 // Divergence describes the first request that left the recording.
 type Divergence struct {
 	// step is the global step at which the run diverged.
 	// +required
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=9007199254740991
 	Step *int64 `json:"step,omitempty"`
 
-	// kind is the kind of call that diverged: model_call, tool_call or entropy.
+	// kind is the kind of call that diverged.
 	// +required
-	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=32
-	Kind string `json:"kind,omitempty"`
+	Kind CallKind `json:"kind,omitempty"`
 
-	// lane is the concurrent branch of the agent that made the call; main for the agent's own.
+	// lane is the concurrent branch of the agent that made the call: 0 for the agent's own, 0.1 for
+	// its first branch, 0/<name> for a branch the agent named.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:MaxLength=256
 	Lane string `json:"lane,omitempty"`
 
 	// reason is the machine-readable cause, such as NoRecordedCall or CallSiteMismatch.
@@ -359,6 +372,9 @@ type ForkUsage struct {
 
 // ForkRunStatus is the outcome of the run.
 // +kubebuilder:validation:MinProperties=1
+// +kubebuilder:validation:XValidation:rule="!has(self.conditions) || !(self.conditions.exists(c, c.type == 'Ready' && c.status == 'True') && self.conditions.exists(c, c.type == 'Stalled' && c.status == 'True'))",message="an object is not Ready and Stalled at once"
+// +kubebuilder:validation:XValidation:rule="!has(self.outcome) || self.outcome in ['Passed', 'Completed', 'GoalReached'] || (has(self.conditions) && self.conditions.exists(c, c.type == 'Stalled' && c.status == 'True'))",message="a ForkRun that failed, diverged or missed its goal is Stalled, so no GitOps tool reads it as healthy"
+// +kubebuilder:validation:XValidation:rule="!has(self.outcome) || !(self.outcome in ['Passed', 'Completed', 'GoalReached']) || (has(self.conditions) && self.conditions.exists(c, c.type == 'Ready' && c.status == 'True'))",message="a ForkRun that passed, completed or reached its goal is Ready"
 type ForkRunStatus struct {
 	// conditions are Ready, Reconciling and Stalled. A run that passed, completed or reached its goal
 	// is Ready; one that failed, diverged or missed its goal is Stalled with the outcome as reason.

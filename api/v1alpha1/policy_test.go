@@ -16,18 +16,19 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	v1 "github.com/agentrewind/agentrewind/api/v1alpha1"
 	"github.com/agentrewind/agentrewind/internal/testenv"
 )
 
-// TestOnlyTheRecorderMintsCheckpoints applies config/policy and creates a Checkpoint as each kind of
-// caller. RBAC lets all of them create Checkpoints, so the admission policy alone tells them apart.
+// TestOnlyTheRecorderMintsCheckpoints applies config/policy and creates a Checkpoint, and writes its
+// status, as each kind of caller. RBAC lets all of them, so the admission policy alone tells them apart.
 func TestOnlyTheRecorderMintsCheckpoints(t *testing.T) {
 	ctx := context.Background()
 	applyPolicy(t, ctx)
 
 	// Every ServiceAccount may create Checkpoints as far as RBAC is concerned.
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "test-checkpoint-creators"}, Rules: []rbacv1.PolicyRule{{
-		APIGroups: []string{"agentrewind.io"}, Resources: []string{"checkpoints"}, Verbs: []string{"create", "get", "delete"}}}}
+		APIGroups: []string{"agentrewind.io"}, Resources: []string{"checkpoints", "checkpoints/status"}, Verbs: []string{"create", "get", "update", "patch", "delete"}}}}
 	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "test-checkpoint-creators"},
 		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
 		Subjects: []rbacv1.Subject{{Kind: "Group", APIGroup: "rbac.authorization.k8s.io", Name: "system:serviceaccounts"}}}
@@ -52,9 +53,8 @@ func TestOnlyTheRecorderMintsCheckpoints(t *testing.T) {
 		allowed    bool
 	}{
 		{"the operator", "system:serviceaccount:agentrewind-system:agentrewind-manager", true},
-		{"the proxy in the checkpoint's namespace", "system:serviceaccount:default:agentrewind-proxy", true},
 		{"the agent's own ServiceAccount", "system:serviceaccount:default:triage-bot", false},
-		{"a proxy of another namespace", "system:serviceaccount:team-b:agentrewind-proxy", false},
+		{"the proxy, which shares the agent's Pod and token", "system:serviceaccount:default:agentrewind-proxy", false},
 		{"an operator look-alike in another namespace", "system:serviceaccount:default:agentrewind-manager", false},
 	}
 	// A new policy takes a moment to reach the admission plugin: wait until it denies the agent.
@@ -62,7 +62,7 @@ func TestOnlyTheRecorderMintsCheckpoints(t *testing.T) {
 	for i := 0; ; i++ {
 		c := validCheckpoint("policy-probe-" + string(rune('a'+i%26)) + time.Now().Format("150405.000000"))
 		c.Name = strings.ReplaceAll(c.Name, ".", "-")
-		err := as(callers[2].user).Create(ctx, c)
+		err := as(callers[1].user).Create(ctx, c)
 		if err != nil && strings.Contains(err.Error(), deniedMessage) {
 			break
 		}
@@ -74,18 +74,23 @@ func TestOnlyTheRecorderMintsCheckpoints(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	// One Checkpoint the operator minted, whose status each caller then tries to write.
+	minted := validCheckpoint("minted-for-status")
+	if err := as(callers[0].user).Create(ctx, minted); err != nil {
+		t.Fatalf("the operator could not mint a Checkpoint: %v", err)
+	}
 	for _, caller := range callers {
 		t.Run(caller.name, func(t *testing.T) {
 			c := validCheckpoint("minted-by-" + strings.NewReplacer(":", "-").Replace(caller.user[len("system:serviceaccount:"):]))
-			err := as(caller.user).Create(ctx, c)
-			switch {
-			case caller.allowed && err != nil:
-				t.Fatalf("%s could not create a Checkpoint: %v", caller.user, err)
-			case !caller.allowed && err == nil:
-				t.Fatalf("%s created a Checkpoint; the policy must deny it", caller.user)
-			case !caller.allowed && !strings.Contains(err.Error(), deniedMessage):
-				t.Fatalf("%s was refused for another reason than the policy: %v", caller.user, err)
+			checkDecision(t, caller.user, "create a Checkpoint", caller.allowed, as(caller.user).Create(ctx, c), deniedMessage)
+
+			forged := &v1.Checkpoint{}
+			if err := apiServer.Client.Get(ctx, client.ObjectKeyFromObject(minted), forged); err != nil {
+				t.Fatal(err)
 			}
+			forged.Status = v1.CheckpointStatus{ObservedGeneration: 1, Conditions: []metav1.Condition{{Type: v1.ConditionReady,
+				Status: metav1.ConditionTrue, Reason: v1.ReasonSnapshotStored, Message: "stored", LastTransitionTime: metav1.Now()}}}
+			checkDecision(t, caller.user, "write a Checkpoint's status", caller.allowed, as(caller.user).Status().Update(ctx, forged), deniedMessage)
 		})
 	}
 }
@@ -96,7 +101,7 @@ func applyPolicy(t *testing.T, ctx context.Context) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(filepath.Join(root, "config", "policy", "checkpoint_creators.yaml"))
+	data, err := os.ReadFile(filepath.Join(root, "config", "policy", "checkpoint_minter.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,6 +121,18 @@ func applyPolicy(t *testing.T, ctx context.Context) {
 		applied++
 	}
 	if applied != 2 {
-		t.Fatalf("config/policy/checkpoint_creators.yaml holds %d objects, want the policy and its binding", applied)
+		t.Fatalf("config/policy/checkpoint_minter.yaml holds %d objects, want the policy and its binding", applied)
+	}
+}
+
+func checkDecision(t *testing.T, user, what string, allowed bool, err error, deniedMessage string) {
+	t.Helper()
+	switch {
+	case allowed && err != nil:
+		t.Fatalf("%s could not %s: %v", user, what, err)
+	case !allowed && err == nil:
+		t.Fatalf("%s could %s; the policy must deny it", user, what)
+	case !allowed && !strings.Contains(err.Error(), deniedMessage):
+		t.Fatalf("%s was refused to %s for another reason than the policy: %v", user, what, err)
 	}
 }

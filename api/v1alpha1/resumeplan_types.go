@@ -25,14 +25,19 @@ type ResumePlanSpec struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.auth) || !has(self.auth.passwordSecretRef) || self.url.startsWith('https://')",message="a password or token is only sent over https: use an https:// url, or sshPrivateKeySecretRef for ssh"
 // +kubebuilder:validation:XValidation:rule="!has(self.auth) || !has(self.auth.sshPrivateKeySecretRef) || self.url.startsWith('ssh://')",message="an SSH key needs an ssh:// url"
 type GitEvidence struct {
-	// url is the repository to clone: https://, ssh:// or git:// only, and never a loopback or
-	// link-local address, so a ResumePlan cannot make the operator read local files or the node's
-	// metadata service. (A host name is checked where the clone runs, not here.)
+	// url is the repository to clone: https://, ssh:// or git:// only, never a loopback, link-local,
+	// unspecified or metadata address in any spelling, nor localhost, so a ResumePlan cannot make the
+	// operator read local files or the node's metadata service. A host name that resolves to such an
+	// address can only be refused where the clone runs.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(https|ssh|git)://[^/?#]+')",message="url must be an https://, ssh:// or git:// URL with a host"
-	// +kubebuilder:validation:XValidation:rule="!self.matches('^[a-z]+://([^/?#]*@)?(localhost([:/]|$)|127[.]|0[.]|169[.]254[.]|[[](::1|::ffff:|fe80:))')",message="url must not point at a loopback or link-local address: evidence comes from a git server, never from the node or its metadata service"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('[[:space:][:cntrl:]]')",message="url must not contain whitespace or control characters"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('(?i)^[a-z]+://([^/?#]*@)?(0x[0-9a-f]*|[0-9]+)([.](0x[0-9a-f]*|[0-9]+))*[.]?([:/?#]|$)') || self.matches('^[a-z]+://([^/?#]*@)?((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])[.]){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])([:/?#]|$)')",message="a numeric host must be written as a dotted-quad IPv4 address (no 2130706433, 0x7f.1 or 0177.0.0.1)"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[a-z]+://([^/?#]*@)?(127[.]|0[.]|169[.]254[.]|100[.]100[.]100[.]200([:/?#]|$))')",message="url must not point at a loopback, link-local, unspecified or metadata address: evidence comes from a git server, never from the node or its metadata service"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[a-z]+://([^/?#]*@)?[[]') || self.matches('(?i)^[a-z]+://([^/?#]*@)?[[][23][0-9a-f]{0,3}:[0-9a-f:]*[]]([:/?#]|$)')",message="an IPv6 host must be a global unicast address (2000::/3): no loopback, link-local, unique-local, mapped or unspecified address"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('(?i)^[a-z]+://([^/?#]*@)?(([^/?#:@]*[.])?localhost|metadata|metadata[.]google[.]internal|-[^/?#]*)[.]?([:/?#]|$)')",message="url must not name localhost or a metadata host, nor start its host with '-'"
 	URL string `json:"url,omitempty"`
 
 	// ref is the branch, tag or commit whose ancestry is the evidence; unset means the default branch.
@@ -125,6 +130,7 @@ type RewindPlan struct {
 	// +optional
 	// +kubebuilder:validation:MinLength=64
 	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{64}$`
 	TranscriptDigest string `json:"transcriptDigest,omitempty"`
 
 	// droppedTurns is the number of turns after the anchor that a rewind drops.
@@ -275,6 +281,7 @@ type PlanEvidence struct {
 	// +required
 	// +kubebuilder:validation:MinLength=64
 	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{64}$`
 	EventsHash string `json:"eventsHash,omitempty"`
 
 	// resolvedCommit is the commit whose ancestry was the evidence; unset when no repository was given,
@@ -282,6 +289,7 @@ type PlanEvidence struct {
 	// +optional
 	// +kubebuilder:validation:MinLength=40
 	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{40}([0-9a-f]{24})?$`
 	ResolvedCommit string `json:"resolvedCommit,omitempty"`
 
 	// plan says whether the run declared its intent.
@@ -310,6 +318,7 @@ const (
 
 // ResumePlanStatus is the verdict on the session.
 // +kubebuilder:validation:MinProperties=1
+// +kubebuilder:validation:XValidation:rule="!has(self.conditions) || !(self.conditions.exists(c, c.type == 'Ready' && c.status == 'True') && self.conditions.exists(c, c.type == 'Stalled' && c.status == 'True'))",message="an object is not Ready and Stalled at once"
 type ResumePlanStatus struct {
 	// conditions are Ready, Reconciling and Stalled.
 	// +optional
@@ -342,6 +351,7 @@ type ResumePlanStatus struct {
 	// +optional
 	// +kubebuilder:validation:MinLength=40
 	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{40}([0-9a-f]{24})?$`
 	ResumeSHA string `json:"resumeSHA,omitempty"`
 
 	// residualSteps is the number of declared steps not yet verified.

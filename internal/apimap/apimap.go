@@ -5,6 +5,7 @@ import (
 
 	"github.com/agentrewind/agentrewind/api/v1alpha1"
 	"github.com/agentrewind/agentrewind/internal/engine/replay"
+	"github.com/agentrewind/agentrewind/internal/engine/session"
 	"github.com/agentrewind/agentrewind/internal/engine/verdict/coherence"
 	"github.com/agentrewind/agentrewind/internal/engine/verdict/convergence"
 	"github.com/agentrewind/agentrewind/internal/engine/verdict/resume"
@@ -34,6 +35,11 @@ var (
 		convergence.Thrashing:    v1alpha1.ConvergenceThrashing,
 		convergence.Starved:      v1alpha1.ConvergenceStarved,
 		convergence.Insufficient: v1alpha1.ConvergenceInsufficient,
+	}
+	callKinds = map[session.Kind]v1alpha1.CallKind{
+		session.KindModelCall: v1alpha1.CallModel,
+		session.KindToolCall:  v1alpha1.CallTool,
+		session.KindEntropy:   v1alpha1.CallEntropy,
 	}
 	planDriftVerdicts = map[coherence.DriftVerdict]v1alpha1.PlanDriftVerdict{
 		coherence.DriftNoPlan:              v1alpha1.DriftNoPlan,
@@ -105,6 +111,11 @@ func ConvergenceVerdict(v convergence.Verdict) (v1alpha1.ConvergenceVerdict, err
 // PlanDriftVerdict is the API spelling of a plan-drift verdict.
 func PlanDriftVerdict(v coherence.DriftVerdict) (v1alpha1.PlanDriftVerdict, error) {
 	return lookup(planDriftVerdicts, "plan drift verdict", v)
+}
+
+// CallKind is the API spelling of the kind of a call that diverged (only boundary calls diverge).
+func CallKind(k session.Kind) (v1alpha1.CallKind, error) {
+	return lookup(callKinds, "call kind", k)
 }
 
 // DriftPolicy is the engine policy for a fork's drift policy; unset means Strict, like the CRD default.

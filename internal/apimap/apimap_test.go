@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/agentrewind/agentrewind/api/v1alpha1"
+	"github.com/agentrewind/agentrewind/internal/engine/session"
 	"github.com/agentrewind/agentrewind/internal/engine/task"
 	"github.com/agentrewind/agentrewind/internal/testenv"
 )
@@ -108,6 +109,12 @@ func TestEveryEngineValueHasExactlyTheCRDsSpelling(t *testing.T) {
 	convergences := checkTable(t, "convergence verdicts", convergenceVerdicts, engineConstants(t, "verdict/convergence", "Verdict"))
 	drifts := checkTable(t, "plan drift verdicts", planDriftVerdicts, engineConstants(t, "verdict/coherence", "DriftVerdict"))
 
+	for _, k := range []session.Kind{session.KindModelCall, session.KindToolCall, session.KindEntropy} {
+		if _, err := CallKind(k); err != nil {
+			t.Errorf("the boundary call kind %q has no API spelling", k)
+		}
+	}
+
 	policies := sortedStrings(slices.Collect(maps.Values(driftPolicies)))
 	if engine := engineConstants(t, "replay", "DriftPolicy"); !slices.Equal(policies, engine) {
 		t.Errorf("drift policies: the API offers %v, the engine has %v", policies, engine)
@@ -130,6 +137,7 @@ func TestEveryEngineValueHasExactlyTheCRDsSpelling(t *testing.T) {
 		{"forkruns", "spec.fork.driftPolicy", sortedStrings(slices.Collect(maps.Keys(driftPolicies)))},
 		{"forkruns", "spec.replay.driftPolicy", sortedStrings(slices.Collect(maps.Keys(replayDriftPolicies)))},
 		{"forkruns", "spec.fork.tools.onMiss", sortedStrings(slices.Collect(maps.Keys(toolOnMisses)))},
+		{"forkruns", "status.firstDivergence.kind", sortedStrings(slices.Collect(maps.Values(callKinds)))},
 		{"forkruns", "status.outcome", sortedStrings([]v1alpha1.ForkOutcome{v1alpha1.OutcomeGoalReached, v1alpha1.OutcomeGoalMissed,
 			v1alpha1.OutcomeCompleted, v1alpha1.OutcomePassed, v1alpha1.OutcomeDiverged, v1alpha1.OutcomeFailed})},
 	}
