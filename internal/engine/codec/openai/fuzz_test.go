@@ -58,3 +58,30 @@ func fuzzDecode(t *testing.T, b []byte) any {
 	}
 	return v
 }
+
+// FuzzNormalizeStream checks that NormalizeStream never panics and that a stream it accepts, rebuilt
+// from its chunks, normalizes to the same chunks and response.
+func FuzzNormalizeStream(f *testing.F) {
+	for _, seed := range []string{textStream, toolStream, twoChoiceStream, refusalStream, errorStream, minimalStreamSeed} {
+		f.Add([]byte(seed))
+	}
+	var c openai.Codec
+	f.Fuzz(func(t *testing.T, body []byte) {
+		resp, chunks, err := c.NormalizeStream(body)
+		if err != nil {
+			return
+		}
+		again, againChunks, err := c.NormalizeStream(c.RebuildStream(chunks))
+		if err != nil {
+			t.Fatalf("NormalizeStream of the rebuilt stream: %v", err)
+		}
+		if diff := cmp.Diff(chunks, againChunks); diff != "" {
+			t.Fatalf("chunks changed over a rebuild (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff(resp, again); diff != "" {
+			t.Fatalf("response changed over a rebuild (-want +got):\n%s", diff)
+		}
+	})
+}
+
+const minimalStreamSeed = "event: x\ndata: {\"choices\":[{\"index\":-1,\"delta\":null}]}\n\n: c\n\ndata: [DONE]\n\ndata: {}\n\n"

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
@@ -26,7 +27,9 @@ type chunkData struct {
 func (cd chunkData) marshal() json.RawMessage {
 	o := newObject()
 	if cd.Event != "" {
-		o.set("event", quote(cd.Event))
+		// JSON text is UTF-8: a name that is not is kept with U+FFFD for its bad bytes, written as the
+		// character itself, so a rebuilt stream normalizes to the same chunk.
+		o.set("event", quote(strings.ToValidUTF8(cd.Event, "\uFFFD")))
 	}
 	if cd.Data != nil {
 		o.set("data", cd.Data)
