@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -132,6 +133,19 @@ func TestEngineTasksWriteTheirResultsToTheStore(t *testing.T) {
 	}
 	if s, err := os.ReadFile(termLog); err != nil || !strings.Contains(string(s), "RESUMABLE REACHABLE") {
 		t.Fatalf("termination message %s: %v", s, err)
+	}
+
+	// A Job never clones its own file system, whatever URL it is handed.
+	for i, url := range []string{"file:///etc", "/var/run/secrets/kubernetes.io/serviceaccount", "http://169.254.169.254/"} {
+		uid := fmt.Sprintf("uid-plan-local-%d", i)
+		if _, _, err := runStoreCommand(t, newEngineCommand, "resume-plan", "--store", store, "--session-id", "run-session", "--job-uid", uid,
+			"--git-url", url, "--termination-log", termLog); err == nil {
+			t.Fatalf("an engine resume-plan cloned %q", url)
+		}
+		if res := jobResultFrom(t, srv, "engine-bucket", "team", uid); res.Outcome != task.Failed || res.Failure.Reason != task.ReasonInvalidInput ||
+			!strings.Contains(res.Failure.Message, "clones only https://, ssh:// or git://") {
+			t.Fatalf("resume-plan with --git-url %s: %+v %+v", url, res, res.Failure)
+		}
 	}
 }
 

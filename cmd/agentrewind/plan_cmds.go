@@ -29,6 +29,21 @@ func (s *planSources) register(cmd *cobra.Command) {
 	cmd.MarkFlagsMutuallyExclusive("git-dir", "git-url")
 }
 
+// checkJobGitURL refuses, in an engine Job, a repository that is not a remote one: a ResumePlan's URL
+// is a tenant's choice, and a file:// URL or a path would make the Job read its own file system. The
+// API server already refuses such URLs; this holds even for a Job created by hand.
+func checkJobGitURL(url string) error {
+	if url == "" {
+		return nil
+	}
+	for _, scheme := range []string{"https://", "ssh://", "git://"} {
+		if strings.HasPrefix(url, scheme) && len(url) > len(scheme) {
+			return nil
+		}
+	}
+	return fmt.Errorf("--git-url %q: an engine Job clones only https://, ssh:// or git:// repositories", url)
+}
+
 func newResumePlanTaskCommand() *cobra.Command {
 	var dir, outputFile string
 	var src planSources
@@ -54,6 +69,9 @@ as an engine Job does.`,
 				return runJob(cmd, &job, task.ResumePlan, func(ctx context.Context, dir string, pulled error, res *task.Result) error {
 					if pulled != nil {
 						return pulled
+					}
+					if err := checkJobGitURL(src.gitURL); err != nil {
+						return &failure{task.ReasonInvalidInput, err}
 					}
 					plan, err := evaluatePlan(ctx, dir, src)
 					if err != nil {
