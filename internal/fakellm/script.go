@@ -99,7 +99,7 @@ type Turn struct {
 }
 
 // Match is the tiny rule language selecting a turn. Every condition given must hold; an empty Match
-// holds for every request.
+// holds for every request. Text conditions are case-sensitive substring tests.
 type Match struct {
 	// Step holds when the request is the Step-th call of its conversation, counted from 1: the
 	// request carries Step-1 assistant messages. It depends on the request alone, so a replayed or

@@ -219,48 +219,65 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		turn = s.script.Unmatched
 	}
-	var delivery delivery
-	for _, fault := range s.faults(index) {
-		rec.Fault = fault.Kind
-		switch fault.Kind {
+	o := decide(s.faults(index), f.stream)
+	rec.Fault = o.fault
+	if err := sleep(r.Context(), o.delay); err != nil {
+		rec.Status = 499 // the client went away; nothing is written
+		return
+	}
+	switch o.status {
+	case http.StatusTooManyRequests:
+		w.Header().Set("retry-after", strconv.Itoa(o.retryAfter))
+		rec.Status = s.writeError(w, api, o.status, "fakellm: scripted rate limit", reqID)
+	case http.StatusInternalServerError:
+		rec.Status = s.writeError(w, api, o.status, "fakellm: scripted server error", reqID)
+	default:
+		rec.Status = http.StatusOK // what an answer broken off by a cut had sent
+		rec.Status = s.answer(r.Context(), w, api, f, turn, reqID, o)
+	}
+}
+
+// An outcome is what the faults applying to a request decide.
+type outcome struct {
+	fault      FaultKind     // the deciding fault, or slow when only delays apply, for the record
+	delay      time.Duration // before answering
+	eventDelay time.Duration // between stream events
+	status     int           // 429 or 500 answered instead of the turn; 0 answers the turn
+	retryAfter int           // seconds, with a 429
+	breakOff   FaultKind     // FaultCut or FaultStreamError breaks the answer off; "" lets it finish
+	breakAfter int           // events before the break; 0 means half
+}
+
+// decide applies faults in order: slow ones add their delays, and the first other one decides.
+func decide(faults []Fault, stream bool) outcome {
+	var o outcome
+	for _, f := range faults {
+		o.fault = f.Kind
+		switch f.Kind {
 		case FaultSlow:
-			if err := sleep(r.Context(), fault.Delay.Duration); err != nil {
-				rec.Status = 499 // the client went away; nothing is written
-				return
-			}
-			delivery.eventDelay += fault.EventDelay.Duration
+			o.delay += f.Delay.Duration
+			o.eventDelay += f.EventDelay.Duration
 			continue
 		case FaultRateLimit:
-			w.Header().Set("retry-after", strconv.Itoa(max(1, fault.RetryAfter)))
-			rec.Status = s.writeError(w, api, http.StatusTooManyRequests, "fakellm: scripted rate limit", reqID)
-			return
+			o.status, o.retryAfter = http.StatusTooManyRequests, max(1, f.RetryAfter)
 		case FaultServerError:
-			rec.Status = s.writeError(w, api, http.StatusInternalServerError, "fakellm: scripted server error", reqID)
-			return
+			o.status = http.StatusInternalServerError
 		case FaultStreamError:
-			if !f.stream {
-				rec.Status = s.writeError(w, api, http.StatusInternalServerError, "fakellm: scripted server error", reqID)
-				return
+			if !stream {
+				o.status = http.StatusInternalServerError
+				break
 			}
-			fallthrough
+			o.breakOff, o.breakAfter = f.Kind, f.CutAfter
 		case FaultCut:
-			delivery.breakOff, delivery.breakAfter = fault.Kind, fault.CutAfter
+			o.breakOff, o.breakAfter = f.Kind, f.CutAfter
 		}
-		break
+		return o
 	}
-	rec.Status = http.StatusOK // what an answer broken off by a cut had sent
-	rec.Status = s.answer(r.Context(), w, api, f, turn, reqID, delivery)
+	return o
 }
 
-// delivery is how an answer is sent: paced, and broken off by a fault.
-type delivery struct {
-	eventDelay time.Duration
-	breakOff   FaultKind // "", FaultCut or FaultStreamError
-	breakAfter int       // events before the break; 0 means half
-}
-
-// answer writes turn's answer as d says and returns the status.
-func (s *Server) answer(ctx context.Context, w http.ResponseWriter, api provider, f *facts, turn *Turn, reqID string, d delivery) int {
+// answer writes turn's answer, paced and broken off as d says, and returns the status.
+func (s *Server) answer(ctx context.Context, w http.ResponseWriter, api provider, f *facts, turn *Turn, reqID string, d outcome) int {
 	if turn == nil {
 		return s.writeError(w, api, http.StatusBadRequest, fmt.Sprintf("fakellm: no scripted turn matches this request (step %d)", f.step), reqID)
 	}
@@ -369,6 +386,9 @@ func (s *Server) faults(turn int) []Fault {
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
