@@ -44,7 +44,7 @@ func TestPiecesSplitAnywhereButInsideACharacter(t *testing.T) {
 		{"abcdefg", 3, []string{"abc", "def", "g"}},
 		{`{"a":1}`, 1, []string{"{", `"`, "a", `"`, ":", "1", "}"}},
 		{"héllo", 2, []string{"h", "é", "ll", "o"}}, // é is 2 bytes: "hé" would be 3
-		{"€uro", 2, []string{"€", "ur", "o"}},        // € is 3 bytes, longer than a piece: alone
+		{"€uro", 2, []string{"€", "ur", "o"}},       // € is 3 bytes, longer than a piece: alone
 	} {
 		got := pieces(tc.s, tc.n)
 		if d := cmp.Diff(tc.want, got); d != "" {
