@@ -1,16 +1,21 @@
 package main
 
 import (
+	"context"
+	"errors"
 	goflag "flag"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -18,6 +23,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	agentrewindv1alpha1 "github.com/agentrewind/agentrewind/api/v1alpha1"
+	"github.com/agentrewind/agentrewind/internal/blobstore"
+	"github.com/agentrewind/agentrewind/internal/controller"
+	"github.com/agentrewind/agentrewind/internal/kubecreds"
 	"github.com/agentrewind/agentrewind/internal/version"
 )
 
@@ -28,6 +36,21 @@ import (
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
+// The controllers' RBAC (internal/controller), here because `make manifests` reads the markers under
+// cmd/. AgentSession: verify Jobs, its ResumePlan, the finalizer. ResumePlan: resume-plan Jobs, the
+// sessions it judges. Pods are read (never watched) for termination messages; Secrets are read (never
+// listed) only to open a tenant's own bucket (spec.storage.credentials): Jobs get every credential as
+// a Secret key reference, so the manager never reads the values it hands them.
+// +kubebuilder:rbac:groups=agentrewind.io,resources=agentsessions,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=agentrewind.io,resources=agentsessions/status,verbs=get;patch
+// +kubebuilder:rbac:groups=agentrewind.io,resources=agentsessions/finalizers,verbs=update
+// +kubebuilder:rbac:groups=agentrewind.io,resources=resumeplans,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=agentrewind.io,resources=resumeplans/status,verbs=get;patch
+// +kubebuilder:rbac:groups=agentrewind.io,resources=resumeplans/finalizers,verbs=update
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 
 // managerOptions are the manager subcommand's flags.
 type managerOptions struct {
@@ -42,6 +65,75 @@ type managerOptions struct {
 	renewDeadline           time.Duration
 	retryPeriod             time.Duration
 	zap                     zap.Options
+
+	controllers controllerOptions
+}
+
+// controllerOptions are the flags of the controllers: the engine Jobs and the default store.
+type controllerOptions struct {
+	enabled                              bool
+	engineImage                          string
+	jobTTL, jobDeadline, jobRetryAfter   time.Duration
+	storeEndpoint, storeRegion           string
+	storeBucket, storePrefix             string
+	jobSecret, jobSecretID, jobSecretKey string
+	jobSecretToken                       string
+}
+
+func (o *controllerOptions) register(f *pflag.FlagSet) {
+	f.BoolVar(&o.enabled, "controllers", true, "run the AgentSession and ResumePlan controllers (off: only the manager's endpoints and leader election)")
+	f.StringVar(&o.engineImage, "engine-image", "", "the image engine Jobs run (this binary's image); required with --controllers")
+	f.DurationVar(&o.jobTTL, "job-ttl", 24*time.Hour, "how long a finished engine Job is kept for its logs before Kubernetes deletes it")
+	f.DurationVar(&o.jobDeadline, "job-active-deadline", time.Hour, "how long one engine Job may run before Kubernetes stops it")
+	f.DurationVar(&o.jobRetryAfter, "job-retry-after", time.Minute, "how long after a Job failed for a reason that may pass (store unavailable, session not pushed yet) it runs again")
+	f.StringVar(&o.storeEndpoint, "store-endpoint", "", "S3 endpoint of the default store (https://host[:port], or http:// in-cluster); the manager's own credentials come from "+
+		blobstore.EnvAccessKeyID+" and "+blobstore.EnvSecretAccessKey+" in its environment")
+	f.StringVar(&o.storeRegion, "store-region", "", "region of the default store's bucket (default us-east-1)")
+	f.StringVar(&o.storeBucket, "store-bucket", "", "bucket of the default store; a session without spec.storage lives under <store-prefix>/<namespace>/ in it")
+	f.StringVar(&o.storePrefix, "store-prefix", "", "key prefix of the default store in its bucket")
+	f.StringVar(&o.jobSecret, "store-job-credentials-secret", "agentrewind-store",
+		"Secret, in each session's namespace, holding the store credentials that namespace's engine Jobs use (best scoped to <store-prefix>/<namespace>/)")
+	f.StringVar(&o.jobSecretID, "store-job-access-key-id-key", kubecreds.SecretKeyAccessKeyID, "key of the access key ID in that Secret")
+	f.StringVar(&o.jobSecretKey, "store-job-secret-access-key-key", kubecreds.SecretKeySecretAccessKey, "key of the secret access key in that Secret")
+	f.StringVar(&o.jobSecretToken, "store-job-session-token-key", "", "key of an optional session token in that Secret")
+}
+
+// setup registers the controllers with mgr.
+func (o *controllerOptions) setup(ctx context.Context, mgr ctrl.Manager) error {
+	if !o.enabled {
+		return nil
+	}
+	if o.engineImage == "" || o.storeEndpoint == "" || o.storeBucket == "" {
+		return errors.New("--engine-image, --store-endpoint and --store-bucket are required to run the controllers (or pass --controllers=false)")
+	}
+	creds, err := blobstore.CredentialsFromEnv(os.LookupEnv)
+	if err != nil {
+		return fmt.Errorf("the manager's store credentials: %w", err)
+	}
+	cfg := controller.StoreConfig{Endpoint: o.storeEndpoint, Region: o.storeRegion, Bucket: o.storeBucket, Prefix: o.storePrefix, Credentials: creds,
+		JobSecret: controller.JobSecretKeys{Name: o.jobSecret, AccessKeyID: o.jobSecretID, SecretAccessKey: o.jobSecretKey, SessionToken: o.jobSecretToken}}
+	if err := (blobstore.Config{Endpoint: cfg.Endpoint, Bucket: cfg.Bucket, Prefix: cfg.Prefix, Credentials: creds}).Validate(); err != nil {
+		return fmt.Errorf("the default store: %w", err)
+	}
+	deps := controller.Deps{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Scheme:    mgr.GetScheme(),
+		Clock:     clock.RealClock{},
+		Stores:    &controller.Stores{Config: cfg, Secrets: mgr.GetAPIReader()},
+		Jobs:      controller.JobSettings{Image: o.engineImage, TTLAfterFinished: o.jobTTL, ActiveDeadline: o.jobDeadline, RetryAfter: o.jobRetryAfter},
+	}
+	sessions := &controller.AgentSessionReconciler{Deps: deps}
+	sessions.Recorder = mgr.GetEventRecorder("agentsession-controller")
+	if err := sessions.SetupWithManager(ctx, mgr); err != nil {
+		return fmt.Errorf("setting up the AgentSession controller: %w", err)
+	}
+	plans := &controller.ResumePlanReconciler{Deps: deps}
+	plans.Recorder = mgr.GetEventRecorder("resumeplan-controller")
+	if err := plans.SetupWithManager(ctx, mgr); err != nil {
+		return fmt.Errorf("setting up the ResumePlan controller: %w", err)
+	}
+	return nil
 }
 
 func newScheme() *runtime.Scheme {
@@ -72,6 +164,7 @@ func newManagerCommand() *cobra.Command {
 	f.DurationVar(&opts.leaseDuration, "leader-election-lease-duration", 15*time.Second, "how long a non-leader waits before it may take over an unrenewed lease")
 	f.DurationVar(&opts.renewDeadline, "leader-election-renew-deadline", 10*time.Second, "how long the leader keeps retrying to renew before it gives up leadership")
 	f.DurationVar(&opts.retryPeriod, "leader-election-retry-period", 2*time.Second, "how often leader election clients retry")
+	opts.controllers.register(f)
 	zapFlags := goflag.NewFlagSet("zap", goflag.ContinueOnError)
 	opts.zap.BindFlags(zapFlags)
 	f.AddGoFlagSet(zapFlags)
@@ -114,6 +207,9 @@ func runManager(cmd *cobra.Command, opts managerOptions) error {
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
+	}
+	if err := opts.controllers.setup(cmd.Context(), mgr); err != nil {
+		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("adding the health check: %w", err)

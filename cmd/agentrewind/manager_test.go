@@ -41,8 +41,12 @@ func TestManagerServesProbesAndMetricsAndLeadsThroughALease(t *testing.T) {
 	}
 
 	metricsAddr, probeAddr := testenv.FreeLoopbackAddr(t), testenv.FreeLoopbackAddr(t)
+	// The controllers run too; the store is only opened when a session needs it.
+	t.Setenv("AWS_ACCESS_KEY_ID", "manager-test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "manager-test-secret")
 	cmd := newRootCommand()
 	cmd.SetArgs([]string{"manager", "--kubeconfig", kubeconfigPath,
+		"--engine-image", "registry.example/agentrewind:test", "--store-endpoint", "http://127.0.0.1:1", "--store-bucket", "operator-store",
 		"--metrics-bind-address", metricsAddr, "--metrics-secure=false",
 		"--health-probe-bind-address", probeAddr,
 		"--leader-elect", "--leader-election-namespace", "default", "--leader-election-id", "manager-test"})
@@ -116,4 +120,49 @@ func waitForHTTP200(t *testing.T, exited <-chan error, url string) string {
 		return resp.StatusCode == http.StatusOK
 	})
 	return body
+}
+
+// TestManagerRefusesToRunControllersWithoutTheirSettings: the controllers need the engine image and the
+// default store; a manager without them stops at once and says which flags, rather than reconciling
+// sessions it cannot verify.
+func TestManagerRefusesToRunControllersWithoutTheirSettings(t *testing.T) {
+	t.Setenv("AWS_ACCESS_KEY_ID", "")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no engine image", []string{"--store-endpoint", "http://127.0.0.1:1", "--store-bucket", "b"}, "--engine-image, --store-endpoint and --store-bucket are required"},
+		{"no credentials", []string{"--engine-image", "i", "--store-endpoint", "http://127.0.0.1:1", "--store-bucket", "b"}, "the manager's store credentials"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := newRootCommand()
+			cmd.SetArgs(append([]string{"manager", "--kubeconfig", writeUnreachableKubeconfig(t), "--metrics-bind-address", "0", "--health-probe-bind-address", "0"}, tc.args...))
+			cmd.SetOut(io.Discard)
+			cmd.SetErr(io.Discard)
+			err := cmd.Execute()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("manager %v: %v, want an error saying %q", tc.args, err, tc.want)
+			}
+		})
+	}
+}
+
+// writeUnreachableKubeconfig is a kubeconfig for an API server nobody listens on: creating a manager
+// does not contact it.
+func writeUnreachableKubeconfig(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	const cfg = `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

@@ -1,0 +1,246 @@
+package apimap
+
+import (
+	"regexp"
+	"unicode/utf8"
+
+	"github.com/agentrewind/agentrewind/api/v1alpha1"
+	"github.com/agentrewind/agentrewind/internal/engine/task"
+)
+
+// The CRD's bounds on the status fields this file fills (api/v1alpha1). A list longer than its bound is
+// cut and reported in ResumePlanStatus.Truncated; a string longer than its bound is cut with "…", so a
+// status write never fails on a bound whatever the engine reported.
+const (
+	maxMessage         = 1024
+	maxPlanSteps       = 256
+	maxStepID          = 128
+	maxNoteLines       = 32
+	maxNoteLine        = 1024
+	maxUnattributed    = 64
+	maxClaimed         = 256
+	maxUnpromised      = 256
+	maxFilePath        = 1024
+	maxTruncationItems = 8
+)
+
+// reasonRE is the CRD's pattern for reason codes.
+var reasonRE = regexp.MustCompile(`^[A-Z][A-Za-z0-9]{0,63}$`)
+
+// SessionRecording is what a verify result says about an intact session, in the API's terms: the
+// counts, the usage with its prompt-cache split, and whether the log was closed by session_end.
+func SessionRecording(v *task.VerifyResult) v1alpha1.SessionRecording {
+	state := v1alpha1.LogOpen
+	if v.Ended {
+		state = v1alpha1.LogClosed
+	}
+	u := v.Usage
+	return v1alpha1.SessionRecording{
+		EventsHash: v.EventsHash,
+		LogState:   state,
+		Events:     new(v.Events),
+		Steps:      new(v.Steps),
+		ModelCalls: new(v.ModelCalls),
+		ToolCalls:  new(v.ToolCalls),
+		Blobs:      new(v.Blobs),
+		Bytes:      new(v.Bytes),
+		Usage: v1alpha1.Usage{
+			InputTokens:              new(u.InputTokens),
+			OutputTokens:             new(u.OutputTokens),
+			CacheCreationInputTokens: new(u.CacheCreationInputTokens),
+			CacheReadInputTokens:     new(u.CacheReadInputTokens),
+			TotalTokens:              new(u.InputTokens + u.OutputTokens),
+			CostMicroUSD:             new(u.CostMicroUSD),
+		},
+	}
+}
+
+// ResumePlanVerdicts is a resume-plan result in the API's terms: every verdict field of a
+// ResumePlanStatus, with lists and strings cut to the CRD's bounds. Conditions, observedGeneration and
+// evaluatedAt are left to the controller.
+func ResumePlanVerdicts(r *task.ResumePlanResult) (v1alpha1.ResumePlanStatus, error) {
+	rep := r.Report
+	var out v1alpha1.ResumePlanStatus
+	var err error
+	if out.Verdict, err = ResumeVerdict(rep.Resume.Verdict); err != nil {
+		return out, err
+	}
+	if out.Reason, err = reasonCode("resume reason", string(rep.Resume.Reason)); err != nil {
+		return out, err
+	}
+	out.Message = Message(rep.Resume.Message)
+	out.ResumeSHA = rep.Resume.ResumeSHA
+	out.ResidualSteps = new(int32(len(rep.Resume.Residual)))
+
+	var cuts truncations
+	residual := cuts.cut("residual", rep.Resume.Residual, maxPlanSteps)
+	for _, id := range residual {
+		out.Residual = append(out.Residual, v1alpha1.PlanStep{ID: cutString(id, maxStepID)})
+	}
+	verified := cut(&cuts, "verified", rep.Resume.Verified, maxPlanSteps)
+	for _, s := range verified {
+		out.Verified = append(out.Verified, v1alpha1.PlanStep{ID: cutString(s.ID, maxStepID), SHA: s.SHA})
+	}
+
+	out.Stop = v1alpha1.RunInterrupted
+	if rep.Reachability.Suspended {
+		out.Stop = v1alpha1.RunSuspended
+	}
+	if out.Reachability, err = reachabilityStatus(rep); err != nil {
+		return out, err
+	}
+	if out.Rewind, err = rewindPlan(rep.Rewind, &cuts); err != nil {
+		return out, err
+	}
+	if out.Convergence, err = convergenceStatus(rep); err != nil {
+		return out, err
+	}
+	if out.Drift.Verdict, err = PlanDriftVerdict(rep.Drift.Verdict); err != nil {
+		return out, err
+	}
+	if ev := rep.Drift.Evidence; ev != nil {
+		var files []string
+		seen := map[string]bool{}
+		for _, p := range ev.Unattributed {
+			if p.Path != "" && !seen[p.Path] {
+				seen[p.Path] = true
+				files = append(files, cutString(p.Path, maxFilePath))
+			}
+		}
+		out.Drift.UnattributedFiles = cuts.cut("unattributedFiles", files, maxUnattributed)
+	}
+	out.Drift.Suggestion = Message(rep.Drift.Suggestion)
+
+	rc := rep.Reconciliation
+	out.Reconciliation = v1alpha1.Reconciliation{
+		Promised:               new(int32(rc.Promised)),
+		MarkedDone:             new(int32(rc.MarkedDone)),
+		Evidenced:              new(int32(rc.Evidenced)),
+		ClaimedWithoutEvidence: cutEach(cuts.cut("claimedWithoutEvidence", rc.Claimed, maxClaimed), maxStepID),
+		UnpromisedFiles:        cutEach(cuts.cut("unpromisedFiles", rc.Unpromised, maxUnpromised), maxFilePath),
+	}
+
+	out.Evidence = v1alpha1.PlanEvidence{EventsHash: r.Evidence.EventsHash, ResolvedCommit: r.Evidence.ResolvedCommit, Plan: v1alpha1.PlanAbsent}
+	if r.Evidence.PlanPresent {
+		out.Evidence.Plan = v1alpha1.PlanDeclared
+	}
+	out.Truncated = cuts.list
+	return out, nil
+}
+
+func reachabilityStatus(rep task.Report) (v1alpha1.ReachabilityStatus, error) {
+	state, err := Reachability(rep.Reachability.Reachability)
+	if err != nil {
+		return v1alpha1.ReachabilityStatus{}, err
+	}
+	reason, err := reasonCode("reachability reason", string(rep.Reachability.Reason))
+	if err != nil {
+		return v1alpha1.ReachabilityStatus{}, err
+	}
+	return v1alpha1.ReachabilityStatus{State: state, Reason: string(reason), Message: Message(rep.Reachability.Message)}, nil
+}
+
+func rewindPlan(rw task.RewindView, cuts *truncations) (v1alpha1.RewindPlan, error) {
+	decision, err := RewindDecision(rw.Decision)
+	if err != nil {
+		return v1alpha1.RewindPlan{}, err
+	}
+	reason, err := reasonCode("rewind reason", string(rw.Reason))
+	if err != nil {
+		return v1alpha1.RewindPlan{}, err
+	}
+	out := v1alpha1.RewindPlan{Decision: decision, Reason: reason, Message: Message(rw.Message), TranscriptDigest: rw.TranscriptDigest}
+	if decision == v1alpha1.DecisionRewind {
+		out.RewindToTurn = new(int32(rw.RewindToTurn))
+		out.DroppedTurns = new(int32(len(rw.DroppedTurns)))
+	}
+	var lines []string
+	for _, l := range rw.Note.Lines {
+		if l != "" { // an empty line is not a line the CRD admits
+			lines = append(lines, cutString(l, maxNoteLine))
+		}
+	}
+	out.NoGoodNote = cuts.cut("noGoodNote", lines, maxNoteLines)
+	return out, nil
+}
+
+func convergenceStatus(rep task.Report) (v1alpha1.Convergence, error) {
+	c := rep.Convergence
+	verdict, err := ConvergenceVerdict(c.Verdict)
+	if err != nil {
+		return v1alpha1.Convergence{}, err
+	}
+	reason, err := reasonCode("convergence reason", string(c.Reason))
+	if err != nil {
+		return v1alpha1.Convergence{}, err
+	}
+	return v1alpha1.Convergence{Verdict: verdict, Reason: reason, Message: Message(c.Message),
+		Window: new(int32(c.Window)), Observations: new(int32(c.Observations)), Changes: new(int32(c.Changes))}, nil
+}
+
+// reasonCode checks an engine reason against the CRD's pattern: a reason is a machine-readable token,
+// so one that does not fit is an engine this mapping does not know, never something to cut.
+func reasonCode(kind, s string) (v1alpha1.ReasonCode, error) {
+	if !reasonRE.MatchString(s) {
+		return "", &UnknownValueError{Kind: kind, Value: s}
+	}
+	return v1alpha1.ReasonCode(s), nil
+}
+
+// Message is s cut to the 1024 bytes a status message holds.
+func Message(s string) string { return cutString(s, maxMessage) }
+
+// cutString cuts s to at most max bytes on a rune boundary, ending in "…" when it was cut.
+func cutString(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	const ellipsis = "…"
+	n := max - len(ellipsis)
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + ellipsis
+}
+
+func cutEach(items []string, max int) []string {
+	for i := range items {
+		items[i] = cutString(items[i], max)
+	}
+	return items
+}
+
+// truncations collects the lists that were cut to their bound.
+type truncations struct{ list []v1alpha1.ListTruncation }
+
+// cut returns items cut to max, noting the cut; an empty list is nil, which the CRD's MinItems admits.
+func cut[T any](t *truncations, field string, items []T, max int) []T {
+	if len(items) == 0 {
+		return nil
+	}
+	if len(items) > max {
+		if len(t.list) < maxTruncationItems {
+			t.list = append(t.list, v1alpha1.ListTruncation{Field: field, Total: int64(len(items))})
+		}
+		items = items[:max]
+	}
+	return append([]T(nil), items...)
+}
+
+func (t *truncations) cut(field string, items []string, max int) []string {
+	return cut(t, field, items, max)
+}
+
+// digestMismatchRE matches the text of a session.DigestMismatchError, the one problem of a verify
+// result that is a digest mismatch rather than a broken structure. The result carries the problem as
+// text only; a problem kind in task.VerifyResult would replace this match.
+var digestMismatchRE = regexp.MustCompile(`is corrupt or was tampered with: its sha256 is [0-9a-f]*, the session recorded`)
+
+// VerifyProblemReason is the Verified condition's reason for the problem a verify task found:
+// DigestMismatch when stored bytes do not hash to their recorded digest, else SessionCorrupt.
+func VerifyProblemReason(problem string) string {
+	if digestMismatchRE.MatchString(problem) {
+		return v1alpha1.ReasonDigestMismatch
+	}
+	return v1alpha1.ReasonSessionCorrupt
+}

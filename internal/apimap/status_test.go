@@ -1,0 +1,99 @@
+package apimap
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/agentrewind/agentrewind/api/v1alpha1"
+	"github.com/agentrewind/agentrewind/internal/engine/task"
+	"github.com/agentrewind/agentrewind/internal/engine/verdict"
+	"github.com/agentrewind/agentrewind/internal/engine/verdict/coherence"
+	"github.com/agentrewind/agentrewind/internal/engine/verdict/resume"
+)
+
+func TestSessionRecordingKeepsTheCacheSplitAndTheLogState(t *testing.T) {
+	v := &task.VerifyResult{EventsHash: strings.Repeat("c", 64), Intact: true, Ended: false, Events: 12, Steps: 10, ModelCalls: 5, ToolCalls: 4,
+		Usage: task.Usage{InputTokens: 900, OutputTokens: 120, CacheCreationInputTokens: 100, CacheReadInputTokens: 500, CostMicroUSD: 4100}, Blobs: 3, Bytes: 81234}
+	want := v1alpha1.SessionRecording{EventsHash: v.EventsHash, LogState: v1alpha1.LogOpen, Events: new(int64(12)), Steps: new(int64(10)),
+		ModelCalls: new(int64(5)), ToolCalls: new(int64(4)), Blobs: new(int64(3)), Bytes: new(int64(81234)),
+		Usage: v1alpha1.Usage{InputTokens: new(int64(900)), OutputTokens: new(int64(120)), CacheCreationInputTokens: new(int64(100)),
+			CacheReadInputTokens: new(int64(500)), TotalTokens: new(int64(1020)), CostMicroUSD: new(int64(4100))}}
+	if d := cmp.Diff(want, SessionRecording(v)); d != "" {
+		t.Errorf("recording (-want +got):\n%s", d)
+	}
+	v.Ended = true
+	if got := SessionRecording(v).LogState; got != v1alpha1.LogClosed {
+		t.Errorf("an ended log is %s, want Closed", got)
+	}
+}
+
+func TestResumePlanVerdictsCutEveryListToItsBoundAndSaySo(t *testing.T) {
+	rep, err := task.NewReport(verdict.Evaluate(verdict.Facts{}, verdict.DefaultPolicy()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := func(n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("step-%d-%s", i, strings.Repeat("x", 150))
+		}
+		return out
+	}
+	rep.Resume.Residual = ids(300)
+	for i := range 260 {
+		rep.Resume.Verified = append(rep.Resume.Verified, resume.Step{ID: fmt.Sprint("v", i), SHA: strings.Repeat("a", 40)})
+	}
+	rep.Rewind.Note.Lines = append(ids(40), "")
+	rep.Reconciliation.Claimed = ids(257)
+	rep.Drift.Evidence = &coherence.DriftEvidence{}
+	for i := range 70 {
+		rep.Drift.Evidence.Unattributed = append(rep.Drift.Evidence.Unattributed, coherence.PathAt{Path: fmt.Sprintf("f%d.go", i)}, coherence.PathAt{Path: fmt.Sprintf("f%d.go", i)})
+	}
+	rep.Resume.Message = strings.Repeat("日本", 400)
+	got, err := ResumePlanVerdicts(&task.ResumePlanResult{Evidence: task.Evidence{EventsHash: strings.Repeat("e", 64)}, Report: rep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCuts := []v1alpha1.ListTruncation{{Field: "residual", Total: 300}, {Field: "verified", Total: 260}, {Field: "noGoodNote", Total: 40},
+		{Field: "unattributedFiles", Total: 70}, {Field: "claimedWithoutEvidence", Total: 257}}
+	if d := cmp.Diff(wantCuts, got.Truncated); d != "" {
+		t.Errorf("truncated (-want +got):\n%s", d)
+	}
+	if len(got.Residual) != 256 || *got.ResidualSteps != 300 || len(got.Residual[0].ID) > 128 || len(got.Verified) != 256 ||
+		len(got.Rewind.NoGoodNote) != 32 || len(got.Drift.UnattributedFiles) != 64 || len(got.Reconciliation.ClaimedWithoutEvidence) != 256 {
+		t.Errorf("lists not cut to their bounds: residual %d (%d), verified %d, note %d, unattributed %d, claimed %d", len(got.Residual), *got.ResidualSteps,
+			len(got.Verified), len(got.Rewind.NoGoodNote), len(got.Drift.UnattributedFiles), len(got.Reconciliation.ClaimedWithoutEvidence))
+	}
+	if len(got.Message) > 1024 || !utf8.ValidString(got.Message) || !strings.HasSuffix(got.Message, "…") {
+		t.Errorf("message of %d bytes (valid UTF-8 %v)", len(got.Message), utf8.ValidString(got.Message))
+	}
+	if got.Verdict != v1alpha1.VerdictUnresumable || got.Evidence.Plan != v1alpha1.PlanAbsent || got.Stop != v1alpha1.RunInterrupted {
+		t.Errorf("verdict %s, plan %s, stop %s", got.Verdict, got.Evidence.Plan, got.Stop)
+	}
+}
+
+func TestAReasonTheCRDWouldRefuseIsAnUnknownValue(t *testing.T) {
+	rep, err := task.NewReport(verdict.Evaluate(verdict.Facts{}, verdict.DefaultPolicy()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep.Resume.Reason = "no_intent"
+	if _, err := ResumePlanVerdicts(&task.ResumePlanResult{Report: rep}); err == nil || !strings.Contains(err.Error(), "no_intent") {
+		t.Fatalf("err = %v, want an UnknownValueError naming the reason", err)
+	}
+}
+
+func TestVerifyProblemReason(t *testing.T) {
+	for problem, want := range map[string]string{
+		"blobs/ab12 is corrupt or was tampered with: its sha256 is 0f3a, the session recorded ab12": v1alpha1.ReasonDigestMismatch,
+		"events.jsonl line 3: unknown event kind":                                                   v1alpha1.ReasonSessionCorrupt,
+	} {
+		if got := VerifyProblemReason(problem); got != want {
+			t.Errorf("VerifyProblemReason(%q) = %s, want %s", problem, got, want)
+		}
+	}
+}

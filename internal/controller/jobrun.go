@@ -1,0 +1,131 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/agentrewind/agentrewind/internal/controller/jobs"
+	"github.com/agentrewind/agentrewind/internal/engine/task"
+)
+
+// JobSettings are the manager's settings for every engine Job.
+type JobSettings struct {
+	// Image is the engine image (this binary's image).
+	Image string
+	// TTLAfterFinished is how long a finished Job is kept for its logs.
+	TTLAfterFinished time.Duration
+	// ActiveDeadline bounds how long one Job may run.
+	ActiveDeadline time.Duration
+	// RetryAfter is how long after a Job failed for a reason that may pass (the store was unavailable,
+	// the session not yet pushed) it is run again.
+	RetryAfter time.Duration
+}
+
+func (s JobSettings) spec() jobs.Spec {
+	return jobs.Spec{Image: s.Image, TTLAfterFinished: new(int32(s.TTLAfterFinished.Seconds())), ActiveDeadline: new(int64(s.ActiveDeadline.Seconds()))}
+}
+
+// Deps are what every reconciler here shares.
+type Deps struct {
+	client.Client
+	// APIReader reads pods (termination messages) and tenants' Secrets without a cache, so the manager
+	// needs neither list nor watch on them.
+	APIReader client.Reader
+	Scheme    *runtime.Scheme
+	Recorder  events.EventRecorder
+	Clock     clock.PassiveClock
+	Stores    *Stores
+	Jobs      JobSettings
+}
+
+// jobStep is where an engine Job stands after ensureJob.
+type jobStep struct {
+	job     *batchv1.Job
+	started bool // created in this pass
+	state   jobs.State
+}
+
+// ensureJob gets the Job named like desired, creating it when absent. A Job another pass (or a
+// manager before a restart) created is found by its deterministic name, never created twice.
+func (d *Deps) ensureJob(ctx context.Context, owner client.Object, desired *batchv1.Job) (jobStep, error) {
+	var job batchv1.Job
+	err := d.Get(ctx, client.ObjectKeyFromObject(desired), &job)
+	switch {
+	case err == nil:
+		return jobStep{job: &job, state: jobs.StateOf(&job)}, nil
+	case !apierrors.IsNotFound(err):
+		return jobStep{}, err
+	}
+	if err := d.Create(ctx, desired); err != nil {
+		if apierrors.IsAlreadyExists(err) { // the cache lagged behind an earlier create
+			return jobStep{}, errRequeue
+		}
+		return jobStep{}, fmt.Errorf("creating Job %s: %w", desired.Name, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Created engine Job", "job", desired.Name, "purpose", desired.Labels[jobs.LabelPurpose])
+	d.Recorder.Eventf(owner, desired, corev1.EventTypeNormal, "JobStarted", "Start", "Started %s Job %s", desired.Labels[jobs.LabelPurpose], desired.Name)
+	return jobStep{job: desired, started: true, state: jobs.Running}, nil
+}
+
+// failure is what a failed Job says about why, from its result, its summary, or Kubernetes.
+type failure struct {
+	reason  task.FailureReason // "" when the engine said nothing
+	message string
+}
+
+// failureOf reads the engine's failure from a report, or the Job's own Failed condition.
+func failureOf(job *batchv1.Job, rep jobs.Report) failure {
+	switch {
+	case rep.Result != nil && rep.Result.Failure != nil:
+		return failure{rep.Result.Failure.Reason, rep.Result.Failure.Message}
+	case rep.Summary != nil && rep.Summary.Outcome == task.Failed:
+		return failure{rep.Summary.Reason, rep.Summary.Message}
+	}
+	msg := jobs.FailedMessage(job)
+	if rep.Problem != "" {
+		msg = rep.Problem + "; the Job " + msg
+	}
+	return failure{message: msg}
+}
+
+// retryable says whether running the Job again may help: the engine said the failure may pass, or the
+// session was not in the store yet.
+func (f failure) retryable() bool {
+	return f.reason != "" && (f.reason.Retryable() || f.reason == task.ReasonSessionNotFound)
+}
+
+func (f failure) String() string {
+	if f.reason == "" {
+		return f.message
+	}
+	return string(f.reason) + ": " + f.message
+}
+
+// retryLater deletes a Job that failed for a passing reason once RetryAfter has gone by since it
+// failed, so the next pass runs it again under the same name; until then it waits.
+func (d *Deps) retryLater(ctx context.Context, job *batchv1.Job) (ctrl.Result, error) {
+	failedAt := job.CreationTimestamp.Time
+	for _, c := range job.Status.Conditions {
+		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
+			failedAt = c.LastTransitionTime.Time
+		}
+	}
+	if wait := failedAt.Add(d.Jobs.RetryAfter).Sub(d.Clock.Now()); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	if err := d.Delete(ctx, job, client.PropagationPolicy("Background")); client.IgnoreNotFound(err) != nil {
+		return ctrl.Result{}, fmt.Errorf("deleting failed Job %s to run it again: %w", job.Name, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Deleted failed engine Job to run it again", "job", job.Name)
+	return ctrl.Result{RequeueAfter: time.Second}, nil
+}

@@ -1,0 +1,125 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/agentrewind/agentrewind/internal/blobstore"
+	"github.com/agentrewind/agentrewind/internal/controller/conditions"
+	"github.com/agentrewind/agentrewind/internal/engine/task"
+)
+
+// State is where a Job stands.
+type State int
+
+const (
+	// Running: the Job has not finished.
+	Running State = iota
+	// Succeeded: the Job's pod exited 0.
+	Succeeded
+	// Failed: the Job failed (its pod exited non-zero, was evicted, or ran past its deadline).
+	Failed
+)
+
+// StateOf reads a Job's terminal conditions.
+func StateOf(job *batchv1.Job) State {
+	for _, c := range job.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case batchv1.JobComplete:
+			return Succeeded
+		case batchv1.JobFailed:
+			return Failed
+		}
+	}
+	return Running
+}
+
+// FailedMessage is what a failed Job's condition says, such as "Job has reached the specified backoff limit".
+func FailedMessage(job *batchv1.Job) string {
+	for _, c := range job.Status.Conditions {
+		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
+			return c.Reason + ": " + c.Message
+		}
+	}
+	return ""
+}
+
+// ResultStore is where engine Jobs write their results.
+type ResultStore interface {
+	GetResult(ctx context.Context, uid string) ([]byte, error)
+}
+
+// Report is what a finished Job left behind: its full result from the store, or only the summary of
+// its termination message, or neither (Problem says why nothing can be read).
+type Report struct {
+	Result  *task.Result
+	Summary *task.Summary
+	// ProblemReason and Problem are set when no usable report exists (ReasonResultMissing or
+	// ReasonResultCorrupt of package conditions); the caller stalls, never guesses.
+	ProblemReason, Problem string
+}
+
+// Read reads what a finished Job reported for the task want: results/<job-uid>.json from the store,
+// else the termination message of its pod. An error is transient (the store or the API server could
+// not be reached) and worth a retry; a missing or undecodable result is a Report with a Problem.
+func Read(ctx context.Context, pods client.Reader, store ResultStore, job *batchv1.Job, want task.Name) (Report, error) {
+	uid := string(job.UID)
+	data, err := store.GetResult(ctx, uid)
+	switch {
+	case err == nil:
+		res, err := task.Decode(data)
+		if err != nil {
+			return Report{ProblemReason: conditions.ReasonResultCorrupt, Problem: fmt.Sprintf("the result of Job %s in the store cannot be read: %v", job.Name, err)}, nil
+		}
+		if res.Task != want || res.JobUID != uid {
+			return Report{ProblemReason: conditions.ReasonResultCorrupt, Problem: fmt.Sprintf("the result at results/%s.json is a %s result of Job UID %s, not the %s result of Job %s",
+				uid, res.Task, res.JobUID, want, job.Name)}, nil
+		}
+		return Report{Result: res}, nil
+	case !errors.Is(err, blobstore.ErrNotFound):
+		return Report{}, fmt.Errorf("reading the result of Job %s: %w", job.Name, err)
+	}
+	msg, err := terminationMessage(ctx, pods, job)
+	if err != nil {
+		return Report{}, err
+	}
+	if msg == "" {
+		return Report{ProblemReason: conditions.ReasonResultMissing, Problem: fmt.Sprintf("Job %s finished without a result at results/%s.json and without a termination message", job.Name, uid)}, nil
+	}
+	s, err := task.DecodeSummary([]byte(msg))
+	if err != nil {
+		return Report{ProblemReason: conditions.ReasonResultCorrupt, Problem: fmt.Sprintf("Job %s left no result in the store and its termination message cannot be read: %v", job.Name, err)}, nil
+	}
+	if s.Task != want || (s.JobUID != "" && s.JobUID != uid) {
+		return Report{ProblemReason: conditions.ReasonResultCorrupt, Problem: fmt.Sprintf("the termination message of Job %s is a %s summary of Job UID %s", job.Name, s.Task, s.JobUID)}, nil
+	}
+	if s.Outcome == task.Succeeded {
+		// A summary holds a headline, not the counts and verdicts a status is made of.
+		return Report{Summary: s, ProblemReason: conditions.ReasonResultMissing, Problem: fmt.Sprintf("Job %s reported %q but its result is not at results/%s.json in the store", job.Name, s.Headline, uid)}, nil
+	}
+	return Report{Summary: s}, nil
+}
+
+// terminationMessage is the termination message of the Job's engine container, "" when no pod has one.
+func terminationMessage(ctx context.Context, pods client.Reader, job *batchv1.Job) (string, error) {
+	var list corev1.PodList
+	if err := pods.List(ctx, &list, client.InNamespace(job.Namespace), client.MatchingLabels{LabelJobUID: string(job.UID)}); err != nil {
+		return "", fmt.Errorf("listing the pods of Job %s: %w", job.Name, err)
+	}
+	for _, pod := range list.Items {
+		for _, cs := range pod.Status.ContainerStatuses {
+			if cs.Name == ContainerName && cs.State.Terminated != nil && cs.State.Terminated.Message != "" {
+				return cs.State.Terminated.Message, nil
+			}
+		}
+	}
+	return "", nil
+}

@@ -1,0 +1,97 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/agentrewind/agentrewind/api/v1alpha1"
+	"github.com/agentrewind/agentrewind/internal/controller/conditions"
+)
+
+// sessionRefField indexes ResumePlans by the session they judge.
+const sessionRefField = "spec.sessionRef.name"
+
+// ResumePlanReconciler judges a session in a resume-plan Job and writes the verdicts into status. It
+// judges again when the session's event log changes (a new eventsHash) or the plan's spec does.
+type ResumePlanReconciler struct {
+	Deps
+}
+
+// SetupWithManager registers the reconciler: it owns its Jobs and watches the sessions it judges.
+func (r *ResumePlanReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.ResumePlan{}, sessionRefField, func(o client.Object) []string {
+		return []string{o.(*v1alpha1.ResumePlan).Spec.SessionRef.Name}
+	}); err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.ResumePlan{}).
+		Owns(&batchv1.Job{}).
+		Watches(&v1alpha1.AgentSession{}, handler.EnqueueRequestsFromMapFunc(r.plansOfSession)).
+		Named("resumeplan").
+		Complete(r)
+}
+
+// plansOfSession maps an AgentSession to the ResumePlans that judge it.
+func (r *ResumePlanReconciler) plansOfSession(ctx context.Context, o client.Object) []reconcile.Request {
+	var list v1alpha1.ResumePlanList
+	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{sessionRefField: o.GetName()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing the ResumePlans of a session failed", "session", o.GetName())
+		return nil
+	}
+	reqs := make([]reconcile.Request, len(list.Items))
+	for i, rp := range list.Items {
+		reqs[i] = reconcile.Request{NamespacedName: types.NamespacedName{Namespace: rp.Namespace, Name: rp.Name}}
+	}
+	return reqs
+}
+
+// Reconcile is get → the session's facts → the resume-plan Job → status, with one status patch.
+func (r *ResumePlanReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
+	var rp v1alpha1.ResumePlan
+	if err := r.Get(ctx, req.NamespacedName, &rp); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !rp.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil // nothing of its own in the store: its Jobs go with it
+	}
+	base := rp.DeepCopy()
+	defer func() {
+		rp.Status.ObservedGeneration = rp.Generation
+		if perr := patchStatus(ctx, r.Client, &rp, base, func(o client.Object) any { return o.(*v1alpha1.ResumePlan).Status }); perr != nil && err == nil {
+			err = perr
+		}
+		res, err = settle(ctx, res, err)
+	}()
+
+	var s v1alpha1.AgentSession
+	if err := r.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: rp.Spec.SessionRef.Name}, &s); err != nil {
+		if client.IgnoreNotFound(err) != nil {
+			return ctrl.Result{}, err
+		}
+		conditions.MarkReconciling(&rp.Status.Conditions, rp.Generation, conditions.ReasonWaitingForSession,
+			fmt.Sprintf("AgentSession %s does not exist", rp.Spec.SessionRef.Name))
+		return ctrl.Result{}, nil
+	}
+	verified := meta.FindStatusCondition(s.Status.Conditions, v1alpha1.SessionConditionVerified)
+	switch {
+	case verified != nil && verified.Status == metav1.ConditionFalse && verified.Reason != v1alpha1.ReasonSessionNotFound:
+		conditions.MarkStalled(&rp.Status.Conditions, rp.Generation, conditions.ReasonSessionNotVerified,
+			fmt.Sprintf("AgentSession %s failed verification (%s), so it cannot be judged", s.Name, verified.Reason))
+		return ctrl.Result{}, nil
+	case verified == nil || verified.Status != metav1.ConditionTrue || s.Status.Recording.EventsHash == "":
+		conditions.MarkReconciling(&rp.Status.Conditions, rp.Generation, conditions.ReasonWaitingForSession,
+			fmt.Sprintf("waiting for AgentSession %s to be verified", s.Name))
+		return ctrl.Result{}, nil
+	}
+	return r.judge(ctx, &rp, &s)
+}

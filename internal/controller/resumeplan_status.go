@@ -1,0 +1,68 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/agentrewind/agentrewind/api/v1alpha1"
+	"github.com/agentrewind/agentrewind/internal/apimap"
+	"github.com/agentrewind/agentrewind/internal/controller/conditions"
+	"github.com/agentrewind/agentrewind/internal/controller/jobs"
+	"github.com/agentrewind/agentrewind/internal/engine/task"
+)
+
+// applyPlan writes what a finished resume-plan Job reported: the verdicts, or why there are none.
+func (r *ResumePlanReconciler) applyPlan(ctx context.Context, rp *v1alpha1.ResumePlan, step jobStep, rep jobs.Report) (ctrl.Result, error) {
+	job, gen := step.job, rp.Generation
+	failed := step.state == jobs.Failed || (rep.Result != nil && rep.Result.Outcome == task.Failed) ||
+		(rep.Summary != nil && rep.Summary.Outcome == task.Failed)
+	switch {
+	case failed:
+		f := failureOf(job, rep)
+		msg := fmt.Sprintf("resume-plan Job %s failed: %s", job.Name, f)
+		if f.retryable() {
+			conditions.MarkReconciling(&rp.Status.Conditions, gen, string(f.reason), msg+"; it runs again after "+r.Jobs.RetryAfter.String())
+			return r.retryLater(ctx, job)
+		}
+		conditions.MarkStalled(&rp.Status.Conditions, gen, v1alpha1.ReasonJobFailed, msg)
+		r.Recorder.Eventf(rp, job, corev1.EventTypeWarning, v1alpha1.ReasonJobFailed, "Evaluate", "%s", apimap.Message(msg))
+		return ctrl.Result{}, reconcile.TerminalError(errors.New(msg))
+	case rep.ProblemReason != "":
+		conditions.MarkStalled(&rp.Status.Conditions, gen, rep.ProblemReason, rep.Problem)
+		r.Recorder.Eventf(rp, job, corev1.EventTypeWarning, rep.ProblemReason, "Evaluate", "%s", apimap.Message(rep.Problem))
+		return ctrl.Result{}, reconcile.TerminalError(errors.New(rep.Problem))
+	}
+
+	verdicts, err := apimap.ResumePlanVerdicts(rep.Result.ResumePlan)
+	if err != nil {
+		msg := fmt.Sprintf("the result of resume-plan Job %s cannot be written as status: %v", job.Name, err)
+		conditions.MarkStalled(&rp.Status.Conditions, gen, conditions.ReasonResultCorrupt, msg)
+		r.Recorder.Eventf(rp, job, corev1.EventTypeWarning, conditions.ReasonResultCorrupt, "Evaluate", "%s", apimap.Message(msg))
+		return ctrl.Result{}, reconcile.TerminalError(errors.New(msg))
+	}
+	previous := rp.Status.Verdict
+	verdicts.Conditions, verdicts.ObservedGeneration = rp.Status.Conditions, rp.Status.ObservedGeneration
+	verdicts.EvaluatedAt = &metav1.Time{Time: r.Clock.Now()}
+	rp.Status = verdicts
+	msg := fmt.Sprintf("resume-plan Job %s: %s (%s)", job.Name, verdicts.Verdict, verdicts.Reason)
+	conditions.MarkReady(&rp.Status.Conditions, gen, v1alpha1.ReasonVerdictComputed, msg)
+	if previous != verdicts.Verdict {
+		r.Recorder.Eventf(rp, job, corev1.EventTypeNormal, "VerdictChanged", "Evaluate", "Verdict %s (%s), was %s: %s",
+			verdicts.Verdict, verdicts.Reason, orNone(string(previous)), apimap.Message(verdicts.Message))
+	}
+	ctrl.LoggerFrom(ctx).Info("Computed resume verdict", "job", job.Name, "verdict", verdicts.Verdict, "reason", verdicts.Reason)
+	return ctrl.Result{}, nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
