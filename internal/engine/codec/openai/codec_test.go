@@ -89,7 +89,7 @@ func TestUsage(t *testing.T) {
 		{
 			name: "the wire usage in raw otherwise, cached tokens being part of the prompt already",
 			resp: session.Response{Raw: json.RawMessage(`{"usage":{"prompt_tokens":2050,"completion_tokens":10,"total_tokens":2060,"prompt_tokens_details":{"cached_tokens":2048}}}`)},
-			want: &session.Usage{InputTokens: 2050, OutputTokens: 10},
+			want: &session.Usage{InputTokens: 2050, OutputTokens: 10, CacheReadInputTokens: 2048},
 		},
 		{
 			name: "nothing when neither says",

@@ -86,8 +86,11 @@ func finishReasonOf(op string, choice *object, field string) (string, error) {
 // counts the cached tokens and completion_tokens the reasoning tokens; the details only break them
 // down.
 type wireUsage struct {
-	PromptTokens     int64 `json:"prompt_tokens"`
-	CompletionTokens int64 `json:"completion_tokens"`
+	PromptTokens        int64 `json:"prompt_tokens"`
+	CompletionTokens    int64 `json:"completion_tokens"`
+	PromptTokensDetails *struct {
+		CachedTokens int64 `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
 }
 
 // usageOf reads the usage member of a completion; nil when there is none.
@@ -100,7 +103,11 @@ func usageOf(op string, c *object) (*session.Usage, error) {
 	if kind(raw) != '{' || json.Unmarshal(raw, &w) != nil {
 		return nil, fieldError(op, "usage", ErrWrongType)
 	}
-	return &session.Usage{InputTokens: w.PromptTokens, OutputTokens: w.CompletionTokens}, nil
+	u := &session.Usage{InputTokens: w.PromptTokens, OutputTokens: w.CompletionTokens}
+	if w.PromptTokensDetails != nil {
+		u.CacheReadInputTokens = w.PromptTokensDetails.CachedTokens
+	}
+	return u, nil
 }
 
 // DenormalizeResponse rebuilds a chat.completion body from a neutral response: the envelope kept in
@@ -177,7 +184,10 @@ func nullableString(s string) json.RawMessage {
 // reconcileUsage makes the envelope's usage say u, leaving it alone when it already does.
 func reconcileUsage(op string, env *object, u session.Usage) {
 	cur, err := usageOf(op, env)
-	if err == nil && cur != nil && *cur == u {
+	// A neutral usage without the cached count (recorded before it was kept, or edited) agrees with the
+	// envelope when the totals do, so an old recording is served unchanged.
+	if err == nil && cur != nil && cur.InputTokens == u.InputTokens && cur.OutputTokens == u.OutputTokens &&
+		cur.CostMicroUSD == u.CostMicroUSD && (u.CacheReadInputTokens == 0 || cur.CacheReadInputTokens == u.CacheReadInputTokens) {
 		return
 	}
 	usage := newObject()
@@ -186,8 +196,18 @@ func reconcileUsage(op string, env *object, u session.Usage) {
 			usage = kept
 		}
 	}
-	if cur == nil || cur.InputTokens != u.InputTokens {
+	if cur == nil || cur.InputTokens != u.InputTokens || cur.CacheReadInputTokens != u.CacheReadInputTokens {
 		zeroCounts(usage, "prompt_tokens_details")
+		if u.CacheReadInputTokens > 0 && u.CacheReadInputTokens <= u.InputTokens {
+			details := newObject()
+			if raw, _ := usage.get("prompt_tokens_details"); kind(raw) == '{' {
+				if kept, err := parseObject(raw); err == nil {
+					details = kept
+				}
+			}
+			details.set("cached_tokens", number(u.CacheReadInputTokens))
+			usage.set("prompt_tokens_details", details.marshal())
+		}
 	}
 	if cur == nil || cur.OutputTokens != u.OutputTokens {
 		zeroCounts(usage, "completion_tokens_details")

@@ -2,6 +2,7 @@ package openai_test
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -62,7 +63,7 @@ func TestResponsesRoundTripThroughTheSDK(t *testing.T) {
 			name:      "text with cached prompt tokens, a service tier and a system fingerprint",
 			body:      textCompletion,
 			wantStop:  "stop",
-			wantUsage: &session.Usage{InputTokens: 2050, OutputTokens: 10},
+			wantUsage: &session.Usage{InputTokens: 2050, OutputTokens: 10, CacheReadInputTokens: 2048},
 			check: func(t *testing.T, cc *sdk.ChatCompletion) {
 				if got := cc.Choices[0].Message.Content; got != "Paris is sunny <and> 18°C & calm." {
 					t.Errorf("content = %q", got)
@@ -244,5 +245,43 @@ func TestEditedResponsesReachTheSDKAsEdited(t *testing.T) {
 				t.Errorf("cached tokens = %d; the recorded 2048 no longer fit the edited prompt count", u.PromptTokensDetails.CachedTokens)
 			}
 		})
+	}
+}
+
+// TestAnEditedCachedCountReachesTheSDK: a usage whose cached count changed is written into
+// prompt_tokens_details, and one without a cached count serves an old recording's bytes unchanged.
+func TestAnEditedCachedCountReachesTheSDK(t *testing.T) {
+	var c openai.Codec
+	recorded, err := c.NormalizeResponse([]byte(textCompletion))
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := recorded
+	edited.Usage = &session.Usage{InputTokens: 100, OutputTokens: 10, CacheReadInputTokens: 64}
+	body, err := c.DenormalizeResponse(edited)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := newCompletion(t, body).Usage; u.PromptTokens != 100 || u.PromptTokensDetails.CachedTokens != 64 || u.CompletionTokens != 10 {
+		t.Fatalf("SDK sees usage %+v, want 100 prompt tokens of which 64 cached", u)
+	}
+	if again, _ := c.NormalizeResponse(body); !reflect.DeepEqual(again.Usage, edited.Usage) {
+		t.Fatalf("normalizing the edited body gives usage %+v", again.Usage)
+	}
+
+	old := recorded
+	u := *recorded.Usage
+	u.CacheReadInputTokens = 0
+	old.Usage = &u
+	got, err := c.DenormalizeResponse(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := c.DenormalizeResponse(recorded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Fatalf("an old recording's usage was rewritten:\n got %s\nwant %s", got, want)
 	}
 }

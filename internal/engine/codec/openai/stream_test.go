@@ -91,7 +91,7 @@ func TestStreamsRebuildForTheSDK(t *testing.T) {
 			name:        "text with the include_usage chunk at the end",
 			body:        textStream,
 			wantStop:    "stop",
-			wantUsage:   &session.Usage{InputTokens: 2050, OutputTokens: 10},
+			wantUsage:   &session.Usage{InputTokens: 2050, OutputTokens: 10, CacheReadInputTokens: 2048},
 			wantContent: `{"role":"assistant","content":"Paris is sunny <and> 18°C & calm.","refusal":null}`,
 			check: func(t *testing.T, acc *sdk.ChatCompletion) {
 				if acc.Choices[0].Message.Content != "Paris is sunny <and> 18°C & calm." || acc.Usage.PromptTokensDetails.CachedTokens != 2048 {
