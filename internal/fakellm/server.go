@@ -47,7 +47,8 @@ type Request struct {
 	Step int
 	// Turn is the index in Script.Turns of the turn that answered, -1 for none or Unmatched.
 	Turn int
-	// Status is the HTTP status answered.
+	// Status is the HTTP status answered (200 for an answer a fault broke off), or 499 when the
+	// client went away during a slow fault's delay.
 	Status int
 	// Fault is the fault that decided the answer (rate_limit, server_error or cut), or slow when
 	// only a delay was injected; empty for none.
@@ -84,6 +85,11 @@ func New(script Script) *Server {
 	}
 	canonical, err := json.Marshal(script)
 	if err != nil {
+		panic("fakellm.New: " + err.Error())
+	}
+	// The server keeps its own copy, so a caller changing its script afterwards changes nothing.
+	script = Script{}
+	if err := json.Unmarshal(canonical, &script); err != nil {
 		panic("fakellm.New: " + err.Error())
 	}
 	seed := sha256.Sum256(canonical)

@@ -203,6 +203,15 @@ func TestParseRefusesWhatItCannotAnswer(t *testing.T) {
 	}
 }
 
+func TestTheServerKeepsItsOwnCopyOfTheScript(t *testing.T) {
+	script := fakellm.Script{Turns: []fakellm.Turn{{Text: "before"}}}
+	_, url := start(t, script)
+	script.Turns[0].Text = "after"
+	if _, _, body := post(t, url, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"x"}]}`); !strings.Contains(string(body), `"content":"before"`) {
+		t.Errorf("after the caller changed its script the server answered %s", body)
+	}
+}
+
 func TestNewPanicsOnAnInvalidScript(t *testing.T) {
 	defer func() {
 		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "no turns") {
