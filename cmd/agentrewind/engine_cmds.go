@@ -165,7 +165,7 @@ func newVerifyTaskCommand() *cobra.Command {
 			return runJob(cmd, &f, task.Verify, func(_ context.Context, dir string, pulled error, res *task.Result) error {
 				res.Verify = &task.VerifyResult{SessionID: f.sessionID, Redactions: []task.PatternCount{}}
 				if pulled != nil {
-					res.Verify.Problem = pulled.Error() // a finding: the task did its job
+					res.Verify.Problem, res.Verify.ProblemKind = pulled.Error(), task.ProblemKindOf(pulled) // a finding: the task did its job
 					return nil
 				}
 				return describeSession(dir, res.Verify)
@@ -180,27 +180,25 @@ func newVerifyTaskCommand() *cobra.Command {
 func describeSession(dir string, v *task.VerifyResult) error {
 	s, err := session.Open(dir)
 	if err != nil {
-		v.Problem = err.Error()
+		v.Problem, v.ProblemKind = err.Error(), task.ProblemKindOf(err)
 		return nil
 	}
 	v.Intact = true
 	v.Ended = s.CheckComplete() == nil
 	m := s.Meta
 	v.SchemaVersion, v.EventsHash, v.Events = m.SchemaVersion, m.EventsHash, int64(len(s.Events))
+	var usage session.Usage
 	for _, ev := range s.Events {
 		v.Steps = max(v.Steps, ev.Step+1)
 		switch ev.Kind {
 		case session.KindModelCall:
 			v.ModelCalls++
-			if ev.Usage != nil {
-				v.Usage.InputTokens += ev.Usage.InputTokens
-				v.Usage.OutputTokens += ev.Usage.OutputTokens
-				v.Usage.CostMicroUSD += ev.Usage.CostMicroUSD
-			}
+			usage.Add(ev.Usage)
 		case session.KindToolCall:
 			v.ToolCalls++
 		}
 	}
+	v.Usage = task.UsageOf(usage)
 	entries, err := os.ReadDir(filepath.Join(dir, session.BlobsDir))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err

@@ -96,7 +96,8 @@ func TestEngineTasksWriteTheirResultsToTheStore(t *testing.T) {
 	if out, err := job("verify", "run-1", "uid-corrupt"); err != nil {
 		t.Fatalf("a corrupt session is a finding, not a failed task: %v\n%s", err, out)
 	}
-	if res := jobResultFrom(t, srv, "engine-bucket", "team", "uid-corrupt"); res.Outcome != task.Succeeded || res.Verify.Intact || res.Verify.Problem == "" {
+	if res := jobResultFrom(t, srv, "engine-bucket", "team", "uid-corrupt"); res.Outcome != task.Succeeded || res.Verify.Intact || res.Verify.Problem == "" ||
+		res.Verify.ProblemKind != task.ProblemDigestMismatch {
 		t.Fatalf("verify of a damaged session: %+v %+v", res, res.Verify)
 	}
 	// resume-plan cannot judge a session it cannot trust: the task fails, and says so.

@@ -231,15 +231,10 @@ func (t *truncations) cut(field string, items []string, max int) []string {
 	return cut(t, field, items, max)
 }
 
-// digestMismatchRE matches the text of a session.DigestMismatchError, the one problem of a verify
-// result that is a digest mismatch rather than a broken structure. The result carries the problem as
-// text only; a problem kind in task.VerifyResult would replace this match.
-var digestMismatchRE = regexp.MustCompile(`is corrupt or was tampered with: its sha256 is [0-9a-f]*, the session recorded`)
-
 // VerifyProblemReason is the Verified condition's reason for the problem a verify task found:
 // DigestMismatch when stored bytes do not hash to their recorded digest, else SessionCorrupt.
-func VerifyProblemReason(problem string) string {
-	if digestMismatchRE.MatchString(problem) {
+func VerifyProblemReason(v *task.VerifyResult) string {
+	if v.ProblemKind == task.ProblemDigestMismatch {
 		return v1alpha1.ReasonDigestMismatch
 	}
 	return v1alpha1.ReasonSessionCorrupt

@@ -88,12 +88,13 @@ func TestAReasonTheCRDWouldRefuseIsAnUnknownValue(t *testing.T) {
 }
 
 func TestVerifyProblemReason(t *testing.T) {
-	for problem, want := range map[string]string{
-		"blobs/ab12 is corrupt or was tampered with: its sha256 is 0f3a, the session recorded ab12": v1alpha1.ReasonDigestMismatch,
-		"events.jsonl line 3: unknown event kind":                                                   v1alpha1.ReasonSessionCorrupt,
+	for kind, want := range map[task.ProblemKind]string{
+		task.ProblemDigestMismatch: v1alpha1.ReasonDigestMismatch,
+		task.ProblemSessionCorrupt: v1alpha1.ReasonSessionCorrupt,
+		"":                         v1alpha1.ReasonSessionCorrupt,
 	} {
-		if got := VerifyProblemReason(problem); got != want {
-			t.Errorf("VerifyProblemReason(%q) = %s, want %s", problem, got, want)
+		if got := VerifyProblemReason(&task.VerifyResult{Problem: "p", ProblemKind: kind}); got != want {
+			t.Errorf("VerifyProblemReason(%q) = %s, want %s", kind, got, want)
 		}
 	}
 }

@@ -58,7 +58,7 @@ func (r *AgentSessionReconciler) applyVerify(ctx context.Context, s *v1alpha1.Ag
 
 	v := rep.Result.Verify
 	if !v.Intact {
-		reason := apimap.VerifyProblemReason(v.Problem)
+		reason := apimap.VerifyProblemReason(v)
 		msg := fmt.Sprintf("verify Job %s found session %s unusable: %s", job.Name, s.Spec.SessionID, v.Problem)
 		s.Status.Recording = v1alpha1.SessionRecording{}
 		setVerified(s, metav1.ConditionFalse, reason, msg)

@@ -111,6 +111,25 @@ func UsageOf(u session.Usage) Usage {
 		CacheReadInputTokens: u.CacheReadInputTokens, CostMicroUSD: u.CostMicroUSD}
 }
 
+// ProblemKind is what kind of problem a verify task found in a session.
+type ProblemKind string
+
+const (
+	// ProblemDigestMismatch: stored bytes do not hash to the digest the session recorded.
+	ProblemDigestMismatch ProblemKind = "DigestMismatch"
+	// ProblemSessionCorrupt: the session's structure is broken (a bad log line, a missing file, ...).
+	ProblemSessionCorrupt ProblemKind = "SessionCorrupt"
+)
+
+// ProblemKindOf classifies a session's problem.
+func ProblemKindOf(err error) ProblemKind {
+	var dm *session.DigestMismatchError
+	if errors.As(err, &dm) {
+		return ProblemDigestMismatch
+	}
+	return ProblemSessionCorrupt
+}
+
 // PatternCount is how many secrets one redaction pattern replaced.
 type PatternCount struct {
 	Pattern string `json:"pattern"`
@@ -126,6 +145,8 @@ type VerifyResult struct {
 	// structure holds; Problem says what broke when it is false.
 	Intact  bool   `json:"intact"`
 	Problem string `json:"problem,omitempty"`
+	// ProblemKind says what kind of problem Problem is, for a controller's condition reason.
+	ProblemKind ProblemKind `json:"problemKind,omitempty"`
 	// Ended is true when the log closes with session_end; a crashed run is intact but not ended.
 	Ended      bool           `json:"ended"`
 	Events     int64          `json:"events"`
