@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -39,6 +40,7 @@ type proxyOptions struct {
 	anthropicKeyFile, openaiKeyFile string
 	tools, learnFrom                []string
 	vaultKeyFile, workspace         string
+	workspaceHead                   string
 	resultFile                      string
 	shutdownTimeout                 time.Duration
 }
@@ -94,6 +96,7 @@ termination message. A record run writes no task result: the committed session i
 	fl.StringArrayVar(&o.learnFrom, "learn-secrets-from", nil, "file of secrets, one per line, or a directory (a mounted Secret) whose files are secrets (repeatable)")
 	fl.StringVar(&o.vaultKeyFile, "vault-key-file", "", "key file sealing (record, fork) and opening (replay, fork) the vault of redacted secrets")
 	fl.StringVar(&o.workspace, "workspace", "", "git work tree of the run: its HEAD is stamped as START and in SUSPEND records (from the Job, never the agent)")
+	fl.StringVar(&o.workspaceHead, "workspace-head", "", "record: the commit the run starts from (40 or 64 hex digits), stamped as START when the proxy has no work tree (from the Job, never the agent)")
 	fl.StringVar(&o.resultFile, "result", "", "also write the task result JSON to this file")
 	fl.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long requests in flight may take to finish after SIGTERM")
 	return cmd
@@ -122,8 +125,22 @@ func (o *proxyOptions) validate() error {
 	if o.mode != string(proxy.Fork) && (o.atStep >= 0 || o.overridesFile != "" || o.childID != "") {
 		return errors.New("--at-step, --overrides and --child-session-id are for fork mode")
 	}
+	if o.workspaceHead != "" {
+		if o.mode != string(proxy.Record) {
+			return errors.New("--workspace-head is for record mode: a replay or a fork stamps the recording's START")
+		}
+		if o.workspace != "" {
+			return errors.New("give one of --workspace and --workspace-head")
+		}
+		if !commitSHA.MatchString(o.workspaceHead) {
+			return fmt.Errorf("--workspace-head %q is not a commit: use its full 40 (SHA-1) or 64 (SHA-256) hex digits", o.workspaceHead)
+		}
+	}
 	return nil
 }
+
+// commitSHA is a full git object name, SHA-1 or SHA-256.
+var commitSHA = regexp.MustCompile(`^([0-9a-f]{40}|[0-9a-f]{64})$`)
 
 func (o *proxyOptions) run(cmd *cobra.Command) error {
 	if err := o.validate(); err != nil {
@@ -278,6 +295,7 @@ func (o *proxyOptions) options() (proxy.Options, error) {
 	if opts.Mode == proxy.Record {
 		opts.ID = o.job.sessionID
 	}
+	opts.Config.WorkspaceHead = o.workspaceHead
 	switch strings.ToLower(o.driftPolicy) {
 	case "strict":
 		opts.DriftPolicy = replay.Strict

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -11,15 +12,18 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/minio/minio-go/v7"
 
+	"github.com/agentrewind/agentrewind/internal/blobstore"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 	"github.com/agentrewind/agentrewind/internal/engine/task"
+	"github.com/agentrewind/agentrewind/internal/engine/verdict/ledger"
+	"github.com/agentrewind/agentrewind/internal/fakellm"
 )
 
 // proxyRun is agentrewind proxy running in-process; stop is its SIGTERM.
@@ -77,15 +81,22 @@ func (r *proxyRun) stop(t *testing.T) error {
 	}
 }
 
-func echoUpstream(t *testing.T, calls *atomic.Int64) string {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		calls.Add(1)
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"id":"msg_1","type":"message","role":"assistant","model":"claude-test","content":[{"type":"text","text":"Hi there"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":3,"output_tokens":2}}`)
-	}))
+// fakeLLM serves a fakellm script (YAML) and returns the fake, whose counter says what went upstream,
+// and its URL.
+func fakeLLM(t *testing.T, script string) (*fakellm.Server, string) {
+	t.Helper()
+	s, err := fakellm.Parse([]byte(script))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := fakellm.New(s)
+	srv := httptest.NewServer(fake)
 	t.Cleanup(srv.Close)
-	return srv.URL
+	return fake, srv.URL
 }
+
+// hiThere answers every question with the same greeting.
+const hiThere = `turns: [{text: Hi there, usage: {inputTokens: 3, outputTokens: 2}}]`
 
 func askProxy(t *testing.T, url, text string) (*sdk.Message, error) {
 	c := sdk.NewClient(option.WithBaseURL(url), option.WithAPIKey("placeholder"), option.WithMaxRetries(0))
@@ -98,9 +109,10 @@ func askProxy(t *testing.T, url, text string) (*sdk.Message, error) {
 // termination message.
 func TestProxyCommandRecordsThenReplaysAndReportsADrift(t *testing.T) {
 	dir := t.TempDir()
-	var calls atomic.Int64
+	t.Setenv("ANTHROPIC_API_KEY", "")
+	fake, upstream := fakeLLM(t, hiThere)
 	rec := startProxyCommand(t, "--mode", "record", "--session-dir", dir, "--session-id", "run-1",
-		"--anthropic-upstream", echoUpstream(t, &calls))
+		"--anthropic-upstream", upstream)
 	msg, err := askProxy(t, rec.url, "hello")
 	if err != nil || msg.Content[0].Text != "Hi there" {
 		t.Fatalf("record: %v %+v", err, msg)
@@ -135,8 +147,8 @@ func TestProxyCommandRecordsThenReplaysAndReportsADrift(t *testing.T) {
 	if err := rep.stop(t); err != nil {
 		t.Fatalf("replay run: %v\n%s", err, rep.stderr)
 	}
-	if calls.Load() != 1 {
-		t.Fatalf("upstream calls = %d, want 1 (the recording's)", calls.Load())
+	if fake.Requests() != 1 {
+		t.Fatalf("upstream calls = %d, want 1 (the recording's)", fake.Requests())
 	}
 	data, err := os.ReadFile(resultFile)
 	if err != nil {
@@ -169,6 +181,143 @@ func TestProxyCommandRefusesIncompleteFlags(t *testing.T) {
 			t.Setenv(envStore, "")
 			if _, err := runCLI(t, args...); err == nil {
 				t.Fatal("accepted")
+			}
+		})
+	}
+}
+
+// TestProxyCommandStampsTheJobsWorkspaceHead records with --workspace-head, as a Job beside an
+// agent's container does: the recorder mints START from the flag, outranking the commit the agent
+// names in its INTENT, and refuses a START the agent sends.
+func TestProxyCommandStampsTheJobsWorkspaceHead(t *testing.T) {
+	t.Setenv("ANTHROPIC_API_KEY", "")
+	dir := t.TempDir()
+	head := strings.Repeat("c0ffee12", 5)
+	_, upstream := fakeLLM(t, hiThere)
+	rec := startProxyCommand(t, "--mode", "record", "--session-dir", dir, "--session-id", "run-1",
+		"--anthropic-upstream", upstream, "--workspace-head", head)
+	post := func(record string) (int, string) {
+		resp, err := http.Post(rec.url+"/v1/ledger", "application/json", strings.NewReader(record))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if status, body := post(`{"op":"START","startSHA":"` + strings.Repeat("0", 40) + `"}`); status != http.StatusBadRequest ||
+		!strings.Contains(body, "START is minted by the recorder") {
+		t.Fatalf("an agent's START got %d %s, want a 400 refusing it", status, body)
+	}
+	if status, body := post(`{"op":"INTENT","goal":"triage","startSHA":"` + strings.Repeat("0", 40) + `"}`); status != http.StatusOK {
+		t.Fatalf("INTENT: %d %s", status, body)
+	}
+	if _, err := askProxy(t, rec.url, "hello"); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.stop(t); err != nil {
+		t.Fatalf("record run: %v\n%s", err, rec.stderr)
+	}
+	s, err := session.Open(filepath.Join(dir, "run-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	starts := 0
+	for _, ev := range s.Events {
+		var r ledger.Record
+		if ev.Kind == session.KindLedger && json.Unmarshal(ev.Ledger, &r) == nil && r.Op == ledger.OpStart {
+			starts++
+			if ev.Author != session.AuthorRecorder || r.StartSHA != head {
+				t.Fatalf("START %s by %s, want the recorder's with %s", ev.Ledger, ev.Author, head)
+			}
+		}
+	}
+	if state := ledger.Fold(s.Events); starts != 1 || !state.StartMinted || state.StartSHA != head {
+		t.Fatalf("%d STARTs; the fold starts at %q (minted %v), want %s", starts, state.StartSHA, state.StartMinted, head)
+	}
+}
+
+// TestProxyCommandRecordsIntoTheStoreAndReplaysFromIt records through the proxy with --store against
+// a real S3 server (versitygw): on SIGTERM the session is committed and pushed; the store's own Pull
+// gets it back intact; a replay with --store serves it with no upstream call and writes its result.
+func TestProxyCommandRecordsIntoTheStoreAndReplaysFromIt(t *testing.T) {
+	srv := storeServer(t)
+	t.Setenv("ANTHROPIC_API_KEY", "")
+	client, err := srv.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.MakeBucket(context.Background(), "proxy-runs", minio.MakeBucketOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const store = "s3://proxy-runs/team"
+	fake, upstream := fakeLLM(t, hiThere)
+	rec := startProxyCommand(t, "--mode", "record", "--store", store, "--session-id", "run-s3", "--anthropic-upstream", upstream)
+	if msg, err := askProxy(t, rec.url, "hello"); err != nil || msg.Content[0].Text != "Hi there" {
+		t.Fatalf("record: %v %+v", err, msg)
+	}
+	if err := rec.stop(t); err != nil {
+		t.Fatalf("record run: %v\n%s", err, rec.stderr)
+	}
+
+	objects, err := blobstore.Open(context.Background(), blobstore.Config{Endpoint: "http://" + srv.Endpoint, Bucket: "proxy-runs", Prefix: "team",
+		Credentials: blobstore.Credentials{AccessKeyID: srv.AccessKey, SecretAccessKey: blobstore.Secret(srv.SecretKey)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	layout, err := blobstore.NewLayout("team")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pulled := filepath.Join(t.TempDir(), "run-s3")
+	if _, err := blobstore.NewSessionStore(objects, layout, blobstore.StoreOptions{}).Pull(context.Background(), "run-s3", pulled); err != nil {
+		t.Fatalf("the recording is not in the store: %v", err)
+	}
+	s, err := session.Open(pulled)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Meta.ID != "run-s3" || s.CheckComplete() != nil || len(s.Events) != 3 || s.Events[1].Kind != session.KindModelCall {
+		t.Fatalf("pulled session %s: %d events, complete: %v", s.Meta.ID, len(s.Events), s.CheckComplete())
+	}
+
+	resultFile := filepath.Join(t.TempDir(), "result.json")
+	rep := startProxyCommand(t, "--mode", "replay", "--store", store, "--session-id", "run-s3", "--result", resultFile)
+	if msg, err := askProxy(t, rep.url, "hello"); err != nil || msg.Content[0].Text != "Hi there" {
+		t.Fatalf("replay: %v %+v", err, msg)
+	}
+	if err := rep.stop(t); err != nil {
+		t.Fatalf("replay run: %v\n%s", err, rep.stderr)
+	}
+	if fake.Requests() != 1 {
+		t.Fatalf("upstream calls = %d, want 1 (the recording's)", fake.Requests())
+	}
+	data, err := os.ReadFile(resultFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := task.Decode(data)
+	if err != nil || res.Outcome != task.Succeeded || !res.Replay.Passed || res.Replay.LiveCalls != 0 {
+		t.Fatalf("result %s (%v)", data, err)
+	}
+}
+
+func TestProxyCommandRefusesAWorkspaceHeadItCannotStamp(t *testing.T) {
+	sha := strings.Repeat("a", 40)
+	for name, tc := range map[string]struct {
+		args []string
+		want string
+	}{
+		"abbreviated": {[]string{"--mode", "record", "--workspace-head", "abc123"}, "full 40 (SHA-1) or 64 (SHA-256) hex digits"},
+		"uppercase":   {[]string{"--mode", "record", "--workspace-head", strings.ToUpper(sha)}, "is not a commit"},
+		"with a tree": {[]string{"--mode", "record", "--workspace-head", sha, "--workspace", t.TempDir()}, "one of --workspace and --workspace-head"},
+		"in a replay": {[]string{"--mode", "replay", "--session-id", "a", "--workspace-head", sha}, "--workspace-head is for record mode"},
+		"in a fork":   {[]string{"--mode", "fork", "--session-id", "a", "--at-step", "1", "--workspace-head", sha}, "--workspace-head is for record mode"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := runCLI(t, append([]string{"proxy", "--session-dir", t.TempDir()}, tc.args...)...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want one saying %q", err, tc.want)
 			}
 		})
 	}
