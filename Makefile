@@ -108,6 +108,13 @@ bench: ## Run the benchmarks side by side with their peers (compare the ratios, 
 	@# Capture of a 1 GiB, 10,000-file workspace vs tar | sha256sum, then again after changing 1 % of it
 	@# (ARW_CHECKPOINT_BENCH_BYTES shrinks it).
 	go test -run '^$$' -bench Capture -benchtime 1x -timeout 30m ./internal/engine/checkpoint/
+	@# The rewind proxy over loopback HTTP (under a minute): replay vs go-vcr v4 at 1,000 calls, the latency a
+	@# replayed call adds over the fake upstream answering directly, and record-mode overhead. At 10,000 calls
+	@# go-vcr alone needs about 11 minutes on 2 cores (its recorder logs a pass over every earlier interaction
+	@# on each call), so that case runs only with BENCH_10K=1.
+	go test -run '^$$' -bench 'ProxyReplayVsGoVCR/calls=1000$$' -benchtime 3x ./internal/proxy/
+	go test -run '^$$' -bench 'ProxyReplayAddedLatency|ProxyRecordOverhead' -benchtime 3x ./internal/proxy/
+	if [ -n "$(BENCH_10K)" ]; then go test -run '^$$' -bench 'ProxyReplayVsGoVCR/calls=10000$$' -benchtime 1x -timeout 30m ./internal/proxy/; fi
 
 ##@ Build
 
