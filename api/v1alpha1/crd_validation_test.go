@@ -223,6 +223,9 @@ func TestInvalidObjectsAreRejectedWithTheirMessage(t *testing.T) {
 		{"a password sent over ssh", plan("password-ssh", func(p *v1.ResumePlan) {
 			p.Spec.Git = v1.GitEvidence{URL: "ssh://git.example.com/r.git", Auth: v1.GitAuth{PasswordSecretRef: v1.SecretKeyReference{Name: "g", Key: "token"}}}
 		}), "spec.git", "a password or token is only sent over https"},
+		{"an SSH key without known hosts", plan("key-no-hosts", func(p *v1.ResumePlan) {
+			p.Spec.Git = v1.GitEvidence{URL: "ssh://git.example.com/r.git", Auth: v1.GitAuth{SSHPrivateKeySecretRef: v1.SecretKeyReference{Name: "g", Key: "id"}}}
+		}), "spec.git.auth", "an SSH key goes with sshKnownHosts"},
 		{"a password and an SSH key", plan("two-auth", func(p *v1.ResumePlan) {
 			p.Spec.Git = v1.GitEvidence{URL: "https://git.example.com/r.git", Auth: v1.GitAuth{
 				PasswordSecretRef: v1.SecretKeyReference{Name: "g", Key: "token"}, SSHPrivateKeySecretRef: v1.SecretKeyReference{Name: "g", Key: "id"}}}
@@ -248,7 +251,8 @@ func TestValidObjectsAreAccepted(t *testing.T) {
 			p.Spec.Git = v1.GitEvidence{URL: "https://git.example.com/r.git", Auth: v1.GitAuth{Username: "bot", PasswordSecretRef: v1.SecretKeyReference{Name: "g", Key: "token"}}}
 		}),
 		plan("ok-key", func(p *v1.ResumePlan) {
-			p.Spec.Git = v1.GitEvidence{URL: "ssh://git.example.com/r.git", Auth: v1.GitAuth{SSHPrivateKeySecretRef: v1.SecretKeyReference{Name: "g", Key: "id"}}}
+			p.Spec.Git = v1.GitEvidence{URL: "ssh://git.example.com/r.git", Auth: v1.GitAuth{SSHPrivateKeySecretRef: v1.SecretKeyReference{Name: "g", Key: "id"},
+				SSHKnownHosts: "git.example.com ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"}}
 		}),
 		session("ok-tenant-store", func(s *v1.AgentSession) { s.Spec.Storage = tenantStorage() }),
 		fork("ok-step-zero", func(f *v1.ForkRun) { f.Spec.Fork.AtStep = ptr.To[int64](0) }),

@@ -54,6 +54,7 @@ type GitEvidence struct {
 // GitAuth are credentials for a clone: a password or token over https, or an SSH key.
 // +kubebuilder:validation:MinProperties=1
 // +kubebuilder:validation:XValidation:rule="!(has(self.passwordSecretRef) && has(self.sshPrivateKeySecretRef))",message="give a password or an SSH key, not both"
+// +kubebuilder:validation:XValidation:rule="has(self.sshPrivateKeySecretRef) == has(self.sshKnownHosts)",message="an SSH key goes with sshKnownHosts, the known_hosts lines its server is checked against"
 type GitAuth struct {
 	// username is the user for https; unset sends the token as the password of user "git".
 	// +optional
@@ -68,6 +69,13 @@ type GitAuth struct {
 	// sshPrivateKeySecretRef is the Secret key holding a PEM SSH private key.
 	// +optional
 	SSHPrivateKeySecretRef SecretKeyReference `json:"sshPrivateKeySecretRef,omitzero"`
+
+	// sshKnownHosts are the known_hosts lines the SSH server's key is checked against; required with an
+	// SSH key, since an unchecked host key would hand the evidence to whoever answers.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=16384
+	SSHKnownHosts string `json:"sshKnownHosts,omitempty"`
 }
 
 // RewindDecision says whether the agent's transcript should be rolled back to a checkpoint.

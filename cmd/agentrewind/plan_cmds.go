@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -27,6 +28,15 @@ func (s *planSources) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&s.gitURL, "git-url", "", "a repository to clone (https, ssh, file:// or a path) and re-adjudicate against")
 	cmd.Flags().StringVar(&s.gitRef, "git-ref", "", "the branch, tag or full commit whose ancestry is the evidence (default: HEAD)")
 	cmd.MarkFlagsMutuallyExclusive("git-dir", "git-url")
+}
+
+// gitAuthFromEnv reads the credentials a ResumePlan's Job carries in its Secret-backed environment.
+func gitAuthFromEnv() evidence.GitAuth {
+	auth := evidence.GitAuth{Username: os.Getenv(task.EnvGitUsername), Password: os.Getenv(task.EnvGitPassword)}
+	if k := os.Getenv(task.EnvGitSSHPrivateKey); k != "" {
+		auth.SSHPrivateKey, auth.SSHKnownHosts = []byte(k), []byte(os.Getenv(task.EnvGitSSHKnownHosts))
+	}
+	return auth
 }
 
 // checkJobGitURL refuses, in an engine Job, a repository that is not a remote one: a ResumePlan's URL
@@ -225,7 +235,7 @@ func openPlanWorkspace(ctx context.Context, src planSources) (*evidence.Workspac
 			return nil, planEvidence{}, noop, fmt.Errorf("making a directory to clone %s into: %w (set TMPDIR to a writable directory)", src.gitURL, err)
 		}
 		cleanup := func() { _ = os.RemoveAll(tmp) }
-		ws, err := evidence.CloneGit(ctx, src.gitURL, src.gitRef, tmp)
+		ws, err := evidence.CloneGitWithAuth(ctx, src.gitURL, src.gitRef, filepath.Join(tmp, "repo"), gitAuthFromEnv())
 		if err != nil {
 			cleanup()
 			return nil, planEvidence{}, noop, err

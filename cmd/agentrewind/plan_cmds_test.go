@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/agentrewind/agentrewind/internal/engine/evidence"
 	"github.com/agentrewind/agentrewind/internal/engine/evidence/gittest"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
+	"github.com/agentrewind/agentrewind/internal/engine/task"
 	"github.com/agentrewind/agentrewind/internal/engine/verdict/ledger"
 )
 
@@ -292,5 +294,20 @@ func TestPlanPrintsJSON(t *testing.T) {
 	}
 	if _, err := runPlanCmd(t, newPlanCommand(), dir, "-o", "yaml"); err == nil || !strings.Contains(err.Error(), "use text or json") {
 		t.Fatalf("unsupported output: %v", err)
+	}
+}
+
+// TestGitCredentialsComeFromTheEnvironment: the Job's Secret-backed environment reaches the clone, and
+// a password is refused for a URL it must not travel to.
+func TestGitCredentialsComeFromTheEnvironment(t *testing.T) {
+	repo := newPlanRepo(t, false)
+	dir := planSession(t, repo)
+	t.Setenv(task.EnvGitPassword, "s3cret-token")
+	_, _, err := runStoreCommand(t, newEngineCommand, "resume-plan", "--session", dir, "--git-url", "http://git.example.com/r.git")
+	if err == nil || !strings.Contains(err.Error(), "a password is only sent over https") {
+		t.Fatalf("resume-plan with a password from the environment over http: %v", err)
+	}
+	if strings.Contains(fmt.Sprint(err), "s3cret-token") {
+		t.Fatalf("the error shows the password: %v", err)
 	}
 }

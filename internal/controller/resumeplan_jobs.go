@@ -14,14 +14,8 @@ import (
 	"github.com/agentrewind/agentrewind/internal/engine/task"
 )
 
-// Git credentials of a resume-plan Job, from the Secret keys of spec.git.auth. The engine's clone does
-// not read them yet (it clones anonymously); they are passed so that adding it needs no operator change.
-const (
-	EnvGitUsername      = "AGENTREWIND_GIT_USERNAME"
-	EnvGitPassword      = "AGENTREWIND_GIT_PASSWORD"
-	EnvGitSSHPrivateKey = "AGENTREWIND_GIT_SSH_PRIVATE_KEY"
-	workspaceMount      = "/workspace"
-)
+// workspaceMount is where a ResumePlan's workspace volume is mounted in its Job.
+const workspaceMount = "/workspace"
 
 // resumePlanJob is the Job that judges the session's current log against the plan's evidence.
 func (r *ResumePlanReconciler) resumePlanJob(rp *v1alpha1.ResumePlan, s *v1alpha1.AgentSession) jobs.Spec {
@@ -40,13 +34,14 @@ func (r *ResumePlanReconciler) resumePlanJob(rp *v1alpha1.ResumePlan, s *v1alpha
 			spec.Args = append(spec.Args, "--git-ref", g.Ref)
 		}
 		if g.Auth.Username != "" {
-			spec.Env = append(spec.Env, corev1.EnvVar{Name: EnvGitUsername, Value: g.Auth.Username})
+			spec.Env = append(spec.Env, corev1.EnvVar{Name: task.EnvGitUsername, Value: g.Auth.Username})
 		}
 		if p := g.Auth.PasswordSecretRef; p.Name != "" {
-			spec.Env = append(spec.Env, jobs.SecretEnv(EnvGitPassword, p.Name, p.Key, false))
+			spec.Env = append(spec.Env, jobs.SecretEnv(task.EnvGitPassword, p.Name, p.Key, false))
 		}
 		if k := g.Auth.SSHPrivateKeySecretRef; k.Name != "" {
-			spec.Env = append(spec.Env, jobs.SecretEnv(EnvGitSSHPrivateKey, k.Name, k.Key, false))
+			spec.Env = append(spec.Env, jobs.SecretEnv(task.EnvGitSSHPrivateKey, k.Name, k.Key, false),
+				corev1.EnvVar{Name: task.EnvGitSSHKnownHosts, Value: g.Auth.SSHKnownHosts})
 		}
 	case rp.Spec.Workspace.ClaimName != "":
 		w := rp.Spec.Workspace

@@ -14,7 +14,9 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/plumbing/transport/client"
+	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	"github.com/go-git/go-git/v5/plumbing/transport/server"
+	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
 )
 
 // go-git's file:// transport shells out to git-upload-pack, which a FROM-scratch image does not have.
@@ -58,12 +60,73 @@ func OpenGit(dir, ref string) (*Workspace, error) {
 // CloneGit clones url (https, ssh, file:// or a local path) bare into dir and reads it at ref; an empty
 // ref is the remote's default branch. dir must be empty or absent; the caller removes it.
 func CloneGit(ctx context.Context, url, ref, dir string) (*Workspace, error) {
+	return CloneGitWithAuth(ctx, url, ref, dir, GitAuth{})
+}
+
+// GitAuth are the credentials of a clone: a password or token (sent only over https), or an SSH private
+// key together with the known hosts its server's key is checked against. The zero value clones
+// anonymously.
+type GitAuth struct {
+	// Username goes with Password; empty means "git", which token-based servers accept.
+	Username string
+	Password string
+	// SSHPrivateKey is a PEM private key; SSHKnownHosts are known_hosts lines for the server.
+	SSHPrivateKey []byte
+	SSHKnownHosts []byte
+}
+
+// CloneGitWithAuth is CloneGit with credentials. A password is refused for anything but https (it
+// would travel in clear or to a server that never asked for it), and an SSH key without known hosts is
+// refused: an unchecked host key would hand the evidence to whoever answers.
+func CloneGitWithAuth(ctx context.Context, url, ref, dir string, auth GitAuth) (*Workspace, error) {
 	url = localURL(url)
-	repo, err := git.PlainCloneContext(ctx, dir, true, &git.CloneOptions{URL: url})
+	method, err := authMethod(url, auth, filepath.Dir(filepath.Clean(dir)))
 	if err != nil {
-		return nil, fmt.Errorf("cloning %s: %w (check the URL and that the repository is reachable and not empty)", url, err)
+		return nil, err
+	}
+	repo, err := git.PlainCloneContext(ctx, dir, true, &git.CloneOptions{URL: url, Auth: method})
+	if err != nil {
+		return nil, fmt.Errorf("cloning %s: %w (check the URL, the credentials, and that the repository is reachable and not empty)", url, err)
 	}
 	return newWorkspace(repo, url, ref)
+}
+
+func authMethod(url string, auth GitAuth, tmp string) (transport.AuthMethod, error) {
+	user := auth.Username
+	if user == "" {
+		user = "git"
+	}
+	switch {
+	case auth.Password != "" && len(auth.SSHPrivateKey) > 0:
+		return nil, errors.New("git credentials: give a password or an SSH key, not both")
+	case auth.Password != "":
+		if !strings.HasPrefix(url, "https://") {
+			return nil, fmt.Errorf("git credentials: a password is only sent over https, and %s is not an https:// URL", url)
+		}
+		return &githttp.BasicAuth{Username: user, Password: auth.Password}, nil
+	case len(auth.SSHPrivateKey) > 0:
+		if len(auth.SSHKnownHosts) == 0 {
+			return nil, errors.New("git credentials: an SSH key needs the server's known hosts, to check whom the evidence comes from")
+		}
+		keys, err := gitssh.NewPublicKeys(user, auth.SSHPrivateKey, "")
+		if err != nil {
+			return nil, fmt.Errorf("git credentials: the SSH private key: %w", err)
+		}
+		known, err := os.CreateTemp(tmp, "known_hosts-*")
+		if err != nil {
+			return nil, fmt.Errorf("git credentials: writing the known hosts: %w", err)
+		}
+		defer known.Close()
+		if _, err := known.Write(auth.SSHKnownHosts); err != nil {
+			return nil, fmt.Errorf("git credentials: writing the known hosts: %w", err)
+		}
+		keys.HostKeyCallback, err = gitssh.NewKnownHostsCallback(known.Name())
+		if err != nil {
+			return nil, fmt.Errorf("git credentials: the known hosts: %w", err)
+		}
+		return keys, nil
+	}
+	return nil, nil
 }
 
 // localURL turns a relative local path into an absolute one, which the file transport needs.
