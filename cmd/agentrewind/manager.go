@@ -37,21 +37,6 @@ import (
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
-// The controllers' RBAC (internal/controller), here because `make manifests` reads the markers under
-// cmd/. AgentSession: verify Jobs, its ResumePlan, the finalizer. ResumePlan: resume-plan Jobs, the
-// sessions it judges. Pods are read (never watched) for termination messages; Secrets are read (never
-// listed) only to open a tenant's own bucket (spec.storage.credentials): Jobs get every credential as
-// a Secret key reference, so the manager never reads the values it hands them.
-// +kubebuilder:rbac:groups=agentrewind.io,resources=agentsessions,verbs=get;list;watch;patch
-// +kubebuilder:rbac:groups=agentrewind.io,resources=agentsessions/status,verbs=get;patch
-// +kubebuilder:rbac:groups=agentrewind.io,resources=agentsessions/finalizers,verbs=update
-// +kubebuilder:rbac:groups=agentrewind.io,resources=resumeplans,verbs=get;list;watch;create
-// +kubebuilder:rbac:groups=agentrewind.io,resources=resumeplans/status,verbs=get;patch
-// +kubebuilder:rbac:groups=agentrewind.io,resources=resumeplans/finalizers,verbs=update
-// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
-
 // managerOptions are the manager subcommand's flags.
 type managerOptions struct {
 	kubeconfig              string

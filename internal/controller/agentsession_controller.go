@@ -42,6 +42,18 @@ func (r *AgentSessionReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 		Complete(r)
 }
 
+// AgentSession: verify Jobs, its ResumePlan, the finalizer. Pods are read (never watched) for Job
+// termination messages; Secrets are read (never listed) only to open a tenant's own bucket
+// (spec.storage.credentials) when the finalizer deletes a session: Jobs get every credential as a
+// Secret key reference, so the manager never reads the values it hands them.
+// +kubebuilder:rbac:groups=agentrewind.io,resources=agentsessions,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=agentrewind.io,resources=agentsessions/status,verbs=get;patch
+// +kubebuilder:rbac:groups=agentrewind.io,resources=agentsessions/finalizers,verbs=update
+// +kubebuilder:rbac:groups=agentrewind.io,resources=resumeplans,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+
 // Reconcile is get → finalizer → deletion → ResumePlan → verify, with one status patch at the end.
 func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
 	var s v1alpha1.AgentSession

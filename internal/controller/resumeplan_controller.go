@@ -55,6 +55,14 @@ func (r *ResumePlanReconciler) plansOfSession(ctx context.Context, o client.Obje
 	return reqs
 }
 
+// ResumePlan: resume-plan Jobs over the sessions it judges.
+// +kubebuilder:rbac:groups=agentrewind.io,resources=resumeplans,verbs=get;list;watch
+// +kubebuilder:rbac:groups=agentrewind.io,resources=resumeplans/status,verbs=get;patch
+// +kubebuilder:rbac:groups=agentrewind.io,resources=resumeplans/finalizers,verbs=update
+// +kubebuilder:rbac:groups=agentrewind.io,resources=agentsessions,verbs=get;list;watch
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list
+
 // Reconcile is get → the session's facts → the resume-plan Job → status, with one status patch.
 func (r *ResumePlanReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
 	var rp v1alpha1.ResumePlan
