@@ -13,6 +13,7 @@ KAL_VERSION            ?= v0.0.0-20260716143926-092fe0c72997
 # Image: BASE_IMAGE is the runtime base. Production builds use a distroless static non-root image from
 # their own mirror; the default, scratch, needs no registry and works on an offline machine.
 IMG        ?= agentrewind:dev
+AGENT_IMG  ?= agentrewind-proxy-agent:dev
 BASE_IMAGE ?= scratch
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -127,10 +128,12 @@ run: manifests generate ## Run the manager from your host against the cluster in
 	go run ./cmd/agentrewind manager
 
 .PHONY: docker-build
-docker-build: build ## Build the container image IMG on BASE_IMAGE (default scratch).
+docker-build: build ## Build the container image IMG on BASE_IMAGE (default scratch), and AGENT_IMG, the proxy-agent example FROM scratch.
 	@test -f $(CA_BUNDLE) || { echo "No CA bundle at $(CA_BUNDLE): install ca-certificates or set CA_BUNDLE"; exit 1; }
 	cp $(CA_BUNDLE) $(LOCALBIN)/ca-certificates.crt
 	docker build --build-arg BASE_IMAGE=$(BASE_IMAGE) -t $(IMG) .
+	CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o $(LOCALBIN)/proxy-agent-image/proxy-agent ./examples/proxy-agent && cp $(CA_BUNDLE) $(LOCALBIN)/proxy-agent-image/ca-certificates.crt
+	docker build -f examples/proxy-agent/Dockerfile -t $(AGENT_IMG) $(LOCALBIN)/proxy-agent-image
 
 ##@ Toolchain (built from the Go module proxy, cached in bin/)
 
