@@ -1,0 +1,96 @@
+package apimap
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/agentrewind/agentrewind/api/v1alpha1"
+	"github.com/agentrewind/agentrewind/internal/engine/task"
+)
+
+func apiUsage(in, out, create, read, cost int64) v1alpha1.Usage {
+	return v1alpha1.Usage{InputTokens: new(in), OutputTokens: new(out), CacheCreationInputTokens: new(create),
+		CacheReadInputTokens: new(read), TotalTokens: new(in + out), CostMicroUSD: new(cost)}
+}
+
+func TestForkRunResultMapsEveryStatusField(t *testing.T) {
+	stop := task.Divergence{Step: 7, Kind: "model_call", Reason: "NoRecordedCall", Lane: "0", CallSite: "anthropic.messages",
+		ExpectedCallSite: "anthropic.messages", ActualFingerprint: strings.Repeat("a", 64), ExpectedFingerprint: strings.Repeat("b", 64),
+		Message: "drift at step 7: " + strings.Repeat("x", 5000)}
+	early := task.Divergence{Step: 3, Kind: "tool_call", Reason: "RecordedFromOtherCallSite", CallSite: "tool.fetch", ExpectedCallSite: "tool.grep"}
+	zero := apiUsage(0, 0, 0, 0, 0)
+	cases := []struct {
+		name   string
+		result task.Result
+		want   v1alpha1.ForkRunStatus
+	}{
+		{"a replay that passed spent nothing live and counts no divergence",
+			task.Result{Task: task.Replay, Outcome: task.Succeeded, Replay: &task.ReplayResult{Passed: true,
+				Replayed: task.Usage{InputTokens: 900, OutputTokens: 120, CacheCreationInputTokens: 100, CacheReadInputTokens: 500, CostMicroUSD: 4100}}},
+			v1alpha1.ForkRunStatus{Outcome: v1alpha1.OutcomePassed, Divergences: new(int64(0)),
+				Usage: v1alpha1.ForkUsage{Live: zero, Replayed: apiUsage(900, 120, 100, 500, 4100)}}},
+		{"a replay that diverged counts the stop and the tolerated drifts, and names the stop",
+			task.Result{Task: task.Replay, Outcome: task.Succeeded, Replay: &task.ReplayResult{Divergence: &stop, ToleratedDrifts: 2}},
+			v1alpha1.ForkRunStatus{Outcome: v1alpha1.OutcomeDiverged, Divergences: new(int64(3)),
+				FirstDivergence: v1alpha1.Divergence{Step: new(int64(7)), Kind: v1alpha1.CallModel, Lane: "0", Reason: "NoRecordedCall",
+					ExpectedCallSite: "anthropic.messages", ActualCallSite: "anthropic.messages",
+					ExpectedFingerprint: strings.Repeat("b", 64), ActualFingerprint: strings.Repeat("a", 64),
+					Message: stop.Message[:4096-len("…")] + "…"},
+				Usage: v1alpha1.ForkUsage{Live: zero, Replayed: zero}}},
+		{"a tolerated drift before the stop is the first divergence",
+			task.Result{Task: task.Replay, Outcome: task.Succeeded, Replay: &task.ReplayResult{Divergence: &stop, ToleratedDrifts: 1, FirstDrifts: []task.Divergence{early}}},
+			v1alpha1.ForkRunStatus{Outcome: v1alpha1.OutcomeDiverged, Divergences: new(int64(2)),
+				FirstDivergence: v1alpha1.Divergence{Step: new(int64(3)), Kind: v1alpha1.CallTool, Reason: "RecordedFromOtherCallSite",
+					ExpectedCallSite: "tool.grep", ActualCallSite: "tool.fetch"},
+				Usage: v1alpha1.ForkUsage{Live: zero, Replayed: zero}}},
+		{"a fork that reached its goal splits live from replayed usage and counts provenance",
+			task.Result{Task: task.Fork, Outcome: task.Succeeded, Fork: &task.ForkResult{ChildSessionID: "c", AtStep: 2, ReachedGoal: new(true),
+				TokensSpent: task.Usage{InputTokens: 100, OutputTokens: 52, CostMicroUSD: 700}, Replayed: task.Usage{InputTokens: 900, OutputTokens: 120},
+				Provenance: task.Provenance{Recorded: 4, Live: 2, Stub: 1}}},
+			v1alpha1.ForkRunStatus{Outcome: v1alpha1.OutcomeGoalReached, Divergences: new(int64(0)),
+				Usage:      v1alpha1.ForkUsage{Live: apiUsage(100, 52, 0, 0, 700), Replayed: apiUsage(900, 120, 0, 0, 0)},
+				Provenance: v1alpha1.Provenance{Recorded: new(int64(4)), Live: new(int64(2)), Stub: new(int64(1))}}},
+		{"a failed task reports only its outcome",
+			task.Result{Task: task.Fork, Outcome: task.Failed, Failure: &task.Failure{Reason: task.ReasonStorageUnavailable, Message: "no store"}},
+			v1alpha1.ForkRunStatus{Outcome: v1alpha1.OutcomeFailed}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ForkRunResult(&tc.result)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("status (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestForkRunResultRefusesWhatTheAPICannotSpell(t *testing.T) {
+	cases := []struct {
+		name    string
+		result  task.Result
+		unknown bool // an UnknownValueError, not a malformed result
+	}{
+		{"an unknown call kind", task.Result{Task: task.Replay, Outcome: task.Succeeded,
+			Replay: &task.ReplayResult{Divergence: &task.Divergence{Kind: "ledger", Reason: "NoRecordedCall"}}}, true},
+		{"a reason that is not a code", task.Result{Task: task.Replay, Outcome: task.Succeeded,
+			Replay: &task.ReplayResult{Divergence: &task.Divergence{Kind: "model_call", Reason: "no recorded call"}}}, true},
+		{"a fork that diverged without saying how", task.Result{Task: task.Fork, Outcome: task.Succeeded,
+			Fork: &task.ForkResult{DivergedAtStep: new(int64(4))}}, false},
+		{"a verify result", task.Result{Task: task.Verify, Outcome: task.Succeeded, Verify: &task.VerifyResult{}}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ForkRunResult(&tc.result)
+			var unknown *UnknownValueError
+			if err == nil || errors.As(err, &unknown) != tc.unknown {
+				t.Fatalf("error %v (unknown value: %v), want an error (unknown value: %v)", err, errors.As(err, &unknown), tc.unknown)
+			}
+		})
+	}
+}
