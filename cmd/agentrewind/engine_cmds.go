@@ -176,7 +176,8 @@ func newVerifyTaskCommand() *cobra.Command {
 	return cmd
 }
 
-// describeSession fills a verify result from a pulled session: opened with every check, then counted.
+// describeSession fills a verify result from a pulled session: opened with every check, then counted,
+// with the anchors the recorder minted in it (never the agent's look-alikes).
 func describeSession(dir string, v *task.VerifyResult) error {
 	s, err := session.Open(dir)
 	if err != nil {
@@ -199,6 +200,7 @@ func describeSession(dir string, v *task.VerifyResult) error {
 		}
 	}
 	v.Usage = task.UsageOf(usage)
+	v.Anchors, v.TotalAnchors = task.MintedAnchors(s.Events)
 	entries, err := os.ReadDir(filepath.Join(dir, session.BlobsDir))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err

@@ -15,9 +15,11 @@ import (
 
 	"github.com/agentrewind/agentrewind/internal/blobstore"
 	"github.com/agentrewind/agentrewind/internal/engine/checkpoint"
+	"github.com/agentrewind/agentrewind/internal/engine/evidence"
 	"github.com/agentrewind/agentrewind/internal/engine/replay"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 	"github.com/agentrewind/agentrewind/internal/engine/task"
+	"github.com/agentrewind/agentrewind/internal/engine/verdict/ledger"
 	"github.com/agentrewind/agentrewind/internal/engine/verdict/resume"
 )
 
@@ -329,5 +331,57 @@ func TestEveryCommandsErrorIsPrintedEscaped(t *testing.T) {
 		if strings.ContainsAny(err.Error(), "\x1b\x07\r\n") {
 			t.Errorf("%s: the error prints terminal controls: %q", args[0], err.Error())
 		}
+	}
+}
+
+// TestVerifyListsOnlyTheRecordersAnchors records a session with two SUSPEND stamps the recorder minted
+// (author OS_RECORDED, the turn and the digest of that turn's transcript, as replay's Suspend writes
+// them) and one the agent wrote in the same shape: the verify result lists the two, at their steps.
+func TestVerifyListsOnlyTheRecordersAnchors(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "anchored")
+	w, err := session.Create(dir, session.Meta{ID: "anchored", CreatedAt: 1700000000000, FingerprintMode: "strict"}, session.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := func(text string) *session.Request {
+		msg, _ := json.Marshal(text)
+		return &session.Request{Model: "m", Messages: []session.Message{{Role: "user", Content: msg}}}
+	}
+	r0, r1 := req("plan the fix"), req("apply the fix")
+	d0, d1 := evidence.TurnDigest(r0), evidence.TurnDigest(r1)
+	for i, ev := range []session.Event{
+		{Kind: session.KindSessionStart},
+		{Kind: session.KindModelCall, Request: r0},
+		{Kind: session.KindLedger, Author: session.AuthorRecorder, Ledger: ledger.Suspend(0, d0, "").JSON()},
+		{Kind: session.KindModelCall, Request: r1},
+		{Kind: session.KindLedger, Author: session.AuthorAgent, Ledger: ledger.Suspend(1, d1, "").JSON()},
+		{Kind: session.KindLedger, Author: session.AuthorRecorder, Ledger: ledger.Suspend(1, d1, "").JSON()},
+	} {
+		ev.Step, ev.Seq, ev.Lane = int64(i), int64(i), "0"
+		if err := w.Append(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := w.Close(nil); err != nil {
+		t.Fatal(err)
+	}
+	s, err := session.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v task.VerifyResult
+	if err := describeSession(dir, &v); err != nil || !v.Intact {
+		t.Fatalf("describeSession: %v, %+v", err, v)
+	}
+	want := []task.Anchor{{Step: s.Events[2].Step, TurnIndex: 0, TranscriptDigest: d0}, {Step: s.Events[5].Step, TurnIndex: 1, TranscriptDigest: d1}}
+	if d := cmp.Diff(want, v.Anchors); d != "" || v.TotalAnchors != 2 {
+		t.Errorf("anchors (-want +got):\n%s\ntotal %d, want 2", d, v.TotalAnchors)
+	}
+	if s.Events[4].Author != session.AuthorAgent || s.Events[4].Step == want[1].Step {
+		t.Fatalf("the look-alike was not recorded as the agent's at a step of its own: %+v", s.Events[4])
+	}
+	// The run is parked at its latest anchor: the log is open and ends with it.
+	if a, ok := v.ParkedAt(); !ok || a != want[1] {
+		t.Errorf("ParkedAt = %+v, %v; want the latest anchor", a, ok)
 	}
 }

@@ -158,6 +158,10 @@ type VerifyResult struct {
 	Bytes      int64          `json:"bytes"`
 	Redactions []PatternCount `json:"redactions"`
 	Vault      bool           `json:"vault"`
+	// Anchors are the latest MaxReportedAnchors anchors the recorder minted in the log, in log order
+	// (see MintedAnchors); TotalAnchors counts them all.
+	Anchors      []Anchor `json:"anchors,omitempty"`
+	TotalAnchors int64    `json:"totalAnchors,omitempty"`
 }
 
 // Evidence is what a resume plan was computed from, so a controller knows when to re-evaluate.
