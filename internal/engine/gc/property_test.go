@@ -183,12 +183,13 @@ func TestCollectAndSweepPropertiesOverGeneratedPopulations(t *testing.T) {
 		}
 		for _, b := range w.blobs {
 			young := !b.LastModified.Before(start.Add(-margin))
+			oldEnough := b.LastModified.Before(Cutoff(start, margin)) // the margin, at a listing's whole seconds
 			switch {
 			case gone[b.Hash] && needed[b.Hash]:
 				t.Fatalf("population %d: blob %s is referenced by a retained session or checkpoint but deleted", iter, b.Hash)
 			case gone[b.Hash] && young:
 				t.Fatalf("population %d: blob %s is younger than the margin (%s) but deleted", iter, b.Hash, b.LastModified)
-			case !gone[b.Hash] && !needed[b.Hash] && !young:
+			case !gone[b.Hash] && !needed[b.Hash] && oldEnough:
 				t.Fatalf("population %d: blob %s is unreferenced and older than the margin but kept", iter, b.Hash)
 			}
 		}

@@ -86,8 +86,11 @@ type SweepPlan struct {
 // mark and whose last modification is older than margin before start. start must be a time taken
 // before the mark phase began: a blob stored after it is younger than the margin whatever the sweep
 // took, so an upload that marking could not yet see is never deleted. A negative margin is zero.
+// Object stores report modification times truncated to the second, so the cutoff is too: a blob
+// listed at second s was stored before s+1s, and only one listed before the cutoff's second is
+// certainly older than the margin.
 func Sweep(marked Marked, listed []Blob, margin time.Duration, start time.Time) SweepPlan {
-	cutoff := start.Add(-max(margin, 0))
+	cutoff := Cutoff(start, margin)
 	var p SweepPlan
 	for _, b := range listed {
 		if marked.Has(b.Hash) {
@@ -113,6 +116,12 @@ func Sweep(marked Marked, listed []Blob, margin time.Duration, start time.Time) 
 		p.Unreferenced = append(p.Unreferenced, d)
 	}
 	return p
+}
+
+// Cutoff is the modification time before which an unreferenced blob is old enough to delete: margin
+// before start, truncated to the second.
+func Cutoff(start time.Time, margin time.Duration) time.Time {
+	return start.Add(-max(margin, 0)).Truncate(time.Second)
 }
 
 // Merge adds another page's plan to p.

@@ -26,9 +26,25 @@ func TestSweepSafetyMarginOnAFakeClock(t *testing.T) {
 		{"uploaded after the mark began", hashOf(4), start.Add(time.Minute), BlobYoung},
 		{"no modification time", hashOf(5), time.Time{}, BlobAgeUnknown},
 	}
+	// Listings give whole seconds: with a start 0.6s past a second, a blob listed at the cutoff's
+	// second may have been stored after the exact cutoff, so it is kept.
+	subsecond := start.Add(600 * time.Millisecond)
+	tests = append(tests, []struct {
+		name     string
+		hash     string
+		modified time.Time
+		want     BlobReason
+	}{
+		{"listed in the cutoff's second", hashOf(6), subsecond.Add(-margin).Truncate(time.Second), BlobYoung},
+		{"listed the second before the cutoff", hashOf(7), subsecond.Add(-margin - time.Second).Truncate(time.Second), BlobUnreferenced},
+	}...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := Sweep(marked, []Blob{{Hash: tt.hash, Size: 10, LastModified: tt.modified}}, margin, start)
+			at := start
+			if tt.hash == hashOf(6) || tt.hash == hashOf(7) {
+				at = subsecond
+			}
+			p := Sweep(marked, []Blob{{Hash: tt.hash, Size: 10, LastModified: tt.modified}}, margin, at)
 			got := BlobReferenced
 			if len(p.Unreferenced) == 1 {
 				got = p.Unreferenced[0].Reason
