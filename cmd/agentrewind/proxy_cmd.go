@@ -35,6 +35,7 @@ type proxyOptions struct {
 	sessionDir, childID             string
 	driftPolicy, overridesFile      string
 	onMiss                          string
+	goalTool, goalArgs              string
 	atStep                          int64
 	anthropicUpstream, openaiUp     string
 	anthropicKeyFile, openaiKeyFile string
@@ -88,6 +89,8 @@ termination message. A record run writes no task result: the committed session i
 	fl.Int64Var(&o.atStep, "at-step", -1, "fork: the first step that goes live")
 	fl.StringVar(&o.overridesFile, "overrides", "", "fork: JSON or YAML file with system, model, params and requestPatches for the live tail")
 	fl.StringVar(&o.onMiss, "on-miss", "Error", "fork: a tool call the recording does not hold stops the fork (Error) or gets a stub (Stub)")
+	fl.StringVar(&o.goalTool, "goal-tool", "", "fork: the tool whose call marks the goal; the result says whether it was reached")
+	fl.StringVar(&o.goalArgs, "goal-args", "", "fork: with --goal-tool, a JSON object that must be a subset of the call's arguments")
 	fl.StringVar(&o.anthropicUpstream, "anthropic-upstream", proxy.Anthropic.DefaultUpstream, "base URL of the Anthropic-compatible upstream")
 	fl.StringVar(&o.openaiUp, "openai-upstream", "https://api.openai.com", "base URL of the OpenAI-compatible upstream (POST /v1/chat/completions is forwarded to <base>/v1/chat/completions)")
 	fl.StringVar(&o.anthropicKeyFile, "anthropic-api-key-file", "", "file holding the Anthropic key the proxy sends (default $ANTHROPIC_API_KEY)")
@@ -122,8 +125,17 @@ func (o *proxyOptions) validate() error {
 	if o.mode == string(proxy.Fork) && o.atStep < 0 {
 		return errors.New("--at-step is required in fork mode")
 	}
-	if o.mode != string(proxy.Fork) && (o.atStep >= 0 || o.overridesFile != "" || o.childID != "") {
-		return errors.New("--at-step, --overrides and --child-session-id are for fork mode")
+	if o.mode != string(proxy.Fork) && (o.atStep >= 0 || o.overridesFile != "" || o.childID != "" || o.goalTool != "") {
+		return errors.New("--at-step, --overrides, --child-session-id and --goal-tool are for fork mode")
+	}
+	if o.goalArgs != "" && o.goalTool == "" {
+		return errors.New("--goal-args needs --goal-tool")
+	}
+	if o.goalArgs != "" {
+		var args map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(o.goalArgs), &args); err != nil || args == nil {
+			return fmt.Errorf("--goal-args must be a JSON object: %q", o.goalArgs)
+		}
 	}
 	if o.workspaceHead != "" {
 		if o.mode != string(proxy.Record) {
@@ -296,6 +308,9 @@ func (o *proxyOptions) options() (proxy.Options, error) {
 		opts.ID = o.job.sessionID
 	}
 	opts.Config.WorkspaceHead = o.workspaceHead
+	if o.goalTool != "" {
+		opts.Goal = &replay.Goal{Tool: o.goalTool, ArgsMatch: json.RawMessage(o.goalArgs)}
+	}
 	switch strings.ToLower(o.driftPolicy) {
 	case "strict":
 		opts.DriftPolicy = replay.Strict

@@ -176,6 +176,10 @@ func TestProxyCommandRefusesIncompleteFlags(t *testing.T) {
 		"bad tool":          {"proxy", "--mode", "record", "--session-dir", t.TempDir(), "--tool", "x"},
 		"no store or dir":   {"proxy", "--mode", "record"},
 		"at-step in record": {"proxy", "--mode", "record", "--session-dir", t.TempDir(), "--at-step", "3"},
+		"goal in replay":    {"proxy", "--mode", "replay", "--session-dir", t.TempDir(), "--session-id", "a", "--goal-tool", "add_label"},
+		"goal args alone":   {"proxy", "--mode", "fork", "--session-dir", t.TempDir(), "--session-id", "a", "--at-step", "1", "--goal-args", "{}"},
+		"goal args not an object": {"proxy", "--mode", "fork", "--session-dir", t.TempDir(), "--session-id", "a", "--at-step", "1",
+			"--goal-tool", "add_label", "--goal-args", "[1]"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Setenv(envStore, "")

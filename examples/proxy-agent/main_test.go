@@ -189,11 +189,15 @@ func TestTheAgentIsRecordedReplayedAndForkedThroughTheProxy(t *testing.T) {
 	fixed := FixedPrompt
 	fork := startProxy(t, proxy.Options{Mode: proxy.Fork, Session: parent, Dir: filepath.Join(root, "child"), AtStep: decision,
 		Overrides: replay.Overrides{System: &fixed}, Upstreams: map[string]string{"anthropic": upstream.URL},
-		APIKeys: map[string]string{"anthropic": providerKey}, OnMiss: replay.OnMissStub})
+		APIKeys: map[string]string{"anthropic": providerKey}, OnMiss: replay.OnMissStub, Goal: &goal})
 	forked := runAgent(t, fork)
 	out = fork.stop(t)
 	if out.Err != nil || out.Fork == nil {
 		t.Fatalf("fork: %+v", out)
+	}
+	// The Job result says the goal was reached: what a ForkRun's outcome is read from.
+	if fr := proxy.ForkResult("run", decision, out.Fork); fr.ReachedGoal == nil || !*fr.ReachedGoal {
+		t.Fatalf("the fork's result does not say the goal was reached: %+v", fr)
 	}
 	child := open(t, filepath.Join(root, "child"))
 	if !replay.Trace(child.Events).Reached(goal) {

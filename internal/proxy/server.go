@@ -48,10 +48,12 @@ type Options struct {
 	Session *session.Session
 	// DriftPolicy applies to replay and to a fork's served prefix: Strict (default) or Warn.
 	DriftPolicy replay.DriftPolicy
-	// AtStep, Overrides and OnMiss describe a fork.
+	// AtStep, Overrides and OnMiss describe a fork; Goal, when set, is what its result says was reached
+	// or missed.
 	AtStep    int64
 	Overrides replay.Overrides
 	OnMiss    replay.OnMiss
+	Goal      *replay.Goal
 	// Upstreams are the base URLs by provider name; a provider without one cannot go live. Replay
 	// never goes live, whatever is set here.
 	Upstreams map[string]string
@@ -223,7 +225,7 @@ func (s *Server) Run(ctx context.Context) *Outcome {
 				DriftPolicy: s.opts.DriftPolicy}, s.harness)
 		case Fork:
 			out.Fork, out.Err = replay.Fork(engineCtx, replay.ForkOptions{Config: cfg, Parent: s.opts.Session, Dir: s.opts.Dir, ID: s.opts.ID,
-				AtStep: s.opts.AtStep, Model: s.liveModel(), Overrides: s.opts.Overrides, OnMiss: s.opts.OnMiss,
+				AtStep: s.opts.AtStep, Model: s.liveModel(), Overrides: s.opts.Overrides, OnMiss: s.opts.OnMiss, Goal: s.opts.Goal,
 				DriftPolicy: s.opts.DriftPolicy}, s.harness)
 		}
 		done <- out
