@@ -25,7 +25,7 @@ const defaultTerminationLog = "/dev/termination-log"
 func newEngineCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "engine <task>",
-		Short: "Run one of the tasks the operator's Jobs run (verify, resume-plan, checkpoint)",
+		Short: "Run one of the tasks the operator's Jobs run (verify, resume-plan, checkpoint, replay, fork)",
 		Long: `Run one of the tasks the operator's Jobs run. In a Job, a task reads its session from the store
 (--store, --session-id), writes its result to results/<job-uid>.json there and a summary of at most
 4 KiB to the termination message; the controller reads both. A task that ran and found a problem (a
@@ -33,7 +33,8 @@ corrupt session) succeeded as a task and exits 0: its result says what it found.
 do its job exits non-zero and its result says why.`,
 		Args: cobra.NoArgs,
 	}
-	cmd.AddCommand(newVerifyTaskCommand(), newResumePlanTaskCommand(), newCheckpointTaskCommand())
+	cmd.AddCommand(newVerifyTaskCommand(), newResumePlanTaskCommand(), newCheckpointTaskCommand(),
+		newEngineProxyTaskCommand("replay"), newEngineProxyTaskCommand("fork"))
 	return cmd
 }
 
