@@ -1,0 +1,383 @@
+package blobsweep
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentrewind/agentrewind/internal/blobstore"
+	"github.com/agentrewind/agentrewind/internal/engine/gc"
+	"github.com/agentrewind/agentrewind/internal/engine/task"
+)
+
+// Objects is what a sweep needs of the object store; blobstore's S3ObjectStore and MemObjectStore
+// implement it.
+type Objects interface {
+	// ListPages calls fn with each page of the objects under prefix, one request per page.
+	ListPages(ctx context.Context, prefix string, fn func([]blobstore.ObjectInfo) error) error
+	// Get opens an object; a missing one is an error wrapping blobstore.ErrNotFound.
+	Get(ctx context.Context, key string) (io.ReadCloser, error)
+	// DeleteKeys removes keys in batches of at most blobstore.ListPageSize.
+	DeleteKeys(ctx context.Context, keys []string) error
+}
+
+// Options configure a sweep.
+type Options struct {
+	Layout blobstore.Layout
+	// Margin is the safety margin: an unreferenced blob stored less than Margin before the sweep
+	// began is kept. It must exceed the longest upload of a session (blobs go up before the
+	// events.jsonl that references them) plus the clock skew between this host and the store.
+	Margin time.Duration
+	// DryRun reports what would be deleted and deletes nothing; it needs no lock.
+	DryRun bool
+	// Lock and Holder: a sweep that deletes takes Lock as Holder first, and checks it still holds
+	// it before every batch of deletions.
+	Lock   Lock
+	Holder string
+	// Clock is the time source (default time.Now).
+	Clock func() time.Time
+	// Parallelism bounds the objects read at once while marking (default 8).
+	Parallelism int
+	// Hooks let tests act at fixed points of a sweep.
+	Hooks Hooks
+}
+
+// Hooks run at fixed points of a sweep; an error they return fails the sweep there.
+type Hooks struct {
+	// AfterMark runs when the mark phase is complete, before blobs/ is listed.
+	AfterMark func(ctx context.Context) error
+	// AfterList runs when blobs/ is listed, before the re-mark that finds sessions and checkpoints
+	// stored during the sweep.
+	AfterList func(ctx context.Context) error
+}
+
+// Requests counts the S3 requests a sweep sent (attempts the store retried count once).
+type Requests struct {
+	List   int64 `json:"list"`
+	Get    int64 `json:"get"`
+	Delete int64 `json:"delete"`
+}
+
+// Total is every request.
+func (r Requests) Total() int64 { return r.List + r.Get + r.Delete }
+
+// Report is what a sweep found and did.
+type Report struct {
+	DryRun bool `json:"dryRun"`
+	// Start is the time taken before marking began; Cutoff the modification time before which an
+	// unreferenced blob was old enough to delete.
+	Start  time.Time `json:"start"`
+	Cutoff time.Time `json:"cutoff"`
+	// Sessions are the committed sessions marked; Uncommitted the session prefixes without a
+	// meta.json (uploads in progress or interrupted), marked too.
+	Sessions    int64 `json:"sessions"`
+	Uncommitted int64 `json:"uncommitted"`
+	Checkpoints int64 `json:"checkpoints"`
+	// Damaged are committed sessions without an events.jsonl: nothing of theirs can be marked.
+	Damaged []string `json:"damaged,omitempty"`
+	// Marked counts the distinct digests the roots reference (some name no blob).
+	Marked int64 `json:"marked"`
+	// Listed counts the blobs listed; Plan is the sweep decision over them.
+	Listed int64        `json:"listed"`
+	Plan   gc.SweepPlan `json:"-"`
+	// Rescued counts candidates the re-mark found referenced by a session or checkpoint stored
+	// during the sweep.
+	Rescued    int64         `json:"rescued"`
+	Deleted    int64         `json:"deleted"`
+	FreedBytes int64         `json:"freedBytes"`
+	Requests   Requests      `json:"requests"`
+	Duration   time.Duration `json:"duration"`
+}
+
+// Result is the report in the engine Job's result contract.
+func (r *Report) Result() *task.GCSweepResult {
+	return &task.GCSweepResult{DryRun: r.DryRun, RetainedSessions: r.Sessions + r.Uncommitted, RetainedCheckpoints: r.Checkpoints,
+		MarkedBlobs: r.Marked, Candidates: r.Plan.Candidates, Young: r.Plan.Young, DeletedBlobs: r.Deleted, FreedBytes: r.FreedBytes}
+}
+
+// Run sweeps the store:
+//
+//  1. take the lock (unless a dry run) and the start time;
+//  2. mark: list sessions/ and read the events.jsonl of every session prefix, committed or not,
+//     then list checkpoints/ and read every manifest, collecting every digest they reference;
+//  3. list blobs/ a page at a time and let gc.Sweep pick the unreferenced blobs older than the margin
+//     before the start time;
+//  4. re-mark: list sessions/ and checkpoints/ again and read every events.jsonl and manifest that
+//     is new or changed since step 2, dropping the candidates they reference;
+//  5. check the lock is still held and delete the candidates in batches.
+//
+// Any failure before step 5 deletes nothing. A session prefix without meta.json is a root like a
+// committed one: its events.jsonl, once stored, is marked; the blobs a push stores before its
+// events.jsonl are younger than the margin while the push runs.
+func Run(ctx context.Context, objects Objects, opts Options) (*Report, error) {
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	if opts.Parallelism <= 0 {
+		opts.Parallelism = 8
+	}
+	if opts.Margin < 0 {
+		return nil, fmt.Errorf("the safety margin %s is negative", opts.Margin)
+	}
+	if !opts.DryRun && opts.Lock == nil {
+		return nil, errors.New("a sweep that deletes needs a lock: two sweeps must never run at once")
+	}
+	c := &counting{Objects: objects}
+	s := &sweep{objects: c, opts: opts, marked: gc.Marked{}, seen: map[string]string{}}
+	rep := &Report{DryRun: opts.DryRun}
+	defer func() { rep.Requests = c.snapshot() }()
+
+	var lease Lease
+	if !opts.DryRun {
+		var err error
+		if lease, err = opts.Lock.Acquire(ctx, opts.Holder); err != nil {
+			return nil, err
+		}
+		defer lease.Release(context.WithoutCancel(ctx))
+	}
+	rep.Start = opts.Clock()
+	rep.Cutoff = gc.Cutoff(rep.Start, opts.Margin)
+	defer func() { rep.Duration = opts.Clock().Sub(rep.Start) }()
+
+	roots, err := s.mark(ctx)
+	if err != nil {
+		return rep, fmt.Errorf("marking (nothing was deleted): %w", err)
+	}
+	rep.Sessions, rep.Uncommitted, rep.Checkpoints, rep.Damaged = roots.sessions, roots.uncommitted, roots.checkpoints, roots.damaged
+	if err := run(ctx, opts.Hooks.AfterMark); err != nil {
+		return rep, err
+	}
+
+	err = c.ListPages(ctx, opts.Layout.BlobsPrefix(), func(page []blobstore.ObjectInfo) error {
+		blobs := make([]gc.Blob, 0, len(page))
+		for _, o := range page {
+			if h, ok := opts.Layout.BlobHashFromKey(o.Key); ok {
+				blobs = append(blobs, gc.Blob{Key: o.Key, Hash: h, Size: o.Size, LastModified: o.LastModified})
+			}
+		}
+		rep.Listed += int64(len(blobs))
+		rep.Plan.Merge(gc.Sweep(s.marked, blobs, opts.Margin, rep.Start))
+		return nil
+	})
+	if err != nil {
+		return rep, fmt.Errorf("listing blobs (nothing was deleted): %w", err)
+	}
+	if err := run(ctx, opts.Hooks.AfterList); err != nil {
+		return rep, err
+	}
+
+	if _, err := s.mark(ctx); err != nil {
+		return rep, fmt.Errorf("re-marking what was stored during the sweep (nothing was deleted): %w", err)
+	}
+	rep.Marked = int64(len(s.marked))
+	var doomed []string
+	for i, d := range rep.Plan.Unreferenced {
+		if d.Delete && s.marked.Has(d.Hash) {
+			rep.Plan.Unreferenced[i].Delete, rep.Plan.Unreferenced[i].Reason = false, gc.BlobReferenced
+			rep.Rescued++
+			rep.Plan.Delete--
+			rep.Plan.Candidates--
+			rep.Plan.Referenced++
+			rep.Plan.FreedBytes -= d.Size
+			continue
+		}
+		if d.Delete {
+			doomed = append(doomed, d.Key)
+		}
+	}
+	if opts.DryRun {
+		return rep, nil
+	}
+	byKey := map[string]int64{}
+	for _, d := range rep.Plan.Unreferenced {
+		byKey[d.Key] = d.Size
+	}
+	for start := 0; start < len(doomed); start += blobstore.ListPageSize {
+		batch := doomed[start:min(start+blobstore.ListPageSize, len(doomed))]
+		if err := lease.Check(ctx); err != nil {
+			return rep, fmt.Errorf("deleted %d of %d unreferenced blobs, then stopped: %w", rep.Deleted, len(doomed), err)
+		}
+		if err := c.DeleteKeys(ctx, batch); err != nil {
+			return rep, fmt.Errorf("deleted %d of %d unreferenced blobs, then: %w", rep.Deleted, len(doomed), err)
+		}
+		rep.Deleted += int64(len(batch))
+		for _, k := range batch {
+			rep.FreedBytes += byKey[k]
+		}
+	}
+	return rep, nil
+}
+
+func run(ctx context.Context, hook func(context.Context) error) error {
+	if hook == nil {
+		return nil
+	}
+	return hook(ctx)
+}
+
+// sweep is one sweep's marking state.
+type sweep struct {
+	objects Objects
+	opts    Options
+	mu      sync.Mutex
+	marked  gc.Marked
+	// seen maps each root object read (an events.jsonl or a manifest) to its ETag, so the re-mark
+	// reads only what is new or changed.
+	seen map[string]string
+}
+
+type roots struct {
+	sessions, uncommitted, checkpoints int64
+	damaged                            []string
+}
+
+// mark reads every root object not read yet (or changed since) and marks what it references.
+func (s *sweep) mark(ctx context.Context) (roots, error) {
+	var r roots
+	type prefix struct {
+		committed bool
+		events    *blobstore.ObjectInfo
+	}
+	sessions := map[string]*prefix{}
+	var order []string
+	l := s.opts.Layout
+	err := s.objects.ListPages(ctx, l.SessionsPrefix(), func(page []blobstore.ObjectInfo) error {
+		for _, o := range page {
+			id, _, ok := strings.Cut(strings.TrimPrefix(o.Key, l.SessionsPrefix()), "/")
+			if !ok || blobstore.ValidateID(id) != nil {
+				continue
+			}
+			p := sessions[id]
+			if p == nil {
+				p = &prefix{}
+				sessions[id] = p
+				order = append(order, id)
+			}
+			switch o.Key {
+			case l.SessionMeta(id):
+				p.committed = true
+			case l.SessionEvents(id):
+				p.events = &o
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return r, err
+	}
+	var reads []blobstore.ObjectInfo
+	for _, id := range order {
+		p := sessions[id]
+		switch {
+		case p.committed:
+			r.sessions++
+		default:
+			r.uncommitted++
+		}
+		if p.events == nil {
+			if p.committed {
+				r.damaged = append(r.damaged, id)
+			}
+			continue
+		}
+		reads = append(reads, *p.events)
+	}
+	err = s.objects.ListPages(ctx, l.CheckpointsPrefix(), func(page []blobstore.ObjectInfo) error {
+		for _, o := range page {
+			if _, ok := l.CheckpointIDFromManifestKey(o.Key); ok {
+				r.checkpoints++
+				reads = append(reads, o)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return r, err
+	}
+	var todo []blobstore.ObjectInfo
+	for _, o := range reads {
+		if etag, ok := s.seen[o.Key]; !ok || etag != o.ETag {
+			todo = append(todo, o)
+		}
+	}
+	return r, s.readAll(ctx, todo)
+}
+
+// readAll reads the objects in parallel and marks what they reference. An object deleted since it
+// was listed (a session being deleted) is skipped; any other failure fails the mark.
+func (s *sweep) readAll(ctx context.Context, objs []blobstore.ObjectInfo) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	next := atomic.Int64{}
+	var wg sync.WaitGroup
+	for range min(s.opts.Parallelism, len(objs)) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(objs) || ctx.Err() != nil {
+					return
+				}
+				if err := s.read(ctx, objs[i]); err != nil {
+					cancel(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return context.Cause(ctx)
+}
+
+func (s *sweep) read(ctx context.Context, o blobstore.ObjectInfo) error {
+	rc, err := s.objects.Get(ctx, o.Key)
+	if errors.Is(err, blobstore.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	var hashes []string
+	if err := scanRefs(rc, func(h string) { hashes = append(hashes, h) }); err != nil {
+		return fmt.Errorf("reading %s: %w", o.Key, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, h := range hashes {
+		s.marked.Add(h)
+	}
+	s.seen[o.Key] = o.ETag
+	return nil
+}
+
+// counting counts the requests a sweep sends.
+type counting struct {
+	Objects
+	list, get, del atomic.Int64
+}
+
+func (c *counting) ListPages(ctx context.Context, prefix string, fn func([]blobstore.ObjectInfo) error) error {
+	return c.Objects.ListPages(ctx, prefix, func(page []blobstore.ObjectInfo) error {
+		c.list.Add(1)
+		return fn(page)
+	})
+}
+
+func (c *counting) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	c.get.Add(1)
+	return c.Objects.Get(ctx, key)
+}
+
+func (c *counting) DeleteKeys(ctx context.Context, keys []string) error {
+	c.del.Add(int64((len(keys) + blobstore.ListPageSize - 1) / blobstore.ListPageSize))
+	return c.Objects.DeleteKeys(ctx, keys)
+}
+
+func (c *counting) snapshot() Requests {
+	return Requests{List: c.list.Load(), Get: c.get.Load(), Delete: c.del.Load()}
+}
