@@ -132,3 +132,6 @@ func (m *MemObjectStore) Keys(prefix string) []string {
 	slices.Sort(out)
 	return out
 }
+
+// Objects is the object store under the session store, for the blob sweep, which works on keys.
+func (s *SessionStore) Objects() ObjectStore { return s.objects }

@@ -1,0 +1,223 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentrewind/agentrewind/internal/blobstore"
+	"github.com/agentrewind/agentrewind/internal/engine/gc"
+	"github.com/agentrewind/agentrewind/internal/engine/gc/blobsweep"
+	"github.com/agentrewind/agentrewind/internal/engine/task"
+)
+
+// defaultSweepMargin is how old an unreferenced blob must be before a sweep deletes it. It must
+// exceed the longest push or capture (blobs are stored before what references them) and the clock
+// skew between the sweeping host and the store; a day leaves room for both.
+const defaultSweepMargin = 24 * time.Hour
+
+// gcSweepLock is the lock a sweep that deletes takes, so that two sweeps never run at once. The GC
+// controller provides a Kubernetes Lease and sets it here; until then a sweep can only be a dry run.
+// Tests set an in-memory lock.
+var gcSweepLock = func(*cobra.Command) (blobsweep.Lock, error) {
+	return nil, errors.New("this build has no sweep lock (the GC controller's Lease): only --dry-run can run")
+}
+
+// sweepOptions are the flags of a sweep, shared by engine gc-sweep and gc report.
+type sweepOptions struct {
+	store  storeFlags
+	margin time.Duration
+}
+
+func (o *sweepOptions) register(cmd *cobra.Command) {
+	o.store.register(cmd, true)
+	cmd.Flags().DurationVar(&o.margin, "margin", defaultSweepMargin,
+		"safety margin: an unreferenced blob stored less than this before the sweep began is kept (it may belong to an upload in flight)")
+}
+
+func (o *sweepOptions) validate() error {
+	if o.margin < 0 {
+		return fmt.Errorf("--margin %s is negative", o.margin)
+	}
+	return nil
+}
+
+// sweep opens the store and runs a sweep over it.
+func (o *sweepOptions) sweep(ctx context.Context, store *blobstore.SessionStore, dryRun bool, lock blobsweep.Lock, holder string) (*blobsweep.Report, error) {
+	objects, ok := store.Objects().(blobsweep.Objects)
+	if !ok {
+		return nil, fmt.Errorf("the store %T cannot list in pages or delete in batches", store.Objects())
+	}
+	return blobsweep.Run(ctx, objects, blobsweep.Options{Layout: store.Layout(), Margin: o.margin, DryRun: dryRun,
+		Lock: lock, Holder: holder, Parallelism: o.store.parallel})
+}
+
+// newGCSweepTaskCommand is `agentrewind engine gc-sweep`, the blob sweep the GC controller's Job runs.
+func newGCSweepTaskCommand() *cobra.Command {
+	var (
+		o                      sweepOptions
+		jobUID, terminationLog string
+		dryRun                 bool
+	)
+	cmd := &cobra.Command{
+		Use:   "gc-sweep --store S --job-uid UID [--margin D] [--dry-run]",
+		Short: "Delete the blobs no session or checkpoint in the store references, older than a safety margin",
+		Long: `Sweep the store's blobs: mark every blob referenced by a session (committed, or an upload still in
+progress) or a checkpoint manifest, then delete the unreferenced blobs stored more than --margin before
+the sweep began. Sessions the GC decided to delete must already be gone from the store: every session
+there is kept. Marking completes before anything is deleted, so an interrupted sweep deletes nothing;
+sessions and checkpoints stored while the sweep ran are marked again before deleting. A sweep that
+deletes takes the sweep lock first; --dry-run takes none and deletes nothing.
+
+The result goes to results/<job-uid>.json in the store and a summary to the termination message.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if jobUID == "" {
+				jobUID = os.Getenv("JOB_UID")
+			}
+			if jobUID == "" {
+				return errors.New("--job-uid (or $JOB_UID) is required: the result is written to results/<job-uid>.json")
+			}
+			if err := blobstore.ValidateID(jobUID); err != nil {
+				return fmt.Errorf("--job-uid: %w", err)
+			}
+			ctx, cancel := o.store.context(cmd.Context())
+			defer cancel()
+			run := &jobRun{flags: &jobFlags{storeFlags: o.store, jobUID: jobUID, terminationLog: terminationLog},
+				result: &task.Result{APIVersion: task.APIVersion, Task: task.GCSweep, JobUID: jobUID, StartedAt: time.Now().UTC()}}
+			if err := o.validate(); err != nil {
+				return run.finish(cmd, task.ReasonInvalidInput, err)
+			}
+			store, _, err := o.store.open(ctx, nil)
+			if err != nil {
+				return run.finish(cmd, task.ReasonStorageUnavailable, err)
+			}
+			run.store = store
+			var lock blobsweep.Lock
+			if !dryRun {
+				if lock, err = gcSweepLock(cmd); err != nil {
+					return run.finish(cmd, task.ReasonInvalidInput, err)
+				}
+			}
+			rep, err := o.sweep(ctx, store, dryRun, lock, jobUID)
+			if rep != nil {
+				run.result.GCSweep = rep.Result()
+			}
+			return run.finish(cmd, sweepFailureReason(err), err)
+		},
+	}
+	o.register(cmd)
+	cmd.Flags().StringVar(&jobUID, "job-uid", "", "the Job's UID, naming its result object results/<uid>.json and holding the sweep lock (default $JOB_UID)")
+	cmd.Flags().StringVar(&terminationLog, "termination-log", defaultTerminationLog,
+		"where the summary for the controller goes; written only when the file exists, as the kubelet creates it")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "report what would be deleted and delete nothing")
+	return cmd
+}
+
+// sweepFailureReason is the reason a failed sweep reports: the store could not be reached, or
+// anything else (another sweep holds the lock, the lock was lost) is Internal, which is retried.
+func sweepFailureReason(err error) task.FailureReason {
+	var op *blobstore.OpError
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &op), errors.Is(err, blobstore.ErrBucketNotFound):
+		return task.ReasonStorageUnavailable
+	}
+	return task.ReasonInternal
+}
+
+// newGCCommand is `agentrewind gc`: what the garbage collector would do, for a human.
+func newGCCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "gc <command>",
+		Short: "Inspect the garbage collection of the store",
+		Args:  cobra.NoArgs,
+	}
+	cmd.AddCommand(newGCReportCommand())
+	return cmd
+}
+
+// gcReport is what gc report -o json prints.
+type gcReport struct {
+	*blobsweep.Report
+	Margin string `json:"margin"`
+	// Blobs are the unreferenced blobs: those a sweep would delete, and those the margin keeps.
+	Blobs []gc.BlobDecision `json:"blobs"`
+}
+
+func newGCReportCommand() *cobra.Command {
+	var o sweepOptions
+	cmd := &cobra.Command{
+		Use:   "report --store S [--margin D] [-o json]",
+		Short: "List the blobs a sweep would delete now, and why (a dry run: nothing is deleted)",
+		Long: `List the blobs a sweep of the store would delete now and the unreferenced blobs it would keep, with
+the reason for each: Unreferenced (no session or checkpoint references it and it is older than
+--margin: deleted), UnreferencedYoung (stored within the margin: kept, it may belong to an upload in
+flight), AgeUnknown (kept). Referenced blobs are only counted. This is a dry run: it takes no lock and
+deletes nothing.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.validate(); err != nil {
+				return err
+			}
+			ctx, cancel := o.store.context(cmd.Context())
+			defer cancel()
+			store, _, err := o.store.open(ctx, nil)
+			if err != nil {
+				return classify(storeAdvice(err))
+			}
+			rep, err := o.sweep(ctx, store, true, nil, "")
+			if err != nil {
+				return classify(storeAdvice(err))
+			}
+			if o.store.output == "json" {
+				blobs := rep.Plan.Unreferenced
+				if blobs == nil {
+					blobs = []gc.BlobDecision{}
+				}
+				return writeJSON(cmd.OutOrStdout(), gcReport{Report: rep, Margin: o.margin.String(), Blobs: blobs})
+			}
+			return printGCReport(cmd, rep, o.margin)
+		},
+	}
+	o.register(cmd)
+	return cmd
+}
+
+func printGCReport(cmd *cobra.Command, rep *blobsweep.Report, margin time.Duration) error {
+	out := cmd.OutOrStdout()
+	if len(rep.Plan.Unreferenced) > 0 {
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "BLOB\tSIZE\tSTORED\tACTION\tREASON")
+		for _, d := range rep.Plan.Unreferenced {
+			action := "keep"
+			if d.Delete {
+				action = "delete"
+			}
+			stored := "unknown"
+			if !d.LastModified.IsZero() {
+				stored = d.LastModified.UTC().Format(time.RFC3339)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", printableCell(d.Hash), storeBytes(d.Size), stored, action, d.Reason)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(out, "%d blob(s) would be deleted (%s), %d unreferenced kept within the margin of %s (cutoff %s); %d referenced.\n",
+		rep.Plan.Delete, storeBytes(rep.Plan.FreedBytes), rep.Plan.Young, margin, rep.Cutoff.UTC().Format(time.RFC3339), rep.Plan.Referenced)
+	fmt.Fprintf(out, "Marked from %d session(s), %d upload(s) in progress and %d checkpoint(s); %d S3 requests.\n",
+		rep.Sessions, rep.Uncommitted, rep.Checkpoints, rep.Requests.Total())
+	if len(rep.Damaged) > 0 {
+		fmt.Fprintf(out, "warning: %d committed session(s) have no events.jsonl, so none of their blobs is marked: %s\n",
+			len(rep.Damaged), printable(strings.Join(rep.Damaged, ", ")))
+	}
+	return nil
+}
