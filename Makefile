@@ -174,3 +174,41 @@ DEMO_FLAGS ?=
 .PHONY: demo
 demo: manifests build envtest-assets s3-server ## Run the local demo: control plane + manager + kubectl against the samples.
 	go run ./hack/demo -manager $(LOCALBIN)/agentrewind $(DEMO_FLAGS)
+
+##@ End-to-end (a real single-node cluster on this machine: hack/cluster, run as root)
+
+# The cluster runs Kubernetes $(K8S_VERSION) (pinned to 1.37: 1.38 needs a newer containerd than Debian 12
+# ships, for the CRI RuntimeConfig call, and cgroup v2). Its admin kubeconfig is written here:
+CLUSTER_KUBECONFIG ?= $(LOCALBIN)/cluster/admin.kubeconfig
+# A fresh tag per e2e build: the kubelet never pulls (imagePullPolicy: Never), so a reused tag could run
+# an older image.
+ifeq ($(origin E2E_IMG),undefined)
+E2E_IMG := agentrewind:e2e-$(shell date +%Y%m%d%H%M%S)
+endif
+E2E_FLAGS ?= -count=1 -timeout 20m -v
+
+.PHONY: cluster-binaries
+cluster-binaries: envtest-assets ## Build kube-controller-manager, kube-scheduler, kubelet, kube-proxy (and the pause binary) into bin/.
+	hack/cluster/build.sh $(K8S_VERSION) >/dev/null
+
+.PHONY: cluster-up
+cluster-up: cluster-binaries ## Start the single-node cluster (idempotent); KUBECONFIG=bin/cluster/admin.kubeconfig.
+	hack/cluster/up.sh
+
+.PHONY: cluster-down
+cluster-down: ## Stop the single-node cluster and remove everything it created (Docker is left running).
+	hack/cluster/down.sh
+
+.PHONY: cluster-import
+cluster-import: ## Copy the Docker image IMG into the cluster's containerd (pods use it with imagePullPolicy: Never).
+	hack/cluster/import-image.sh $(IMG)
+
+# With KUBECONFIG set the suite runs against that cluster, which must already hold E2E_IMG; otherwise it
+# starts the local cluster when needed and imports the freshly built image into it.
+.PHONY: e2e
+e2e: ## Run the end-to-end suite (test/e2e) on the single-node cluster, or on the cluster in KUBECONFIG.
+	@if [ -z "$$KUBECONFIG" ]; then $(MAKE) --no-print-directory cluster-up; fi
+	$(MAKE) --no-print-directory docker-build IMG=$(E2E_IMG)
+	@if [ -z "$$KUBECONFIG" ]; then hack/cluster/import-image.sh $(E2E_IMG) && docker rmi $(E2E_IMG) >/dev/null; fi
+	E2E_IMAGE=$(E2E_IMG) KUBECTL=$(ENVTEST_ASSETS)/kubectl E2E_KUBECONFIG=$(CLUSTER_KUBECONFIG) \
+		go test -tags e2e $(E2E_FLAGS) ./test/e2e/...
