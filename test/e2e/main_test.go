@@ -1,0 +1,221 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	agentrewindv1alpha1 "github.com/agentrewind/agentrewind/api/v1alpha1"
+)
+
+// What config/default installs.
+const (
+	systemNamespace = "agentrewind-system"
+	managerName     = "agentrewind-manager" // Deployment, ServiceAccount and ClusterRole
+	managerUser     = "system:serviceaccount:" + systemNamespace + ":" + managerName
+	leaseName       = "agentrewind.agentrewind.io"
+	// The manager's own store credentials (config/manager). The suite creates the Secret with test values.
+	managerStoreSecret = "agentrewind-manager-store"
+	fieldOwner         = "agentrewind-e2e"
+)
+
+// The suite's environment, set up once by TestMain.
+var (
+	repoRoot   string
+	kubeconfig string // KUBECONFIG when set, else the single-node cluster's admin kubeconfig
+	kubectlBin string
+	image      string // the freshly built agentrewind image (E2E_IMAGE), already on the node
+
+	restConfig *rest.Config
+	k8s        client.Client
+	clientset  *kubernetes.Clientset
+	scheme     = runtime.NewScheme()
+)
+
+func init() {
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(agentrewindv1alpha1.AddToScheme(scheme))
+	log.SetLogger(logr.Discard())
+}
+
+func TestMain(m *testing.M) {
+	if err := setUp(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
+
+func setUp() error {
+	var err error
+	if repoRoot, err = filepath.Abs(filepath.Join("..", "..")); err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(repoRoot, "go.mod")); err != nil {
+		return fmt.Errorf("run the suite from test/e2e (go test ./test/e2e/...): %w", err)
+	}
+	kubeconfig = os.Getenv("KUBECONFIG")
+	if kubeconfig == "" {
+		kubeconfig = os.Getenv("E2E_KUBECONFIG")
+	}
+	if kubeconfig == "" {
+		kubeconfig = filepath.Join(repoRoot, "bin", "cluster", "admin.kubeconfig")
+	}
+	if _, err := os.Stat(strings.Split(kubeconfig, string(os.PathListSeparator))[0]); err != nil {
+		return fmt.Errorf("no kubeconfig at %s: start the single-node cluster with 'make cluster-up' or set KUBECONFIG", kubeconfig)
+	}
+	if image = os.Getenv("E2E_IMAGE"); image == "" {
+		return errors.New("E2E_IMAGE is not set: run 'make e2e', which builds the image and loads it into the cluster")
+	}
+	if kubectlBin, err = findKubectl(); err != nil {
+		return err
+	}
+
+	restConfig, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		&clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig}, nil).ClientConfig()
+	if err != nil {
+		return fmt.Errorf("loading %s: %w", kubeconfig, err)
+	}
+	restConfig.QPS, restConfig.Burst = 50, 100
+	if k8s, err = client.New(restConfig, client.Options{Scheme: scheme}); err != nil {
+		return err
+	}
+	if clientset, err = kubernetes.NewForConfig(restConfig); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := clientset.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Error(); err != nil {
+		return fmt.Errorf("the cluster in %s does not answer: %w", kubeconfig, err)
+	}
+	return deploy()
+}
+
+func findKubectl() (string, error) {
+	if p := os.Getenv("KUBECTL"); p != "" {
+		return p, nil
+	}
+	if m, _ := filepath.Glob(filepath.Join(repoRoot, "bin", "k8s", "*", "kubectl")); len(m) > 0 {
+		return m[len(m)-1], nil
+	}
+	if p, err := exec.LookPath("kubectl"); err == nil {
+		return p, nil
+	}
+	return "", errors.New("no kubectl: run 'make envtest-assets' or set KUBECTL")
+}
+
+// deploy installs config/default with the freshly built image, the way a user would (kubectl apply -k),
+// and waits for the manager's rollout.
+func deploy() error {
+	ctx := context.Background()
+	start := time.Now()
+	// The namespace and the manager's store Secret first, so the manager's first pod can start. The
+	// namespace carries the same labels as in config/manager; apply -k takes it over.
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: systemNamespace, Labels: restrictedLabels()}}
+	if err := k8s.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: managerStoreSecret, Namespace: systemNamespace},
+		StringData: map[string]string{"accessKeyID": "e2e-access-key", "secretAccessKey": "e2e-secret-key"},
+	}
+	if err := k8s.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+
+	overlay, err := writeOverlay()
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(overlay)
+	if out, err := kubectl("apply", "--server-side", "--force-conflicts", "--field-manager", fieldOwner, "-k", overlay); err != nil {
+		return fmt.Errorf("kubectl apply -k config/default: %w\n%s", err, out)
+	}
+	if out, err := kubectl("rollout", "status", "-n", systemNamespace, "deployment/"+managerName, "--timeout", "180s"); err != nil {
+		diag, _ := kubectl("get", "pods,replicasets,events", "-n", systemNamespace, "-o", "wide")
+		logs, _ := kubectl("logs", "-n", systemNamespace, "deployment/"+managerName, "--tail", "50")
+		return fmt.Errorf("the manager did not roll out: %w\n%s\n%s\n%s", err, out, diag, logs)
+	}
+	fmt.Fprintf(os.Stderr, "e2e: deployed config/default with %s in %s\n", image, time.Since(start).Round(100*time.Millisecond))
+	return nil
+}
+
+// writeOverlay writes a kustomization over config/default that sets the image under test, in a
+// temporary directory under bin/ (kustomize wants a relative path to config/default).
+func writeOverlay() (string, error) {
+	if err := os.MkdirAll(filepath.Join(repoRoot, "bin"), 0o755); err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp(filepath.Join(repoRoot, "bin"), "e2e-overlay-")
+	if err != nil {
+		return "", err
+	}
+	rel, err := filepath.Rel(dir, filepath.Join(repoRoot, "config", "default"))
+	if err != nil {
+		return "", err
+	}
+	name, tag := splitImage(image)
+	// The replacement is config/default's: it runs there before this overlay's image is set, so the
+	// overlay copies the image into --engine-image again.
+	k := fmt.Sprintf(`resources:
+  - %s
+images:
+  - name: agentrewind
+    newName: %s
+    newTag: %s
+replacements:
+  - source:
+      kind: Deployment
+      name: %s
+      fieldPath: spec.template.spec.containers.[name=manager].image
+    targets:
+      - select:
+          kind: Deployment
+          name: %s
+        fieldPaths:
+          - spec.template.spec.containers.[name=manager].args.4
+        options:
+          delimiter: "="
+          index: 1
+`, rel, name, tag, managerName, managerName)
+	return dir, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644)
+}
+
+// splitImage splits NAME[:TAG] (NAME may hold a host:port) into name and tag ("latest" when absent).
+func splitImage(ref string) (name, tag string) {
+	slash := strings.LastIndex(ref, "/")
+	if colon := strings.LastIndex(ref, ":"); colon > slash {
+		return ref[:colon], ref[colon+1:]
+	}
+	return ref, "latest"
+}
+
+func restrictedLabels() map[string]string {
+	return map[string]string{
+		"app.kubernetes.io/name":             "agentrewind",
+		"pod-security.kubernetes.io/enforce": "restricted",
+		"pod-security.kubernetes.io/warn":    "restricted",
+		"pod-security.kubernetes.io/audit":   "restricted",
+	}
+}
