@@ -68,6 +68,8 @@ func record(t testing.TB, id string, seeds ...uint64) (string, map[uint64]string
 
 // s3env is a bucket on a real S3 server (versitygw) with a session store over it.
 type s3env struct {
+	srv     *testenv.S3Server
+	bucket  string
 	objects *blobstore.S3ObjectStore
 	store   *blobstore.SessionStore
 	layout  blobstore.Layout
@@ -87,7 +89,7 @@ func startS3(t testing.TB) *s3env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &s3env{objects: objs, layout: layout, store: blobstore.NewSessionStore(objs, layout, blobstore.StoreOptions{})}
+	return &s3env{srv: srv, bucket: cfg.Bucket, objects: objs, layout: layout, store: blobstore.NewSessionStore(objs, layout, blobstore.StoreOptions{})}
 }
 
 func (e *s3env) push(t testing.TB, dir string) {
