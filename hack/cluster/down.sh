@@ -19,11 +19,19 @@ stop() {
   log "stopping $name (pid $pid)"
   kill -TERM "$pid" 2>/dev/null
   for ((i = 0; i < 150; i++)); do
-    [[ -d /proc/$pid ]] || return 0
+    alive "$pid" || return 0
     sleep 0.1
   done
+  log "$name did not stop in 15s: SIGKILL"
   kill -KILL "$pid" 2>/dev/null
   sleep 0.2
+}
+
+# alive PID: the process exists and is not a zombie.
+alive() {
+  local state
+  state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
+  [[ -n $state && $state != Z ]]
 }
 
 [[ -d $CLUSTER_DIR ]] || { log "nothing to do: $CLUSTER_DIR does not exist"; exit 0; }
@@ -32,8 +40,22 @@ stop() {
 stop kube-proxy
 stop kubelet
 
-# Containers and their shims: their PIDs are in containerd's state directory. Containers first (SIGKILL:
-# this is a throwaway cluster), then the shims, which exit once their container is gone.
+# Containers: through the cluster's containerd first, so each shim exits cleanly and removes its socket
+# from /run/containerd/s (a directory every containerd on the host shares).
+if [[ -n $(pid_of containerd) ]]; then
+  for id in $(ctr_k8s tasks ls -q 2>/dev/null); do
+    ctr_k8s tasks kill -s SIGKILL "$id" >/dev/null 2>&1
+  done
+  sleep 0.5
+  for id in $(ctr_k8s tasks ls -q 2>/dev/null); do
+    ctr_k8s tasks delete -f "$id" >/dev/null 2>&1
+  done
+  for id in $(ctr_k8s containers ls -q 2>/dev/null); do
+    ctr_k8s containers delete "$id" >/dev/null 2>&1
+  done
+fi
+# Whatever is left, by the PIDs in containerd's state directory: containers first (SIGKILL: this is a
+# throwaway cluster), then the shims.
 tasks=$CLUSTER_DIR/containerd/state/io.containerd.runtime.v2.task
 if [[ -d $tasks ]]; then
   for f in "$tasks"/*/*/init.pid; do

@@ -82,9 +82,6 @@ func TestManagerAvailableAndLeader(t *testing.T) {
 	if sc := c.SecurityContext; sc == nil || !ptr.Deref(sc.ReadOnlyRootFilesystem, false) || ptr.Deref(sc.AllowPrivilegeEscalation, true) {
 		t.Errorf("manager container is not restricted: %+v", sc)
 	}
-	if got := pod.Labels; got == nil {
-		t.Errorf("no labels")
-	}
 
 	// controller-runtime's leader identity is <hostname>_<uuid>, and a pod's hostname is its name.
 	eventually(t, 90*time.Second, "the manager holds its leader Lease", func(ctx context.Context) (bool, string, error) {
