@@ -66,8 +66,8 @@ type controllerOptions struct {
 }
 
 func (o *controllerOptions) register(f *pflag.FlagSet) {
-	f.BoolVar(&o.enabled, "controllers", true, "run the AgentSession and ResumePlan controllers (off: only the manager's endpoints and leader election)")
-	f.StringVar(&o.engineImage, "engine-image", "", "the image engine Jobs run (this binary's image); required with --controllers")
+	f.BoolVar(&o.enabled, "controllers", true, "run the AgentSession, ResumePlan and ForkRun controllers (off: only the manager's endpoints and leader election)")
+	f.StringVar(&o.engineImage, "engine-image", "", "the image engine Jobs run (this binary's image), also the rewind proxy beside a ForkRun's agent; required with --controllers")
 	f.DurationVar(&o.jobTTL, "job-ttl", 24*time.Hour, "how long a finished engine Job is kept for its logs before Kubernetes deletes it")
 	f.DurationVar(&o.jobDeadline, "job-active-deadline", time.Hour, "how long one engine Job may run before Kubernetes stops it")
 	f.DurationVar(&o.jobRetryAfter, "job-retry-after", time.Minute, "how long after a Job failed for a reason that may pass (store unavailable, session not pushed yet) it runs again")
@@ -117,6 +117,11 @@ func (o *controllerOptions) setup(ctx context.Context, mgr ctrl.Manager) error {
 	plans.Recorder = mgr.GetEventRecorder("resumeplan-controller")
 	if err := plans.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the ResumePlan controller: %w", err)
+	}
+	runs := &controller.ForkRunReconciler{Deps: deps}
+	runs.Recorder = mgr.GetEventRecorder("forkrun-controller")
+	if err := runs.SetupWithManager(ctx, mgr); err != nil {
+		return fmt.Errorf("setting up the ForkRun controller: %w", err)
 	}
 	return nil
 }

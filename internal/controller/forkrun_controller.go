@@ -1,0 +1,218 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/agentrewind/agentrewind/api/v1alpha1"
+	"github.com/agentrewind/agentrewind/internal/controller/conditions"
+	"github.com/agentrewind/agentrewind/internal/controller/jobs"
+)
+
+// forkRunSessionField indexes ForkRuns by the session they replay or fork.
+const forkRunSessionField = "spec.sessionRef.name"
+
+// sessionWaitRequeue is how often a ForkRun waiting for its session looks again, beside the watch.
+const sessionWaitRequeue = 30 * time.Second
+
+// ForkRunReconciler replays or forks a session in one Job (the agent with the rewind proxy as a native
+// sidecar), writes the outcome into status, creates a fork's child AgentSession, and deletes a
+// finished ForkRun after its TTL.
+type ForkRunReconciler struct {
+	Deps
+}
+
+// SetupWithManager registers the reconciler: it owns its Job and watches the sessions ForkRuns wait for.
+func (r *ForkRunReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.ForkRun{}, forkRunSessionField, func(o client.Object) []string {
+		return []string{o.(*v1alpha1.ForkRun).Spec.SessionRef.Name}
+	}); err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.ForkRun{}).
+		Owns(&batchv1.Job{}).
+		Watches(&v1alpha1.AgentSession{}, handler.EnqueueRequestsFromMapFunc(r.runsOfSession)).
+		Named("forkrun").
+		Complete(r)
+}
+
+// runsOfSession maps an AgentSession to the ForkRuns of it.
+func (r *ForkRunReconciler) runsOfSession(ctx context.Context, o client.Object) []reconcile.Request {
+	var list v1alpha1.ForkRunList
+	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{forkRunSessionField: o.GetName()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing the ForkRuns of a session failed", "session", o.GetName())
+		return nil
+	}
+	reqs := make([]reconcile.Request, len(list.Items))
+	for i, fr := range list.Items {
+		reqs[i] = reconcile.Request{NamespacedName: types.NamespacedName{Namespace: fr.Namespace, Name: fr.Name}}
+	}
+	return reqs
+}
+
+// ForkRun: one Job per ForkRun, the child AgentSession of a fork (created, never updated or deleted:
+// it outlives the ForkRun), deletion after the TTL. Pods are read (never watched) for the proxy's
+// termination message. Provider keys and the agent's Secrets reach the pod as Secret references the
+// kubelet resolves: the manager reads no Secret for a ForkRun.
+// +kubebuilder:rbac:groups=agentrewind.io,resources=forkruns,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=agentrewind.io,resources=forkruns/status,verbs=get;patch
+// +kubebuilder:rbac:groups=agentrewind.io,resources=forkruns/finalizers,verbs=update
+// +kubebuilder:rbac:groups=agentrewind.io,resources=agentsessions,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list
+
+// Reconcile is get → TTL → the session's facts → the Job → status, with one status patch at the end.
+func (r *ForkRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
+	var fr v1alpha1.ForkRun
+	if err := r.Get(ctx, req.NamespacedName, &fr); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !fr.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil // nothing of its own outside the cluster: its Job goes with it
+	}
+	if expired, wait := r.expiry(&fr); expired {
+		return settle(ctx, ctrl.Result{}, r.expire(ctx, &fr))
+	} else if wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil // finished and settled: only the TTL is left
+	}
+
+	base := fr.DeepCopy()
+	defer func() {
+		fr.Status.ObservedGeneration = fr.Generation
+		if perr := patchStatus(ctx, r.Client, &fr, base, func(o client.Object) any { return o.(*v1alpha1.ForkRun).Status }); perr != nil && err == nil {
+			err = perr
+		}
+		if err == nil && res.IsZero() {
+			if _, wait := r.expiry(&fr); wait > 0 {
+				res.RequeueAfter = wait
+			}
+		}
+		res, err = settle(ctx, res, err)
+	}()
+	return r.run(ctx, &fr)
+}
+
+// expiry says whether a finished ForkRun's TTL ran out, or how long it has left (0 when it has none or
+// is not finished).
+func (r *ForkRunReconciler) expiry(fr *v1alpha1.ForkRun) (bool, time.Duration) {
+	ttl := fr.Spec.TTLSecondsAfterFinished
+	if ttl == nil || fr.Status.Outcome == "" || fr.Status.CompletionTime == nil {
+		return false, 0
+	}
+	left := fr.Status.CompletionTime.Add(time.Duration(*ttl) * time.Second).Sub(r.Clock.Now())
+	if left <= 0 {
+		return true, 0
+	}
+	return false, left
+}
+
+// expire deletes a ForkRun whose TTL ran out, only the one that was read (a precondition on its UID).
+func (r *ForkRunReconciler) expire(ctx context.Context, fr *v1alpha1.ForkRun) error {
+	uid := fr.UID
+	if err := r.Delete(ctx, fr, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting ForkRun %s after its TTL: %w", fr.Name, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Deleted finished ForkRun after its TTL", "outcome", fr.Status.Outcome, "ttlSeconds", *fr.Spec.TTLSecondsAfterFinished)
+	return nil
+}
+
+// run drives the ForkRun's one Job: settled already, waiting for the session, starting the Job,
+// following it, reading its result.
+func (r *ForkRunReconciler) run(ctx context.Context, fr *v1alpha1.ForkRun) (ctrl.Result, error) {
+	gen, name := fr.Generation, forkJobName(fr)
+	if conditions.Settled(fr.Status.Conditions, gen, name) {
+		return ctrl.Result{}, nil // this ForkRun's Job was read already
+	}
+	var s v1alpha1.AgentSession
+	if err := r.Get(ctx, types.NamespacedName{Namespace: fr.Namespace, Name: fr.Spec.SessionRef.Name}, &s); err != nil {
+		if client.IgnoreNotFound(err) != nil {
+			return ctrl.Result{}, err
+		}
+		conditions.MarkReconciling(&fr.Status.Conditions, gen, conditions.ReasonWaitingForSession,
+			fmt.Sprintf("AgentSession %s does not exist", fr.Spec.SessionRef.Name))
+		return ctrl.Result{RequeueAfter: sessionWaitRequeue}, nil
+	}
+
+	var job batchv1.Job
+	err := r.Get(ctx, types.NamespacedName{Namespace: fr.Namespace, Name: name}, &job)
+	switch {
+	case apierrors.IsNotFound(err):
+		return r.start(ctx, fr, &s)
+	case err != nil:
+		return ctrl.Result{}, err
+	}
+	// A Job that exists is followed whatever its session does meanwhile: it runs from its own copy.
+	step := jobStep{job: &job, state: jobs.StateOf(&job)}
+	return r.follow(ctx, fr, &s, step)
+}
+
+// start checks the session and the spec, then creates the Job.
+func (r *ForkRunReconciler) start(ctx context.Context, fr *v1alpha1.ForkRun, s *v1alpha1.AgentSession) (ctrl.Result, error) {
+	gen := fr.Generation
+	if !meta.IsStatusConditionTrue(s.Status.Conditions, v1alpha1.ConditionReady) {
+		conditions.MarkReconciling(&fr.Status.Conditions, gen, conditions.ReasonWaitingForSession,
+			fmt.Sprintf("waiting for AgentSession %s to be Ready (verified)", s.Name))
+		return ctrl.Result{RequeueAfter: sessionWaitRequeue}, nil
+	}
+	agent, err := agentOf(fr, s)
+	var desired *batchv1.Job
+	if err == nil {
+		desired, err = r.forkRunJob(fr, s, agent)
+	}
+	if isSpecError(err) {
+		// Stalled until the session's agent changes (the ForkRun's spec cannot): said once, not on
+		// every pass a session update brings.
+		if c := meta.FindStatusCondition(fr.Status.Conditions, v1alpha1.ConditionStalled); c != nil && c.Status == metav1.ConditionTrue &&
+			c.Reason == v1alpha1.ReasonInvalidSpec && c.ObservedGeneration == gen && c.Message == err.Error() {
+			return ctrl.Result{}, nil
+		}
+		conditions.MarkStalled(&fr.Status.Conditions, gen, v1alpha1.ReasonInvalidSpec, err.Error())
+		r.Recorder.Eventf(fr, nil, corev1.EventTypeWarning, v1alpha1.ReasonInvalidSpec, "Start", "%s", err.Error())
+		return ctrl.Result{}, reconcile.TerminalError(err)
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	step, err := r.ensureJob(ctx, fr, desired)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	return r.follow(ctx, fr, s, step)
+}
+
+// follow writes where the Job stands; once it finished, it reads the result.
+func (r *ForkRunReconciler) follow(ctx context.Context, fr *v1alpha1.ForkRun, s *v1alpha1.AgentSession, step jobStep) (ctrl.Result, error) {
+	job := step.job
+	fr.Status.JobRef = v1alpha1.LocalObjectReference{Name: job.Name}
+	if job.Status.StartTime != nil {
+		fr.Status.StartTime = job.Status.StartTime.DeepCopy()
+	}
+	if step.state == jobs.Running {
+		conditions.MarkReconciling(&fr.Status.Conditions, fr.Generation, v1alpha1.ReasonJobRunning,
+			fmt.Sprintf("%s Job %s is running", forkTask(fr), job.Name))
+		return ctrl.Result{}, nil
+	}
+	store, err := r.Stores.Open(ctx, r.Stores.LocationOf(s))
+	if err == nil {
+		var rep jobs.Report
+		if rep, err = jobs.Read(ctx, sidecarPods{r.APIReader}, store, job, forkTask(fr)); err == nil {
+			return r.applyRun(ctx, fr, s, step, rep)
+		}
+	}
+	conditions.MarkReconciling(&fr.Status.Conditions, fr.Generation, v1alpha1.ReasonStorageUnavailable,
+		fmt.Sprintf("the result of %s Job %s cannot be read yet: %v", forkTask(fr), job.Name, err))
+	return ctrl.Result{}, err
+}
