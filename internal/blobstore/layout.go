@@ -19,6 +19,7 @@ import (
 //	<prefix>/sessions/<id>/vault.enc         the sealed vault, when meta.json declares one (vaultHash)
 //	<prefix>/checkpoints/<id>/manifest.json
 //	<prefix>/results/<uid>.json
+//	<prefix>/gc/marks.bin                    the blob sweep's cache of what each session and manifest references
 //
 // vault.enc is AES-256-GCM ciphertext: forks and replays in the cluster fetch it to restore redacted
 // secrets. Its key lives in a Kubernetes Secret or a local key file and has no key here, by design.
@@ -31,6 +32,7 @@ const (
 	sessionsDir    = "sessions"
 	checkpointsDir = "checkpoints"
 	resultsDir     = "results"
+	gcDir          = "gc"
 	manifestFile   = "manifest.json"
 )
 
@@ -129,6 +131,10 @@ func (l Layout) CheckpointIDFromManifestKey(key string) (string, bool) {
 
 // Result is the key of an engine Job's output document; callers check uid with ValidateID.
 func (l Layout) Result(uid string) string { return l.join(resultsDir, uid+".json") }
+
+// SweepMarks is the key of the blob sweep's mark cache: the blob references of every events.jsonl
+// and checkpoint manifest it read, by key and ETag, so the next sweep reads only what is new.
+func (l Layout) SweepMarks() string { return l.join(gcDir, "marks.bin") }
 
 // idRE admits Kubernetes names, UUIDs and the like: one key segment that cannot be "." or "..".
 var idRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$`)

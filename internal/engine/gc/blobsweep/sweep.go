@@ -1,7 +1,9 @@
 package blobsweep
 
 import (
+	"bytes"
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +26,8 @@ type Objects interface {
 	Get(ctx context.Context, key string) (io.ReadCloser, error)
 	// DeleteKeys removes keys in batches of at most blobstore.ListPageSize.
 	DeleteKeys(ctx context.Context, keys []string) error
+	// Put stores an object (the mark cache).
+	Put(ctx context.Context, key string, r io.Reader, size int64) error
 }
 
 // Options configure a sweep.
@@ -43,6 +47,9 @@ type Options struct {
 	Clock func() time.Time
 	// Parallelism bounds the objects read at once while marking (default 8).
 	Parallelism int
+	// NoCache makes the sweep read every root object instead of reusing the mark cache
+	// (Layout.SweepMarks) for those an earlier sweep read, and leave the cache as it is.
+	NoCache bool
 	// Hooks let tests act at fixed points of a sweep.
 	Hooks Hooks
 }
@@ -60,11 +67,12 @@ type Hooks struct {
 type Requests struct {
 	List   int64 `json:"list"`
 	Get    int64 `json:"get"`
+	Put    int64 `json:"put"`
 	Delete int64 `json:"delete"`
 }
 
 // Total is every request.
-func (r Requests) Total() int64 { return r.List + r.Get + r.Delete }
+func (r Requests) Total() int64 { return r.List + r.Get + r.Put + r.Delete }
 
 // Report is what a sweep found and did.
 type Report struct {
@@ -78,6 +86,10 @@ type Report struct {
 	Sessions    int64 `json:"sessions"`
 	Uncommitted int64 `json:"uncommitted"`
 	Checkpoints int64 `json:"checkpoints"`
+	// Cached counts the root objects whose references came from the mark cache rather than a read;
+	// CacheProblem says why the cache could not be used or saved (the sweep goes on without it).
+	Cached       int64  `json:"cached"`
+	CacheProblem string `json:"cacheProblem,omitempty"`
 	// Damaged are committed sessions without an events.jsonl: nothing of theirs can be marked.
 	Damaged []string `json:"damaged,omitempty"`
 	// Marked counts the distinct digests the roots reference (some name no blob).
@@ -128,7 +140,7 @@ func Run(ctx context.Context, objects Objects, opts Options) (*Report, error) {
 		return nil, errors.New("a sweep that deletes needs a lock: two sweeps must never run at once")
 	}
 	c := &counting{Objects: objects}
-	s := &sweep{objects: c, opts: opts, marked: gc.Marked{}, seen: map[string]string{}}
+	s := &sweep{objects: c, opts: opts, marked: gc.Marked{}, refs: map[string]rootRefs{}}
 	rep := &Report{DryRun: opts.DryRun}
 	defer func() { rep.Requests = c.snapshot() }()
 
@@ -144,11 +156,17 @@ func Run(ctx context.Context, objects Objects, opts Options) (*Report, error) {
 	rep.Cutoff = gc.Cutoff(rep.Start, opts.Margin)
 	defer func() { rep.Duration = opts.Clock().Sub(rep.Start) }()
 
+	if !opts.NoCache {
+		if err := s.loadCache(ctx, rep); err != nil {
+			return rep, fmt.Errorf("reading the mark cache (nothing was deleted): %w", err)
+		}
+	}
 	roots, err := s.mark(ctx)
 	if err != nil {
 		return rep, fmt.Errorf("marking (nothing was deleted): %w", err)
 	}
 	rep.Sessions, rep.Uncommitted, rep.Checkpoints, rep.Damaged = roots.sessions, roots.uncommitted, roots.checkpoints, roots.damaged
+	rep.Cached = roots.cached
 	if err := run(ctx, opts.Hooks.AfterMark); err != nil {
 		return rep, err
 	}
@@ -171,7 +189,8 @@ func Run(ctx context.Context, objects Objects, opts Options) (*Report, error) {
 		return rep, err
 	}
 
-	if _, err := s.mark(ctx); err != nil {
+	final, err := s.mark(ctx)
+	if err != nil {
 		return rep, fmt.Errorf("re-marking what was stored during the sweep (nothing was deleted): %w", err)
 	}
 	rep.Marked = int64(len(s.marked))
@@ -192,6 +211,12 @@ func Run(ctx context.Context, objects Objects, opts Options) (*Report, error) {
 	}
 	if opts.DryRun {
 		return rep, nil
+	}
+	if err := lease.Check(ctx); err != nil {
+		return rep, fmt.Errorf("nothing was deleted: %w", err)
+	}
+	if !opts.NoCache {
+		s.saveCache(ctx, final.listed, rep)
 	}
 	byKey := map[string]int64{}
 	for _, d := range rep.Plan.Unreferenced {
@@ -226,14 +251,17 @@ type sweep struct {
 	opts    Options
 	mu      sync.Mutex
 	marked  gc.Marked
-	// seen maps each root object read (an events.jsonl or a manifest) to its ETag, so the re-mark
-	// reads only what is new or changed.
-	seen map[string]string
+	// refs holds what each root object (an events.jsonl or a manifest) marked in this sweep, so the
+	// re-mark reads only what is new or changed; cache what an earlier sweep's did.
+	refs  map[string]rootRefs
+	cache map[string]rootRefs
 }
 
 type roots struct {
-	sessions, uncommitted, checkpoints int64
-	damaged                            []string
+	sessions, uncommitted, checkpoints, cached int64
+	damaged                                    []string
+	// listed are the root objects listed.
+	listed []string
 }
 
 // mark reads every root object not read yet (or changed since) and marks what it references.
@@ -301,11 +329,57 @@ func (s *sweep) mark(ctx context.Context) (roots, error) {
 	}
 	var todo []blobstore.ObjectInfo
 	for _, o := range reads {
-		if etag, ok := s.seen[o.Key]; !ok || etag != o.ETag {
-			todo = append(todo, o)
+		r.listed = append(r.listed, o.Key)
+		if e, ok := s.refs[o.Key]; ok && e.usable(o.ETag, o.Size) {
+			continue
 		}
+		if e, ok := s.cache[o.Key]; ok && e.usable(o.ETag, o.Size) {
+			for _, h := range e.hashes {
+				s.marked[h] = struct{}{}
+			}
+			s.refs[o.Key] = e
+			r.cached++
+			continue
+		}
+		todo = append(todo, o)
 	}
 	return r, s.readAll(ctx, todo)
+}
+
+// loadCache reads the mark cache. A missing one is empty; one that does not verify is reported and
+// ignored; a store that fails the read fails the sweep.
+func (s *sweep) loadCache(ctx context.Context, rep *Report) error {
+	rc, err := s.objects.Get(ctx, s.opts.Layout.SweepMarks())
+	if errors.Is(err, blobstore.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(io.LimitReader(rc, maxCacheBytes+1))
+	if err != nil {
+		return err
+	}
+	if s.cache, err = decodeCache(data); err != nil {
+		rep.CacheProblem = err.Error()
+	}
+	return nil
+}
+
+// saveCache stores what the root objects still listed reference. A failure is reported, not fatal:
+// the next sweep reads those objects again.
+func (s *sweep) saveCache(ctx context.Context, listed []string, rep *Report) {
+	entries := make(map[string]rootRefs, len(listed))
+	for _, k := range listed {
+		if e, ok := s.refs[k]; ok && e.etag != "" {
+			entries[k] = e
+		}
+	}
+	data := encodeCache(entries)
+	if err := s.objects.Put(ctx, s.opts.Layout.SweepMarks(), bytes.NewReader(data), int64(len(data))); err != nil {
+		rep.CacheProblem = "saving the mark cache: " + err.Error()
+	}
 }
 
 // readAll reads the objects in parallel and marks what they reference. An object deleted since it
@@ -342,23 +416,31 @@ func (s *sweep) read(ctx context.Context, o blobstore.ObjectInfo) error {
 		return err
 	}
 	defer rc.Close()
-	var hashes []string
-	if err := scanRefs(rc, func(h string) { hashes = append(hashes, h) }); err != nil {
+	seen := map[[32]byte]bool{}
+	var hashes [][32]byte
+	err = scanRefs(rc, func(h string) {
+		var k [32]byte
+		if _, err := hex.Decode(k[:], []byte(h)); err == nil && !seen[k] {
+			seen[k] = true
+			hashes = append(hashes, k)
+		}
+	})
+	if err != nil {
 		return fmt.Errorf("reading %s: %w", o.Key, err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, h := range hashes {
-		s.marked.Add(h)
+		s.marked[h] = struct{}{}
 	}
-	s.seen[o.Key] = o.ETag
+	s.refs[o.Key] = rootRefs{etag: o.ETag, size: o.Size, hashes: hashes}
 	return nil
 }
 
 // counting counts the requests a sweep sends.
 type counting struct {
 	Objects
-	list, get, del atomic.Int64
+	list, get, put, del atomic.Int64
 }
 
 func (c *counting) ListPages(ctx context.Context, prefix string, fn func([]blobstore.ObjectInfo) error) error {
@@ -373,11 +455,16 @@ func (c *counting) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	return c.Objects.Get(ctx, key)
 }
 
+func (c *counting) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	c.put.Add(1)
+	return c.Objects.Put(ctx, key, r, size)
+}
+
 func (c *counting) DeleteKeys(ctx context.Context, keys []string) error {
 	c.del.Add(int64((len(keys) + blobstore.ListPageSize - 1) / blobstore.ListPageSize))
 	return c.Objects.DeleteKeys(ctx, keys)
 }
 
 func (c *counting) snapshot() Requests {
-	return Requests{List: c.list.Load(), Get: c.get.Load(), Delete: c.del.Load()}
+	return Requests{List: c.list.Load(), Get: c.get.Load(), Put: c.put.Load(), Delete: c.del.Load()}
 }

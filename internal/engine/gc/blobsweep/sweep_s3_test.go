@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -85,7 +86,8 @@ func TestSweepLeavesExactlyTheReferencedAndYoungBlobs(t *testing.T) {
 	lock := &blobsweep.MemLock{}
 	rep, err := blobsweep.Run(context.Background(), e.objects, blobsweep.Options{Layout: e.layout, Margin: margin, Lock: lock, Holder: "sweep-1"})
 	must(t, err)
-	if diff := cmp.Diff(without(before, doomed...), e.keys(t)); diff != "" {
+	// The sweep leaves its mark cache beside what it kept.
+	if diff := cmp.Diff(sorted(append(without(before, doomed...), e.layout.SweepMarks())), e.keys(t)); diff != "" {
 		t.Errorf("keys after the sweep (-want +got):\n%s", diff)
 	}
 	if !contains(e.keys(t), young) {
@@ -105,11 +107,36 @@ func TestSweepLeavesExactlyTheReferencedAndYoungBlobs(t *testing.T) {
 			t.Errorf("pulling %s after the sweep: %v", id, err)
 		}
 	}
-	// A second sweep finds nothing more to delete.
+	// A second sweep finds nothing more to delete, and reads no root again: the mark cache holds
+	// the references of the three events.jsonl and the manifest (one GET, the cache itself).
 	again, err := blobsweep.Run(context.Background(), e.objects, blobsweep.Options{Layout: e.layout, Margin: margin, Lock: lock, Holder: "sweep-2"})
 	must(t, err)
-	if again.Deleted != 0 {
-		t.Errorf("a second sweep deleted %d blobs", again.Deleted)
+	if again.Deleted != 0 || again.Cached != 4 || again.Requests.Get != 1 || again.CacheProblem != "" {
+		t.Errorf("second sweep: deleted %d, %d roots from the cache, %d GETs, cache problem %q; want 0, 4, 1, none",
+			again.Deleted, again.Cached, again.Requests.Get, again.CacheProblem)
+	}
+}
+
+func TestSweepIgnoresADamagedMarkCacheAndReadsEveryRoot(t *testing.T) {
+	e := startS3(t)
+	doomed := population(t, e)
+	// A cache from elsewhere that claims nothing is referenced, then damaged: it must not be used.
+	e.putBlob(t, nil) // an empty blob nobody references, old by the time of the sweep
+	const damaged = "agentrewind-gc-marks/v1\ngarbage that does not verify"
+	must(t, e.objects.Put(context.Background(), e.layout.SweepMarks(), strings.NewReader(damaged), int64(len(damaged))))
+	age()
+	rep, err := blobsweep.Run(context.Background(), e.objects, blobsweep.Options{Layout: e.layout, Margin: margin, Lock: &blobsweep.MemLock{}, Holder: "s"})
+	must(t, err)
+	if rep.CacheProblem == "" || rep.Cached != 0 || rep.Requests.Get != 5 {
+		t.Errorf("cache problem %q, %d cached, %d GETs; want a problem, 0 and 5 (the cache and four roots)", rep.CacheProblem, rep.Cached, rep.Requests.Get)
+	}
+	if rep.Deleted != int64(len(doomed))+1 {
+		t.Errorf("deleted %d, want %d", rep.Deleted, len(doomed)+1)
+	}
+	for _, id := range []string{"kept-a", "kept-b"} {
+		if _, err := e.store.Pull(context.Background(), id, filepath.Join(t.TempDir(), id)); err != nil {
+			t.Errorf("pulling %s after the sweep: %v", id, err)
+		}
 	}
 }
 
