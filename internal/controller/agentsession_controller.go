@@ -42,14 +42,15 @@ func (r *AgentSessionReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 		Complete(r)
 }
 
-// AgentSession: verify Jobs, its ResumePlan, the finalizer. Pods are read (never watched) for Job
-// termination messages; Secrets are read (never listed) only to open a tenant's own bucket
-// (spec.storage.credentials) when the finalizer deletes a session: Jobs get every credential as a
-// Secret key reference, so the manager never reads the values it hands them.
+// AgentSession: verify Jobs, its ResumePlan, the Checkpoints of its anchors, the finalizer. Pods are
+// read (never watched) for Job termination messages; Secrets are read (never listed) only to open a
+// tenant's own bucket (spec.storage.credentials) when the finalizer deletes a session: Jobs get every
+// credential as a Secret key reference, so the manager never reads the values it hands them.
 // +kubebuilder:rbac:groups=agentrewind.io,resources=agentsessions,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=agentrewind.io,resources=agentsessions/status,verbs=get;patch
 // +kubebuilder:rbac:groups=agentrewind.io,resources=agentsessions/finalizers,verbs=update
 // +kubebuilder:rbac:groups=agentrewind.io,resources=resumeplans,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=agentrewind.io,resources=checkpoints,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get

@@ -66,6 +66,11 @@ func (r *AgentSessionReconciler) applyVerify(ctx context.Context, s *v1alpha1.Ag
 		r.Recorder.Eventf(s, job, corev1.EventTypeWarning, reason, "Verify", "%s", apimap.Message(msg))
 		return ctrl.Result{}, nil
 	}
+	// The anchors become Checkpoints before the session is marked Verified: a pass that cannot create
+	// them leaves the result unread, and the next pass mints them from it again.
+	if err := r.mintCheckpoints(ctx, s, v); err != nil {
+		return ctrl.Result{}, err
+	}
 	s.Status.Recording = apimap.SessionRecording(v)
 	msg := fmt.Sprintf("verify Job %s: %d events, %d steps, %d blobs, every digest matched", job.Name, v.Events, v.Steps, v.Blobs)
 	wasVerified := meta.IsStatusConditionTrue(s.Status.Conditions, v1alpha1.SessionConditionVerified)
