@@ -213,8 +213,11 @@ func printGCReport(cmd *cobra.Command, rep *blobsweep.Report, margin time.Durati
 	}
 	fmt.Fprintf(out, "%d blob(s) would be deleted (%s), %d unreferenced kept within the margin of %s (cutoff %s); %d referenced.\n",
 		rep.Plan.Delete, storeBytes(rep.Plan.FreedBytes), rep.Plan.Young, margin, rep.Cutoff.UTC().Format(time.RFC3339), rep.Plan.Referenced)
-	fmt.Fprintf(out, "Marked from %d session(s), %d upload(s) in progress and %d checkpoint(s); %d S3 requests.\n",
-		rep.Sessions, rep.Uncommitted, rep.Checkpoints, rep.Requests.Total())
+	fmt.Fprintf(out, "Marked from %d session(s), %d upload(s) in progress and %d checkpoint(s) (%d known from the mark cache); %d S3 requests.\n",
+		rep.Sessions, rep.Uncommitted, rep.Checkpoints, rep.Cached, rep.Requests.Total())
+	if rep.CacheProblem != "" {
+		fmt.Fprintf(out, "note: %s; every root was read instead.\n", printable(rep.CacheProblem))
+	}
 	if len(rep.Damaged) > 0 {
 		fmt.Fprintf(out, "warning: %d committed session(s) have no events.jsonl, so none of their blobs is marked: %s\n",
 			len(rep.Damaged), printable(strings.Join(rep.Damaged, ", ")))

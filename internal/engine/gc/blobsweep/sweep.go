@@ -116,16 +116,21 @@ func (r *Report) Result() *task.GCSweepResult {
 //
 //  1. take the lock (unless a dry run) and the start time;
 //  2. mark: list sessions/ and read the events.jsonl of every session prefix, committed or not,
-//     then list checkpoints/ and read every manifest, collecting every digest they reference;
+//     then list checkpoints/ and read every manifest, collecting every digest they reference (an
+//     object the mark cache knows at the same ETag and size is not read again);
 //  3. list blobs/ a page at a time and let gc.Sweep pick the unreferenced blobs older than the margin
 //     before the start time;
 //  4. re-mark: list sessions/ and checkpoints/ again and read every events.jsonl and manifest that
 //     is new or changed since step 2, dropping the candidates they reference;
-//  5. check the lock is still held and delete the candidates in batches.
+//  5. check the lock is still held, save the mark cache, and delete the candidates in batches,
+//     checking the lock before each.
 //
 // Any failure before step 5 deletes nothing. A session prefix without meta.json is a root like a
 // committed one: its events.jsonl, once stored, is marked; the blobs a push stores before its
-// events.jsonl are younger than the margin while the push runs.
+// events.jsonl are younger than the margin while the push runs. What stays open is a push that
+// found an old unreferenced blob already stored, skipped its upload, and stores its events.jsonl
+// after step 4's listing: closing it needs the writer to refresh such a blob's modification time
+// (then the margin covers it), which push does not do yet.
 func Run(ctx context.Context, objects Objects, opts Options) (*Report, error) {
 	if opts.Clock == nil {
 		opts.Clock = time.Now
