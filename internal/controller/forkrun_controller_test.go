@@ -497,6 +497,13 @@ func TestRunsThatCannotStartOrFailed(t *testing.T) {
 		t.Errorf("%d Jobs for a ForkRun with no agent", n)
 	}
 
+	long := newReplay(strings.Repeat("a-long-name-", 6)+"x", "later")
+	e.create(long)
+	got = e.waitForkRun(long.Name, v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonInvalidSpec)
+	if c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionStalled); !strings.Contains(c.Message, "at most 63 characters") {
+		t.Errorf("Stalled %q for a name that cannot label the pods", c.Message)
+	}
+
 	e.finishJob(job, false, "") // the pod died: no result, no termination message
 	got = e.waitForkRun("waits", v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonJobFailed)
 	if c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionStalled); got.Status.Outcome != v1alpha1.OutcomeFailed ||

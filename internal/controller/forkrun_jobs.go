@@ -11,6 +11,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/agentrewind/agentrewind/api/v1alpha1"
 	"github.com/agentrewind/agentrewind/internal/apimap"
@@ -151,6 +152,9 @@ func hasOverrides(o v1alpha1.ForkOverrides) bool {
 // TTL, deadline, restricted security, JOB_UID, store credentials): its engine container becomes the
 // proxy sidecar, and the agent container is added beside it.
 func (r *ForkRunReconciler) forkRunJob(fr *v1alpha1.ForkRun, s *v1alpha1.AgentSession, agent v1alpha1.AgentSpec) (*batchv1.Job, error) {
+	if msgs := validation.IsValidLabelValue(fr.Name); len(msgs) > 0 {
+		return nil, &specError{fmt.Sprintf("metadata.name %q cannot label the Job's pods (%s): name the ForkRun in at most 63 characters", fr.Name, strings.Join(msgs, "; "))}
+	}
 	loc := r.Stores.LocationOf(s)
 	args, err := r.proxyArgs(fr, s, loc)
 	if err != nil {
