@@ -66,7 +66,7 @@ type controllerOptions struct {
 }
 
 func (o *controllerOptions) register(f *pflag.FlagSet) {
-	f.BoolVar(&o.enabled, "controllers", true, "run the AgentSession, ResumePlan and ForkRun controllers (off: only the manager's endpoints and leader election)")
+	f.BoolVar(&o.enabled, "controllers", true, "run the AgentSession, ResumePlan, ForkRun and Checkpoint controllers (off: only the manager's endpoints and leader election)")
 	f.StringVar(&o.engineImage, "engine-image", "", "the image engine Jobs run (this binary's image), also the rewind proxy beside a ForkRun's agent; required with --controllers")
 	f.DurationVar(&o.jobTTL, "job-ttl", 24*time.Hour, "how long a finished engine Job is kept for its logs before Kubernetes deletes it")
 	f.DurationVar(&o.jobDeadline, "job-active-deadline", time.Hour, "how long one engine Job may run before Kubernetes stops it")
@@ -122,6 +122,11 @@ func (o *controllerOptions) setup(ctx context.Context, mgr ctrl.Manager) error {
 	runs.Recorder = mgr.GetEventRecorder("forkrun-controller")
 	if err := runs.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the ForkRun controller: %w", err)
+	}
+	checkpoints := &controller.CheckpointReconciler{Deps: deps}
+	checkpoints.Recorder = mgr.GetEventRecorder("checkpoint-controller")
+	if err := checkpoints.SetupWithManager(ctx, mgr); err != nil {
+		return fmt.Errorf("setting up the Checkpoint controller: %w", err)
 	}
 	return nil
 }
