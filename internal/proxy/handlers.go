@@ -272,6 +272,9 @@ func (s *Server) fail(w http.ResponseWriter, p *Provider, err error) string {
 		if f.RetryAfter != "" {
 			h.Set("Retry-After", f.RetryAfter)
 		}
+		if f.Location != "" {
+			h.Set("Location", f.Location)
+		}
 		w.WriteHeader(f.Status)
 		_, _ = io.WriteString(w, f.Body)
 		return outcomeUpstreamErr

@@ -68,7 +68,9 @@ type Options struct {
 	Keys redact.KeyProvider
 	// Workspace is the git work tree whose HEAD the recorder stamps (START, SUSPEND).
 	Workspace string
-	// Client sends upstream requests (default: a client with a 10 minute timeout).
+	// Client sends upstream requests to providers and tool backends (default: a client with a 10
+	// minute timeout). Redirects are never followed, whatever the client says: a 3xx is the upstream's
+	// answer, passed to the agent and recorded, so a credential the proxy holds never reaches another host.
 	Client *http.Client
 	// Registerer receives the proxy's metrics (default: a registry of its own, served on /metrics).
 	Registry *prometheus.Registry
@@ -131,6 +133,9 @@ func New(opts Options, providers ...*Provider) (*Server, error) {
 	if opts.Client == nil {
 		opts.Client = &http.Client{Timeout: 10 * time.Minute}
 	}
+	client := *opts.Client
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	opts.Client = &client
 	if opts.Registry == nil {
 		opts.Registry = prometheus.NewRegistry()
 	}

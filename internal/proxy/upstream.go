@@ -23,7 +23,9 @@ type upstreamFailure struct {
 	Status      int    `json:"status"`
 	RetryAfter  string `json:"retryAfter,omitempty"`
 	ContentType string `json:"contentType,omitempty"`
-	Body        string `json:"body"`
+	// Location is a redirect's target: the proxy follows no redirect, the agent sees it as sent.
+	Location string `json:"location,omitempty"`
+	Body     string `json:"body"`
 }
 
 // maxUpstreamBody bounds what is read of an upstream answer.
@@ -98,7 +100,7 @@ func (u *upstream) count(outcome string) {
 func failureOf(resp *http.Response) error {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	f := upstreamFailure{Status: resp.StatusCode, RetryAfter: resp.Header.Get("Retry-After"),
-		ContentType: resp.Header.Get("Content-Type"), Body: string(body)}
+		ContentType: resp.Header.Get("Content-Type"), Location: resp.Header.Get("Location"), Body: string(body)}
 	msg, _ := json.Marshal(f)
 	return &session.SerializedError{Name: upstreamErrorName, Message: string(msg)}
 }
