@@ -208,7 +208,7 @@ func (r *ForkRunReconciler) follow(ctx context.Context, fr *v1alpha1.ForkRun, s 
 	store, err := r.Stores.Open(ctx, r.Stores.LocationOf(s))
 	if err == nil {
 		var rep jobs.Report
-		if rep, err = jobs.Read(ctx, sidecarPods{r.APIReader}, store, job, forkTask(fr)); err == nil {
+		if rep, err = jobs.Read(ctx, r.APIReader, store, job, forkTask(fr)); err == nil {
 			return r.applyRun(ctx, fr, s, step, rep)
 		}
 	}

@@ -26,7 +26,7 @@ import (
 // the proxy commits the run and writes its result (results/<job-uid>.json and its termination message).
 const (
 	// ProxyContainer and AgentContainer name the two containers.
-	ProxyContainer = "proxy"
+	ProxyContainer = jobs.SidecarContainerName
 	AgentContainer = "agent"
 	// ProxyPort is where the proxy serves the model APIs and its probes.
 	ProxyPort = 8787

@@ -161,28 +161,3 @@ func (r *ForkRunReconciler) ensureChild(ctx context.Context, fr *v1alpha1.ForkRu
 	fr.Status.ChildSessionRef = v1alpha1.LocalObjectReference{Name: name}
 	return nil
 }
-
-// sidecarPods shows jobs.Read the proxy's termination message: jobs.Read looks for the engine
-// container among a pod's containers, and in a ForkRun pod the engine runs as the proxy sidecar,
-// whose status is among the init containers'.
-type sidecarPods struct{ client.Reader }
-
-func (p sidecarPods) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
-	if err := p.Reader.List(ctx, list, opts...); err != nil {
-		return err
-	}
-	pods, ok := list.(*corev1.PodList)
-	if !ok {
-		return nil
-	}
-	for i := range pods.Items {
-		st := &pods.Items[i].Status
-		for _, cs := range st.InitContainerStatuses {
-			if cs.Name == ProxyContainer {
-				cs.Name = jobs.ContainerName
-				st.ContainerStatuses = append(st.ContainerStatuses, cs)
-			}
-		}
-	}
-	return nil
-}

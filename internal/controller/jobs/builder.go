@@ -29,12 +29,14 @@ const (
 // Container paths and environment of an engine Job.
 const (
 	ContainerName = "engine"
-	TmpDir        = "/tmp"
-	EnvJobUID     = "JOB_UID"
-	EnvTmpDir     = "TMPDIR"
-	nonRootUID    = 65532 // the image's USER
-	maxNameLength = 63
-	hashLength    = 10
+	// SidecarContainerName is the engine running as the rewind proxy, a native sidecar beside an agent.
+	SidecarContainerName = "proxy"
+	TmpDir               = "/tmp"
+	EnvJobUID            = "JOB_UID"
+	EnvTmpDir            = "TMPDIR"
+	nonRootUID           = 65532 // the image's USER
+	maxNameLength        = 63
+	hashLength           = 10
 )
 
 // Spec is what differs between engine Jobs.

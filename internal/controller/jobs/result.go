@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -108,15 +109,16 @@ func Read(ctx context.Context, pods client.Reader, store ResultStore, job *batch
 	return Report{Summary: s}, nil
 }
 
-// terminationMessage is the termination message of the Job's engine container, "" when no pod has one.
+// terminationMessage is the termination message of the Job's engine: its engine container, or the
+// engine running as the proxy sidecar beside an agent (an init container); "" when no pod has one.
 func terminationMessage(ctx context.Context, pods client.Reader, job *batchv1.Job) (string, error) {
 	var list corev1.PodList
 	if err := pods.List(ctx, &list, client.InNamespace(job.Namespace), client.MatchingLabels{LabelJobUID: string(job.UID)}); err != nil {
 		return "", fmt.Errorf("listing the pods of Job %s: %w", job.Name, err)
 	}
 	for _, pod := range list.Items {
-		for _, cs := range pod.Status.ContainerStatuses {
-			if cs.Name == ContainerName && cs.State.Terminated != nil && cs.State.Terminated.Message != "" {
+		for _, cs := range slices.Concat(pod.Status.ContainerStatuses, pod.Status.InitContainerStatuses) {
+			if (cs.Name == ContainerName || cs.Name == SidecarContainerName) && cs.State.Terminated != nil && cs.State.Terminated.Message != "" {
 				return cs.State.Terminated.Message, nil
 			}
 		}
