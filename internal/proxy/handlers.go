@@ -188,6 +188,9 @@ func (s *Server) handleModel(p *Provider) handler {
 			return outcome
 		}
 		req, err := p.Codec.NormalizeRequest(body)
+		if err == nil {
+			err = session.CheckJSONText(body)
+		}
 		if err != nil {
 			return s.writeError(w, p, http.StatusBadRequest, "the request is not a valid "+p.Name+" request: "+err.Error())
 		}
@@ -199,7 +202,7 @@ func (s *Server) handleModel(p *Provider) handler {
 		if !streaming(req) {
 			resp, err := ac.Model(ctx, req, replay.Site(site))
 			if err != nil {
-				return s.fail(w, p, err)
+				return s.fail(w, r, p, err)
 			}
 			out, err := p.Codec.DenormalizeResponse(*resp)
 			if err != nil {
@@ -215,7 +218,7 @@ func (s *Server) handleModel(p *Provider) handler {
 			if sw.started {
 				return outcomeError // the stream ends where the recording's did; the status is sent
 			}
-			return s.fail(w, p, err)
+			return s.fail(w, r, p, err)
 		}
 		if !sw.started {
 			// A recording kept without its stream (or a JSON call served to a streaming request): the
@@ -263,7 +266,7 @@ func (sw *sseWriter) emit(chunk json.RawMessage) error {
 
 // fail answers a failed boundary call: an upstream error as the upstream sent it (live or recorded),
 // a drift as 409 naming the step, call site and nearest recorded call, anything else as 502.
-func (s *Server) fail(w http.ResponseWriter, p *Provider, err error) string {
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, p *Provider, err error) string {
 	if f, ok := failureFrom(err); ok {
 		h := w.Header()
 		if f.ContentType != "" {
@@ -304,10 +307,26 @@ func (s *Server) fail(w http.ResponseWriter, p *Provider, err error) string {
 	if errors.As(err, &utf) || errors.As(err, &jsonErr) || errors.As(err, &textErr) {
 		return s.writeError(w, p, http.StatusBadRequest, "rewind proxy: the request cannot be recorded: "+err.Error())
 	}
-	if errors.Is(err, context.Canceled) {
+	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 		return outcomeClientErr // the agent went away
 	}
-	return s.writeError(w, p, http.StatusBadGateway, "rewind proxy: the upstream call failed: "+s.redactor.String(err.Error()))
+	// A recorded error renders as its message alone, the text the live error had: the agent reads the
+	// same words live and replayed.
+	msg := err.Error()
+	var se *session.SerializedError
+	if errors.As(err, &se) {
+		msg = se.Message
+	}
+	return s.writeError(w, p, http.StatusBadGateway, "rewind proxy: the upstream call failed: "+s.redactor.String(msg))
+}
+
+// checkJSON refuses a body that is not JSON, or JSON that a session could not hold as sent (a
+// repeated key, invalid UTF-8): the rule session.Open applies to what is stored.
+func checkJSON(body []byte) error {
+	if !json.Valid(body) {
+		return errors.New("not JSON")
+	}
+	return session.CheckJSONText(body)
 }
 
 // handleCountTokens records token counting as a tool call: forwarded live when recording, served
@@ -321,7 +340,11 @@ func (s *Server) handleCountTokens(p *Provider) handler {
 		if !ok {
 			return outcome
 		}
-		if _, err := p.Codec.NormalizeRequest(body); err != nil {
+		_, err := p.Codec.NormalizeRequest(body)
+		if err == nil {
+			err = session.CheckJSONText(body)
+		}
+		if err != nil {
 			return s.writeError(w, p, http.StatusBadRequest, "the request is not a valid "+p.Name+" token count request: "+err.Error())
 		}
 		tool := countTokensTool(p)
@@ -335,7 +358,7 @@ func (s *Server) handleCountTokens(p *Provider) handler {
 		defer s.release()
 		result, err := ac.Tool(ctx, tool, json.RawMessage(body), replay.Site(site))
 		if err != nil {
-			return s.fail(w, p, err)
+			return s.fail(w, r, p, err)
 		}
 		return writeJSON(w, result)
 	}
@@ -352,8 +375,8 @@ func (s *Server) handleTool(w http.ResponseWriter, r *http.Request) string {
 	if !ok {
 		return outcome
 	}
-	if !json.Valid(body) {
-		return s.writeError(w, p, http.StatusBadRequest, "the tool arguments are not JSON")
+	if err := checkJSON(body); err != nil {
+		return s.writeError(w, p, http.StatusBadRequest, "the tool arguments: "+err.Error())
 	}
 	if s.opts.Mode == Record && s.tools[name] == nil {
 		return s.writeError(w, p, http.StatusNotFound, fmt.Sprintf("no backend for tool %q (start the proxy with --tool %s=URL)", name, name))
@@ -365,7 +388,7 @@ func (s *Server) handleTool(w http.ResponseWriter, r *http.Request) string {
 	defer s.release()
 	result, err := ac.Tool(ctx, name, json.RawMessage(body), replay.Site(site))
 	if err != nil {
-		return s.fail(w, p, err)
+		return s.fail(w, r, p, err)
 	}
 	return writeJSON(w, result)
 }
@@ -406,7 +429,7 @@ func (s *Server) handleEntropy(w http.ResponseWriter, r *http.Request) string {
 		}
 	}
 	if err != nil {
-		return s.fail(w, p, err)
+		return s.fail(w, r, p, err)
 	}
 	return writeJSON(w, v)
 }
@@ -423,6 +446,9 @@ func (s *Server) handleLedger(w http.ResponseWriter, r *http.Request) string {
 	var rec struct {
 		Op string `json:"op"`
 	}
+	if err := checkJSON(body); err != nil {
+		return s.writeError(w, p, http.StatusBadRequest, "the ledger record: "+err.Error())
+	}
 	if err := json.Unmarshal(body, &rec); err != nil || rec.Op == "" {
 		return s.writeError(w, p, http.StatusBadRequest, `a ledger record is a JSON object with an "op" (INTENT, STEP_CLAIMED, STEP_VERIFIED, SUSPEND, RESUME_PROPOSED)`)
 	}
@@ -436,7 +462,7 @@ func (s *Server) handleLedger(w http.ResponseWriter, r *http.Request) string {
 	defer s.release()
 	if rec.Op == "SUSPEND" {
 		if err := ac.Suspend(ctx); err != nil {
-			return s.fail(w, p, err)
+			return s.fail(w, r, p, err)
 		}
 		return writeJSON(w, map[string]string{"minted": "SUSPEND"})
 	}
@@ -456,7 +482,7 @@ func (s *Server) handleCheckpoint(w http.ResponseWriter, r *http.Request) string
 	}
 	defer s.release()
 	if err := ac.Suspend(ctx); err != nil {
-		return s.fail(w, p, err)
+		return s.fail(w, r, p, err)
 	}
 	return writeJSON(w, map[string]string{"minted": "SUSPEND"})
 }

@@ -42,6 +42,16 @@ type Provider struct {
 	ErrorBody func(status int, message string) []byte
 	// Chunk turns one server-sent event into the codec's chunk data; nil skips the event.
 	Chunk func(event string, data []byte) json.RawMessage
+	// StreamOpen is the event a stream must begin with (pings and errors aside); "" when any data
+	// event opens it. A stream that ends before it is refused.
+	StreamOpen string
+}
+
+func (p *Provider) streamUnit() string {
+	if p.StreamOpen == "" {
+		return "chunk"
+	}
+	return p.StreamOpen
 }
 
 // Anthropic is the Anthropic Messages API.
@@ -56,6 +66,7 @@ var Anthropic = &Provider{
 	Forward:         []string{"Anthropic-Version", "Anthropic-Beta"},
 	ErrorBody:       anthropicError,
 	Chunk:           anthropicChunk,
+	StreamOpen:      "message_start",
 }
 
 // OpenAI is the OpenAI Chat Completions API. Its SDK's base URL is <proxy>/v1.

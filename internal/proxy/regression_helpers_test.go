@@ -130,12 +130,12 @@ func hGrep(t *testing.T, dir string, needles map[string]string) []string {
 func hForms(label, s string) map[string]string {
 	j, _ := json.Marshal(s)
 	return map[string]string{
-		label + "/raw":       s,
-		label + "/json":      string(j[1 : len(j)-1]),
-		label + "/b64":       base64.StdEncoding.EncodeToString([]byte(s)),
-		label + "/b64url":    base64.RawURLEncoding.EncodeToString([]byte(s)),
-		label + "/urlquery":  url.QueryEscape(s),
-		label + "/urlpath":   url.PathEscape(s),
+		label + "/raw":      s,
+		label + "/json":     string(j[1 : len(j)-1]),
+		label + "/b64":      base64.StdEncoding.EncodeToString([]byte(s)),
+		label + "/b64url":   base64.RawURLEncoding.EncodeToString([]byte(s)),
+		label + "/urlquery": url.QueryEscape(s),
+		label + "/urlpath":  url.PathEscape(s),
 	}
 }
 
@@ -162,7 +162,6 @@ const (
 	hLearned = "lrnd<&>Sec\"ret+/=42Q"
 	hAgentK  = "agentkey-0123456789abcdefZZ"
 )
-
 
 func hDiff(a, b string) string {
 	i := 0
@@ -300,3 +299,50 @@ func hBodyOfSize(n int) []byte {
 	return []byte(head + strings.Repeat("a", n-len(head)-len(tail)) + tail)
 }
 
+// hOnce records one call to an upstream answering with h, checks that the committed session opens
+// and is complete, replays the same call from it and returns both answers and the recorded event.
+func hOnce(t *testing.T, provider string, h http.HandlerFunc, path string, body []byte) (live, rep hResp, ev session.Event) {
+	t.Helper()
+	up := httptest.NewServer(h)
+	defer up.Close()
+	dir := filepath.Join(t.TempDir(), "s")
+	opts := Options{Mode: Record, Provider: provider, Dir: dir, ID: "s", Upstreams: map[string]string{provider: up.URL},
+		Tools: map[string]string{"probe": up.URL + "/tool"}}
+	r := hStart(t, opts)
+	live = hDo(t, r.ts.URL, path, map[string]string{"x-api-key": "agent-key-xyz"}, body)
+	if o := r.stop(); o.Err != nil {
+		t.Fatalf("record: %v", o.Err)
+	}
+	ses := hOpen(t, dir)
+	for _, e := range ses.Events {
+		if e.Kind == session.KindModelCall || e.Kind == session.KindToolCall {
+			ev = e
+		}
+	}
+	if ev.Kind == "" {
+		t.Fatalf("the call is not recorded: %d events", len(ses.Events))
+	}
+	p := hStart(t, Options{Mode: Replay, Session: ses})
+	rep = hDo(t, p.ts.URL, path, nil, body)
+	p.stop()
+	return live, rep, ev
+}
+
+// hSame fails unless the replayed answer is the live one: status, body and the headers an SDK reads.
+func hSame(t *testing.T, live, rep hResp) {
+	t.Helper()
+	if live.status != rep.status || !bytes.Equal(live.body, rep.body) {
+		t.Errorf("replay answers %d, live %d:%s", rep.status, live.status, hDiff(string(live.body), string(rep.body)))
+	}
+	for _, h := range []string{"Content-Type", "Retry-After", "X-Should-Retry", "Location"} {
+		if live.header.Get(h) != rep.header.Get(h) {
+			t.Errorf("header %s: live %q, replay %q", h, live.header.Get(h), rep.header.Get(h))
+		}
+	}
+}
+
+// hOpenAIMsg is a Chat Completions request.
+func hOpenAIMsg(stream bool, text string) []byte {
+	b, _ := json.Marshal(map[string]any{"model": "gpt-x", "stream": stream, "messages": []any{map[string]any{"role": "user", "content": text}}})
+	return b
+}

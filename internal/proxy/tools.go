@@ -16,7 +16,7 @@ import (
 var ToolName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 
 // httpTool is a tool backend over HTTP: the arguments are POSTed as JSON and a 2xx JSON answer is the
-// result; any other answer is the tool's error, recorded as such.
+// result (JSON a session can hold: no repeated key, valid UTF-8); any other answer is the tool's error, recorded as such.
 func httpTool(client *http.Client, url string, counter func(provider, outcome string)) replay.Tool {
 	return func(ctx context.Context, args json.RawMessage) (any, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(args))
@@ -38,8 +38,8 @@ func httpTool(client *http.Client, url string, counter func(provider, outcome st
 		if resp.StatusCode/100 != 2 {
 			return nil, failureOf(&http.Response{StatusCode: resp.StatusCode, Header: resp.Header, Body: io.NopCloser(bytes.NewReader(body))})
 		}
-		if !json.Valid(body) {
-			return nil, fmt.Errorf("the tool answered %d bytes that are not JSON", len(body))
+		if err := checkJSON(body); err != nil {
+			return nil, fmt.Errorf("the tool's answer of %d bytes cannot be recorded: %w", len(body), err)
 		}
 		return json.RawMessage(body), nil
 	}

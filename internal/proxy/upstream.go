@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
@@ -133,15 +135,39 @@ func (u *upstream) Create(ctx context.Context, req session.Request) (*session.Re
 	if err != nil {
 		return nil, fmt.Errorf("reading the %s answer: %w", u.p.Name, err)
 	}
+	if json.Valid(data) {
+		if err := session.CheckJSONText(data); err != nil {
+			return nil, fmt.Errorf("the %s answer cannot be recorded faithfully: %w", u.p.Name, err)
+		}
+	}
 	out, err := u.p.Codec.NormalizeResponse(data)
 	if err != nil {
 		return nil, fmt.Errorf("the %s answer: %w", u.p.Name, err)
 	}
+	if err := checkAssembled(u.p, out); err != nil {
+		return nil, err
+	}
 	return &out, nil
 }
 
-// Stream implements replay.StreamingModel: each server-sent event is handed to emit as it arrives,
-// and the response is what the codec assembles from the whole stream.
+// checkAssembled refuses a response whose assembled form repeats a key (tool input assembled from
+// argument deltas can, though every event was sound): it could be recorded but never read back.
+func checkAssembled(p *Provider, out session.Response) error {
+	doc, err := json.Marshal(out)
+	if err == nil {
+		err = session.CheckJSONText(doc)
+	}
+	if err != nil {
+		return fmt.Errorf("the %s answer cannot be recorded faithfully: %w", p.Name, err)
+	}
+	return nil
+}
+
+// Stream implements replay.StreamingModel: each server-sent event is checked and handed to emit as it
+// arrives, and the response is what the codec assembles from the whole stream. An answer that is not
+// an event stream, or that does not open the way the provider's streams do, is refused before the
+// agent sees any of it; an event that is not sound JSON text (invalid UTF-8, a repeated key, not JSON)
+// ends the stream there, so the agent gets exactly the events the recording holds.
 func (u *upstream) Stream(ctx context.Context, req session.Request, emit func(json.RawMessage) error) (*session.Response, error) {
 	body, err := u.p.Codec.DenormalizeRequest(req)
 	if err != nil {
@@ -152,8 +178,26 @@ func (u *upstream) Stream(ctx context.Context, req session.Request, emit func(js
 		return nil, err
 	}
 	defer resp.Body.Close()
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
+		return nil, fmt.Errorf("the %s answer to a streaming request is %q, not an event stream", u.p.Name, resp.Header.Get("Content-Type"))
+	}
 	var raw bytes.Buffer
-	err = readEvents(io.TeeReader(io.LimitReader(resp.Body, maxUpstreamBody), &raw), func(name string, data []byte) error {
+	opened := false
+	err = readEvents(io.LimitReader(resp.Body, maxUpstreamBody), func(name string, data []byte) error {
+		if err := checkEvent(name, data); err != nil {
+			return fmt.Errorf("the %s stream: %w", u.p.Name, err)
+		}
+		if !opened {
+			switch {
+			case string(data) == "[DONE]":
+				return fmt.Errorf("the %s stream ended before its first %s", u.p.Name, u.p.streamUnit())
+			case u.p.StreamOpen == "" || name == u.p.StreamOpen:
+				opened = true
+			case name != "ping" && name != "error":
+				return fmt.Errorf("the %s stream begins with %q, not %s", u.p.Name, name, u.p.StreamOpen)
+			}
+		}
+		writeEvent(&raw, name, data)
 		if c := u.p.Chunk(name, data); c != nil {
 			return emit(c)
 		}
@@ -162,11 +206,49 @@ func (u *upstream) Stream(ctx context.Context, req session.Request, emit func(js
 	if err != nil {
 		return nil, err
 	}
+	if !opened {
+		return nil, fmt.Errorf("the %s stream ended before its first %s", u.p.Name, u.p.streamUnit())
+	}
 	out, _, err := u.p.Codec.NormalizeStream(raw.Bytes())
 	if err != nil {
 		return nil, fmt.Errorf("the %s stream: %w", u.p.Name, err)
 	}
+	if err := checkAssembled(u.p, out); err != nil {
+		return nil, err
+	}
 	return &out, nil
+}
+
+// checkEvent refuses a server-sent event the recording could not hold as the agent got it.
+func checkEvent(name string, data []byte) error {
+	if !utf8.ValidString(name) {
+		return fmt.Errorf("event name %q is not valid UTF-8", name)
+	}
+	if data == nil || string(data) == "[DONE]" {
+		return nil
+	}
+	if !json.Valid(data) {
+		return fmt.Errorf("the data of event %q is not JSON", name)
+	}
+	if err := session.CheckJSONText(data); err != nil {
+		return fmt.Errorf("the data of event %q: %w", name, err)
+	}
+	return nil
+}
+
+// writeEvent appends an event as the codec's NormalizeStream reads it.
+func writeEvent(b *bytes.Buffer, name string, data []byte) {
+	if name != "" {
+		b.WriteString("event: " + name + "\n")
+	}
+	if data != nil {
+		for _, line := range bytes.Split(data, []byte("\n")) {
+			b.WriteString("data: ")
+			b.Write(line)
+			b.WriteByte('\n')
+		}
+	}
+	b.WriteByte('\n')
 }
 
 // readEvents splits a text/event-stream into events as they arrive, the way the SDKs do: "event" names
@@ -225,8 +307,8 @@ func (u *upstream) countTokens(ctx context.Context, args json.RawMessage) (any, 
 	if err != nil {
 		return nil, err
 	}
-	if !json.Valid(data) {
-		return nil, fmt.Errorf("the %s token count is not JSON", u.p.Name)
+	if err := checkJSON(data); err != nil {
+		return nil, fmt.Errorf("the %s token count cannot be recorded: %w", u.p.Name, err)
 	}
 	return json.RawMessage(data), nil
 }

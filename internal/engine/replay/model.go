@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -92,10 +93,11 @@ func (r *runner) serveModel(ctx context.Context, c call, rec *session.Event, emi
 	if rec.Response == nil {
 		return nil, fmt.Errorf("step %d: the recorded model call has neither a response nor an error", rec.Step)
 	}
-	doc, err := json.Marshal(rec.Response)
+	doc, err := marshalNoEscape(rec.Response)
 	if err != nil {
 		return nil, err
 	}
+	doc = unescapeHTML(doc)
 	if doc, err = r.restore(doc); err != nil {
 		return nil, err
 	}
@@ -116,7 +118,7 @@ func (r *runner) replayStream(ctx context.Context, chunks []session.Chunk, emit 
 			}
 			last = ch.OffsetMs
 		}
-		data, err := r.restore(ch.Data)
+		data, err := r.restore(unescapeHTML(ch.Data))
 		if err != nil {
 			return err
 		}
@@ -165,10 +167,10 @@ func (r *runner) liveModel(ctx context.Context, c call, req session.Request, emi
 		ev.Error = r.serializeError(callErr)
 	}
 	if resp != nil {
+		resp.Content, resp.Raw = canonicalJSON(resp.Content), canonicalJSON(resp.Raw)
 		stored, err := r.redactResponse(resp)
 		if err != nil {
-			r.skip(c.step)
-			return nil, err
+			return r.unrecordable(ev, err)
 		}
 		ev.Response, ev.Usage = stored, resp.Usage
 	}
@@ -177,8 +179,7 @@ func (r *runner) liveModel(ctx context.Context, c call, req session.Request, emi
 		complete = nil // a stream that failed is not to be rewritten as one that succeeded
 	}
 	if ev.Stream, err = r.redactChunks(c.step, ev.Stream, complete); err != nil {
-		r.skip(c.step)
-		return nil, err
+		return r.unrecordable(ev, err)
 	}
 	if r.matcher != nil {
 		// A replay's or fork's live call says so, so its usage is never counted as replayed.
@@ -194,6 +195,23 @@ func (r *runner) liveModel(ctx context.Context, c call, req session.Request, emi
 	return resp, callErr
 }
 
+// unrecordable records a live call whose answer cannot be stored (text that is not valid Unicode, say)
+// as the error it is, without the answer: the call happened, so its step must not vanish from the
+// recording, and a replay returns the same error instead of drifting on a call the log does not hold.
+func (r *runner) unrecordable(ev session.Event, err error) (*session.Response, error) {
+	ev.Response, ev.Usage, ev.Stream = nil, nil, nil
+	ev.Error = &session.SerializedError{Name: "UnrecordableAnswer",
+		Message: r.cfg.Redactor.String("the model's answer cannot be recorded: " + err.Error())}
+	if r.matcher != nil {
+		ev.Provenance = session.ProvenanceLive
+	}
+	if r.fork != nil {
+		r.fork.count(session.ProvenanceLive)
+	}
+	r.finish(&ev)
+	return nil, ev.Error
+}
+
 // liveStream streams from the live model, recording each chunk's offset from the start.
 func (r *runner) liveStream(ctx context.Context, req session.Request, emit func(json.RawMessage) error, start time.Time) (*session.Response, []session.Chunk, error) {
 	sm, ok := r.model.(StreamingModel)
@@ -202,14 +220,15 @@ func (r *runner) liveStream(ctx context.Context, req session.Request, emit func(
 	}
 	var chunks []session.Chunk
 	resp, err := sm.Stream(ctx, req, func(data json.RawMessage) error {
-		chunks = append(chunks, session.Chunk{OffsetMs: r.cfg.Now().Sub(start).Milliseconds(), Data: append(json.RawMessage(nil), data...)})
+		data = append(json.RawMessage(nil), canonicalJSON(data)...)
+		chunks = append(chunks, session.Chunk{OffsetMs: r.cfg.Now().Sub(start).Milliseconds(), Data: data})
 		return emit(data)
 	})
 	return resp, chunks, err
 }
 
 func (r *runner) redactResponse(resp *session.Response) (*session.Response, error) {
-	doc, err := json.Marshal(resp)
+	doc, err := marshalNoEscape(resp)
 	if err != nil {
 		return nil, err
 	}
@@ -287,12 +306,100 @@ func (r *runner) recordPanic(ev session.Event) {
 	panic(p)
 }
 
+// marshalNoEscape encodes v as JSON the way the providers write it: '<', '>' and '&' stay as they are.
+// A response re-encoded with encoding/json's HTML escaping (json.Marshal compacts a RawMessage with
+// it) would be served as \u003c where the live answer said '<'.
+func marshalNoEscape(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte{'\n'}), nil
+}
+
+// A model's answer reaches the agent in one canonical JSON spelling, live and replayed alike: '<', '>'
+// and '&' as themselves, U+2028 and U+2029 escaped. The store cannot keep any other: encoding/json
+// escapes the first three in the raw JSON of a stored event (as \u003c, \u003e, \u0026) and the line
+// separators with them, so which spelling the upstream used is lost. Serving the live answer in the
+// spelling a replay can give back keeps record and replay byte for byte the same; the meaning is the
+// upstream's exactly.
+
+// canonicalJSON rewrites a live answer's JSON in the canonical spelling.
+func canonicalJSON(doc []byte) []byte { return spell(doc, true) }
+
+// unescapeHTML undoes encoding/json's HTML escaping of a stored answer: the canonical spelling again.
+func unescapeHTML(doc []byte) []byte { return spell(doc, false) }
+
+var (
+	lineSep = []byte(`\u2028`)
+	paraSep = []byte(`\u2029`)
+)
+
+func spell(doc []byte, separators bool) []byte {
+	if !bytes.Contains(doc, []byte(`\u00`)) && !(separators && bytes.Contains(doc, []byte{0xE2, 0x80})) {
+		return doc
+	}
+	out := make([]byte, 0, len(doc))
+	for i := 0; i < len(doc); i++ {
+		switch {
+		case separators && doc[i] == 0xE2 && i+2 < len(doc) && doc[i+1] == 0x80 && (doc[i+2] == 0xA8 || doc[i+2] == 0xA9):
+			// Outside a string a raw line separator is not JSON, so it is always inside one.
+			if doc[i+2] == 0xA8 {
+				out = append(out, lineSep...)
+			} else {
+				out = append(out, paraSep...)
+			}
+			i += 2
+			continue
+		case doc[i] != '\\' || i+1 >= len(doc):
+			out = append(out, doc[i])
+			continue
+		}
+		if doc[i+1] == 'u' && i+6 <= len(doc) {
+			switch string(bytes.ToLower(doc[i+2 : i+6])) {
+			case "003c":
+				out, i = append(out, '<'), i+5
+				continue
+			case "003e":
+				out, i = append(out, '>'), i+5
+				continue
+			case "0026":
+				out, i = append(out, '&'), i+5
+				continue
+			}
+		}
+		out, i = append(out, doc[i], doc[i+1]), i+1 // any other escape is kept whole: \\u003c stays as it is
+	}
+	return out
+}
+
 // serializeError records an error from a live call, redacted, so replay can return an equivalent one.
+// A Go error is named by what it is, not by its Go type (which names the wrapping, *fmt.wrapError, not
+// the failure): a stable name, and the message the live error had.
 func (r *runner) serializeError(err error) *session.SerializedError {
 	var se *session.SerializedError
 	if !errors.As(err, &se) {
-		se = &session.SerializedError{Name: fmt.Sprintf("%T", err), Message: err.Error()}
+		se = &session.SerializedError{Name: errorName(err), Message: err.Error()}
 	}
 	// The name is the model's or tool's to choose, so it is redacted like the message.
 	return &session.SerializedError{Name: r.cfg.Redactor.String(se.Name), Message: r.cfg.Redactor.String(se.Message)}
+}
+
+// Names of the errors of live calls that are not the model's or tool's own SerializedError.
+const (
+	ErrorNameCanceled         = "Canceled"
+	ErrorNameDeadlineExceeded = "DeadlineExceeded"
+	ErrorNameCallFailed       = "CallFailed"
+)
+
+func errorName(err error) string {
+	switch {
+	case errors.Is(err, context.Canceled):
+		return ErrorNameCanceled
+	case errors.Is(err, context.DeadlineExceeded):
+		return ErrorNameDeadlineExceeded
+	}
+	return ErrorNameCallFailed
 }
