@@ -175,7 +175,15 @@ func TestInvalidObjectsAreRejectedWithTheirMessage(t *testing.T) {
 			"spec", "spec.fork is required when mode is Fork, and only then"},
 		{"fork with a replay section", fork("fork-with-replay", func(f *v1.ForkRun) { f.Spec.Replay = v1.ReplaySpec{DriftPolicy: v1.ReplayDriftWarn} }),
 			"spec", "spec.replay is allowed only when mode is Replay"},
-		{"fork without atStep", rawFork("no-step", map[string]any{"driftPolicy": "Warn"}), "spec.fork.atStep", "Required value"},
+		{"fork without atStep", rawFork("no-step", map[string]any{"driftPolicy": "Warn"}), "spec.fork", "set exactly one of fork.atStep"},
+		{"fork with neither atStep nor checkpointRef", fork("neither-start", func(f *v1.ForkRun) {
+			f.Spec.Fork = v1.ForkSpec{DriftPolicy: v1.DriftWarn}
+		}), "spec.fork", "set exactly one of fork.atStep (fork the conversation at a step) and fork.checkpointRef"},
+		{"fork with both atStep and checkpointRef", fork("both-starts", func(f *v1.ForkRun) {
+			f.Spec.Fork.CheckpointRef = v1.LocalObjectReference{Name: "s-step-4"}
+		}), "spec.fork", "set exactly one of fork.atStep (fork the conversation at a step) and fork.checkpointRef"},
+		{"checkpointRef without a name", rawFork("nameless-checkpoint", map[string]any{"checkpointRef": map[string]any{}}),
+			"spec.fork.checkpointRef.name", "Required value"},
 		{"negative atStep", fork("neg-step", func(f *v1.ForkRun) { f.Spec.Fork.AtStep = ptr.To[int64](-1) }),
 			"spec.fork.atStep", "should be greater than or equal to 0"},
 		{"replay with passthrough drift", fork("replay-passthrough", func(f *v1.ForkRun) {
@@ -256,6 +264,9 @@ func TestValidObjectsAreAccepted(t *testing.T) {
 		}),
 		session("ok-tenant-store", func(s *v1.AgentSession) { s.Spec.Storage = tenantStorage() }),
 		fork("ok-step-zero", func(f *v1.ForkRun) { f.Spec.Fork.AtStep = ptr.To[int64](0) }),
+		fork("ok-from-checkpoint", func(f *v1.ForkRun) {
+			f.Spec.Fork.AtStep, f.Spec.Fork.CheckpointRef = nil, v1.LocalObjectReference{Name: "s-step-4"}
+		}),
 		validReplay("ok-bare-replay"),
 		checkpoint("ok-turn-zero", func(c *v1.Checkpoint) { c.Spec.Step, c.Spec.TurnIndex = ptr.To[int64](0), ptr.To[int32](0) }),
 	} {

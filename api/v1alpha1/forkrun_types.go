@@ -105,15 +105,26 @@ type ForkRunSpec struct {
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
 }
 
-// ForkSpec is a fork: the recorded prefix, then live calls with overrides.
+// ForkSpec is a fork: the recorded prefix, then live calls with overrides. It starts at a step
+// (atStep: the conversation only) or from a Checkpoint (checkpointRef: its workspace files first, then
+// the conversation from its step).
+// +kubebuilder:validation:MinProperties=1
+// +kubebuilder:validation:XValidation:rule="has(self.atStep) != has(self.checkpointRef)",message="set exactly one of fork.atStep (fork the conversation at a step) and fork.checkpointRef (restore a Checkpoint's workspace, then fork at its step)"
 type ForkSpec struct {
 	// atStep is the first global step that goes live: every step before it is served from the
 	// recording. The live tail also draws its clock, random and UUID values live and records them in
-	// the child session.
-	// +required
+	// the child session. Exactly one of atStep and checkpointRef is set.
+	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=9007199254740991
 	AtStep *int64 `json:"atStep,omitempty"`
+
+	// checkpointRef names a Checkpoint of the same session to fork from: the run goes live at the
+	// Checkpoint's step, and its workspace snapshot is restored into the agent's workspace volume
+	// before the agent starts. The run waits until the Checkpoint is Ready. Exactly one of atStep and
+	// checkpointRef is set.
+	// +optional
+	CheckpointRef LocalObjectReference `json:"checkpointRef,omitzero"`
 
 	// overrides change the live tail's model requests.
 	// +optional
@@ -444,6 +455,7 @@ type ForkRunStatus struct {
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Child",type=string,JSONPath=`.status.childSessionRef.name`,priority=1
 // +kubebuilder:printcolumn:name="Job",type=string,JSONPath=`.status.jobRef.name`,priority=1
+// +kubebuilder:printcolumn:name="Checkpoint",type=string,JSONPath=`.spec.fork.checkpointRef.name`,priority=1
 type ForkRun struct {
 	metav1.TypeMeta `json:",inline"`
 

@@ -485,6 +485,7 @@ func (in *ForkSpec) DeepCopyInto(out *ForkSpec) {
 		*out = new(int64)
 		**out = **in
 	}
+	out.CheckpointRef = in.CheckpointRef
 	in.Overrides.DeepCopyInto(&out.Overrides)
 	out.Tools = in.Tools
 	out.ProviderKeys = in.ProviderKeys
