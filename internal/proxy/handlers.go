@@ -164,18 +164,28 @@ func validSite(site string) bool {
 }
 
 // learnCredentials makes the agent's own credential a secret, redacted wherever it appears. When the
-// proxy holds the key, what the agent sends is a placeholder and is not forwarded.
+// proxy holds the key, what the agent sends is a placeholder ("dummy"): it is neither forwarded nor
+// learned, or every "dummy" in the conversation would be redacted. A replay forwards nothing and
+// cannot tell a placeholder from a key: the secrets it redacts are the recording's, from its vault.
+// A credential shorter than a declared secret may be is not learned either.
 func (s *Server) learnCredentials(p *Provider, h http.Header) {
-	for _, name := range []string{p.AuthHeader, "X-Api-Key", "Authorization"} {
+	if s.opts.Mode == Replay || s.opts.APIKeys[p.Name] != "" {
+		return
+	}
+	for _, name := range append([]string{p.AuthHeader, "X-Api-Key", "Authorization"}, p.AltAuthHeaders...) {
 		v := strings.TrimSpace(h.Get(name))
 		if len(v) > len("bearer ") && strings.EqualFold(v[:len("bearer ")], "bearer ") {
 			v = strings.TrimSpace(v[len("bearer "):])
 		}
-		if len(v) >= replay.MinDeclaredSecretLen {
+		if len(v) >= minAgentCredentialLen {
 			s.redactor.AddLiteral("agent-credential", v)
 		}
 	}
 }
+
+// minAgentCredentialLen is the shortest agent credential learned as a secret: the shortest secret a
+// recording accepts when declared.
+const minAgentCredentialLen = replay.MinDeclaredSecretLen
 
 // handleModel serves the provider's model endpoint, JSON or streamed.
 func (s *Server) handleModel(p *Provider) handler {

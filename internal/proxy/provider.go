@@ -36,6 +36,9 @@ type Provider struct {
 	DefaultUpstream string
 	// AuthHeader carries the credential, after AuthPrefix ("x-api-key", or "Authorization" + "Bearer ").
 	AuthHeader, AuthPrefix string
+	// AltAuthHeaders are other credential headers the API accepts from an agent (Anthropic's SDK sends
+	// an auth token as Authorization: Bearer), forwarded as sent when the proxy holds no key.
+	AltAuthHeaders []string
 	// Forward are the request headers passed upstream unchanged (API version, beta flags).
 	Forward []string
 	// ErrorBody is the provider's error document for an HTTP status and a message.
@@ -63,6 +66,7 @@ var Anthropic = &Provider{
 	Codec:           anthropic.Codec{},
 	DefaultUpstream: "https://api.anthropic.com",
 	AuthHeader:      "X-Api-Key",
+	AltAuthHeaders:  []string{"Authorization"},
 	Forward:         []string{"Anthropic-Version", "Anthropic-Beta"},
 	ErrorBody:       anthropicError,
 	Chunk:           anthropicChunk,

@@ -75,8 +75,10 @@ func (u *upstream) request(ctx context.Context, path string, body []byte) (*http
 	case u.key != "":
 		req.Header.Set(u.p.AuthHeader, u.p.AuthPrefix+u.key)
 	case info.header != nil:
-		if v := info.header.Get(u.p.AuthHeader); v != "" {
-			req.Header.Set(u.p.AuthHeader, v)
+		for _, h := range append([]string{u.p.AuthHeader}, u.p.AltAuthHeaders...) {
+			if v := info.header.Get(h); v != "" {
+				req.Header.Set(h, v)
+			}
 		}
 	}
 	resp, err := u.client.Do(req)
