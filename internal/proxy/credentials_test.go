@@ -3,6 +3,10 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -83,5 +87,42 @@ func TestAnAuthTokenFromTheAnthropicSDKIsForwarded(t *testing.T) {
 		if strings.Contains(want, "canary") {
 			assertNoCanary(t, dir)
 		}
+	}
+}
+
+// TestEncodedSecretsAreStoredNowhere: the provider key and a declared secret (--learn-secrets-from)
+// sent base64, base64url or percent-encoded in tool arguments and in the conversation appear in no
+// stored byte, in any of those forms.
+func TestEncodedSecretsAreStoredNowhere(t *testing.T) {
+	_, up := hFake(t, "turns:\n- text: ok\n")
+	tool := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		args, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(args) // echoes the arguments as its result
+	}))
+	defer tool.Close()
+	dir := filepath.Join(t.TempDir(), "s")
+	r := hStart(t, Options{Mode: Record, Dir: dir, ID: "s", Upstreams: map[string]string{"anthropic": up},
+		APIKeys: map[string]string{"anthropic": hProvKey}, Secrets: []string{hLearned}, Keys: hKey,
+		Tools: map[string]string{"probe": tool.URL}})
+	needles := map[string]string{}
+	args := map[string]string{}
+	for label, secret := range map[string]string{"provkey": hProvKey, "learned": hLearned} {
+		for k, v := range hForms(label, secret) {
+			needles[k], args[k] = v, "pre "+v+" post"
+		}
+	}
+	body, _ := json.Marshal(args)
+	if res := hDo(t, r.ts.URL, "/v1/tools/probe", nil, body); res.status != 200 {
+		t.Fatalf("tool call: %d %s", res.status, res.body)
+	}
+	if res := hDo(t, r.ts.URL, "/v1/messages", map[string]string{"x-api-key": "placeholder"}, hMsg(false, string(body))); res.status != 200 {
+		t.Fatalf("model call: %d %s", res.status, res.body)
+	}
+	if o := r.stop(); o.Err != nil {
+		t.Fatal(o.Err)
+	}
+	if hits := hGrep(t, dir, needles); len(hits) > 0 {
+		t.Errorf("secrets stored: %v", hits)
 	}
 }

@@ -3,10 +3,12 @@ package redact
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -222,7 +224,9 @@ func (r *Redactor) all() []compiledPattern {
 // read from its environment. Literals are not part of PatternNames: they are learned, not configured.
 //
 // The forms the secret takes inside a Go-quoted (%q) or JSON string are learned with it when they
-// differ, so a secret holding '"' or '\' is still found once an agent has quoted it.
+// differ, so a secret holding '"' or '\' is still found once an agent has quoted it; so are its
+// encodings an agent or a tool may send it in: base64 and base64url, padded and raw, and percent-
+// encoding (query and path, upper- and lower-case hex).
 func (r *Redactor) AddLiteral(name, secret string) {
 	if secret == "" {
 		return
@@ -234,7 +238,7 @@ func (r *Redactor) AddLiteral(name, secret string) {
 
 // literalFormsLocked appends to learn a literal pattern for each form of secret not known yet.
 func (r *Redactor) literalFormsLocked(learn []compiledPattern, name, secret string) []compiledPattern {
-	for _, form := range quotedForms(secret) {
+	for _, form := range append(quotedForms(secret), encodedForms(secret)...) {
 		if form == "" || r.known[form] {
 			continue
 		}
@@ -271,6 +275,37 @@ func quotedForms(secret string) []string {
 		forms = append(forms, inner(strings.TrimSuffix(b.String(), "\n")))
 	}
 	return forms
+}
+
+// encodedForms are the base64 (standard and URL alphabets, padded first so a padded form is replaced
+// whole) and percent-encoded spellings of secret.
+func encodedForms(secret string) []string {
+	b := []byte(secret)
+	forms := []string{base64.StdEncoding.EncodeToString(b), base64.RawStdEncoding.EncodeToString(b),
+		base64.URLEncoding.EncodeToString(b), base64.RawURLEncoding.EncodeToString(b)}
+	for _, esc := range []string{url.QueryEscape(secret), url.PathEscape(secret)} {
+		forms = append(forms, esc, lowerHexEscapes(esc))
+	}
+	return forms
+}
+
+// lowerHexEscapes spells the %XX escapes of s in lower-case hex.
+func lowerHexEscapes(s string) string {
+	b := []byte(s)
+	for i := 0; i+2 < len(b); i++ {
+		if b[i] == '%' {
+			b[i+1], b[i+2] = lowerHex(b[i+1]), lowerHex(b[i+2])
+			i += 2
+		}
+	}
+	return string(b)
+}
+
+func lowerHex(c byte) byte {
+	if 'A' <= c && c <= 'F' {
+		return c + 'a' - 'A'
+	}
+	return c
 }
 
 // inner strips the quotes around a quoted string.
