@@ -72,7 +72,8 @@ child session. The provider key comes from --anthropic-api-key-file or $ANTHROPI
 replaces whatever the agent sends; without one the agent's own key is passed through. Either way it
 is redacted wherever it appears, with every value of --learn-secrets-from.
 
-SIGTERM or SIGINT stops taking requests, waits for those in flight and commits the session; with
+SIGTERM or SIGINT stops taking requests, waits for those in flight (half of --shutdown-timeout, then
+cuts them and records them as errors) and commits the session; with
 --store it is then pushed, and a replay or fork writes its result to results/<job-uid>.json and the
 termination message. A record run writes no task result: the committed session is its output.`,
 		Args: cobra.NoArgs,
@@ -101,7 +102,7 @@ termination message. A record run writes no task result: the committed session i
 	fl.StringVar(&o.workspace, "workspace", "", "git work tree of the run: its HEAD is stamped as START and in SUSPEND records (from the Job, never the agent)")
 	fl.StringVar(&o.workspaceHead, "workspace-head", "", "record: the commit the run starts from (40 or 64 hex digits), stamped as START when the proxy has no work tree (from the Job, never the agent)")
 	fl.StringVar(&o.resultFile, "result", "", "also write the task result JSON to this file")
-	fl.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long requests in flight may take to finish after SIGTERM")
+	fl.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "after SIGTERM, how long the session's commit waits for requests in flight: half for them to finish, then they are cut (recorded as errors)")
 	return cmd
 }
 
@@ -221,8 +222,9 @@ func (o *proxyOptions) run(cmd *cobra.Command) error {
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second}
 	go func() { _ = hs.Serve(ln) }()
 	fmt.Fprintf(cmd.ErrOrStderr(), "agentrewind proxy (%s) listening on %s\n", opts.Mode, ln.Addr())
-	out := srv.Run(ctx)
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.shutdownTimeout)
+	out := srv.Run(ctx) // within --shutdown-timeout of the signal
+	// Run waited for (or cut) the calls in flight; what is left is answers being written.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.shutdownTimeout/2)
 	_ = hs.Shutdown(sctx)
 	cancel()
 	return o.finish(cmd, store, opts, out, started)
@@ -301,7 +303,7 @@ func (o *proxyOptions) writeResult(res *task.Result, reason task.FailureReason, 
 
 // options turns the flags into the proxy's options, reading keys, secrets and overrides.
 func (o *proxyOptions) options() (proxy.Options, error) {
-	opts := proxy.Options{Mode: proxy.Mode(o.mode), Provider: o.provider, ID: o.childID, AtStep: o.atStep,
+	opts := proxy.Options{Mode: proxy.Mode(o.mode), Provider: o.provider, ID: o.childID, AtStep: o.atStep, ShutdownTimeout: o.shutdownTimeout,
 		OnMiss: replay.OnMiss(o.onMiss), Workspace: o.workspace, Tools: map[string]string{}, APIKeys: map[string]string{},
 		Upstreams: map[string]string{"anthropic": o.anthropicUpstream, "openai": o.openaiUp}}
 	if opts.Mode == proxy.Record {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -113,11 +114,18 @@ func (s *Server) writeError(w http.ResponseWriter, p *Provider, status int, mess
 	return outcomeError
 }
 
-// readBody reads a request body of at most MaxBodyBytes.
+// readBody reads a request body of at most MaxBodyBytes within the body read timeout.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request, p *Provider) ([]byte, string, bool) {
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(s.opts.BodyReadTimeout)) // not every ResponseWriter can
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	_ = rc.SetReadDeadline(time.Time{})
 	var tooLarge *http.MaxBytesError
+	var netErr net.Error
 	switch {
+	case errors.As(err, &netErr) && netErr.Timeout():
+		return nil, s.writeError(w, p, http.StatusRequestTimeout,
+			fmt.Sprintf("the request body did not arrive within %s", s.opts.BodyReadTimeout)), false
 	case errors.As(err, &tooLarge):
 		return nil, s.writeError(w, p, http.StatusRequestEntityTooLarge,
 			fmt.Sprintf("the request body is larger than %d bytes, the most the rewind proxy accepts", MaxBodyBytes)), false
@@ -142,7 +150,7 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, p *Provider, defa
 		w.Header().Set("Retry-After", "1")
 		return nil, nil, "", s.writeError(w, p, http.StatusServiceUnavailable, err.Error()), false
 	}
-	ctx, err = s.lane(r.Context(), r.Header.Get(HeaderLane))
+	ctx, err = s.lane(s.callContext(r), r.Header.Get(HeaderLane))
 	if err != nil {
 		s.release()
 		return nil, nil, "", s.writeError(w, p, http.StatusBadRequest, HeaderLane+": "+err.Error()), false

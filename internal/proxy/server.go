@@ -72,6 +72,14 @@ type Options struct {
 	// minute timeout). Redirects are never followed, whatever the client says: a 3xx is the upstream's
 	// answer, passed to the agent and recorded, so a credential the proxy holds never reaches another host.
 	Client *http.Client
+	// ShutdownTimeout bounds how long Run waits, once its context is done, for the calls in flight: half
+	// of it for them to finish, then they are cut (their upstream requests canceled, each recorded as
+	// an error event) and the rest for that to be recorded. The session is committed either way.
+	// Default 30s.
+	ShutdownTimeout time.Duration
+	// BodyReadTimeout bounds the reading of a request body (default 1 minute): a client that trickles
+	// one gets 408 and holds nothing.
+	BodyReadTimeout time.Duration
 	// Registerer receives the proxy's metrics (default: a registry of its own, served on /metrics).
 	Registry *prometheus.Registry
 	// Config is the engine configuration the rest is added to (entropy sources, environment, Logf).
@@ -98,6 +106,10 @@ type Server struct {
 	tools     map[string]replay.Tool
 	metrics   *metrics
 	mux       *http.ServeMux
+
+	// calls is canceled to cut the calls still in flight at shutdown.
+	calls      context.Context
+	cancelCall context.CancelFunc
 
 	mu       sync.Mutex
 	ac       replay.AgentContext
@@ -139,8 +151,15 @@ func New(opts Options, providers ...*Provider) (*Server, error) {
 	if opts.Registry == nil {
 		opts.Registry = prometheus.NewRegistry()
 	}
+	if opts.ShutdownTimeout <= 0 {
+		opts.ShutdownTimeout = 30 * time.Second
+	}
+	if opts.BodyReadTimeout <= 0 {
+		opts.BodyReadTimeout = time.Minute
+	}
 	s := &Server{opts: opts, providers: providers, upstreams: map[string]*upstream{}, tools: map[string]replay.Tool{},
 		lanes: map[string]*replay.NamedLane{}, ready: make(chan struct{}), stop: make(chan struct{})}
+	s.calls, s.cancelCall = context.WithCancel(context.Background())
 	var err error
 	if s.metrics, err = newMetrics(opts.Registry); err != nil {
 		return nil, err
@@ -242,9 +261,43 @@ func (s *Server) Run(ctx context.Context) *Outcome {
 		return out
 	}
 	s.close()
-	s.inflight.Wait()
+	grace := s.opts.ShutdownTimeout / 2
+	if !s.waitInflight(grace) {
+		if logf := s.opts.Config.Logf; logf != nil {
+			logf("Cut the calls still in flight %s after the run was told to stop", grace)
+		}
+		s.cancelCall()
+		s.waitInflight(s.opts.ShutdownTimeout - grace)
+	}
+	s.cancelCall()
 	close(s.stop)
 	return <-done
+}
+
+// waitInflight waits at most d for the requests in flight and says whether they all finished.
+func (s *Server) waitInflight(d time.Duration) bool {
+	idle := make(chan struct{})
+	go func() {
+		s.inflight.Wait()
+		close(idle)
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-idle:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// callContext is the context of a call admitted into the run: the request's, cut as well when the
+// run cuts the calls in flight at shutdown.
+func (s *Server) callContext(r *http.Request) context.Context {
+	ctx, cancel := context.WithCancel(r.Context())
+	stop := context.AfterFunc(s.calls, cancel)
+	context.AfterFunc(ctx, func() { stop() }) // the request's context ends when its handler returns
+	return ctx
 }
 
 // learnVault makes the secrets the recording redacted secrets of this run too, so a replayed or
