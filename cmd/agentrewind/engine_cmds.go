@@ -25,7 +25,7 @@ const defaultTerminationLog = "/dev/termination-log"
 func newEngineCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "engine <task>",
-		Short: "Run one of the tasks the operator's Jobs run (verify, resume-plan, checkpoint, replay, fork)",
+		Short: "Run one of the tasks the operator's Jobs run (verify, resume-plan, checkpoint, replay, fork, gc-sweep)",
 		Long: `Run one of the tasks the operator's Jobs run. In a Job, a task reads its session from the store
 (--store, --session-id), writes its result to results/<job-uid>.json there and a summary of at most
 4 KiB to the termination message; the controller reads both. A task that ran and found a problem (a
@@ -34,7 +34,7 @@ do its job exits non-zero and its result says why.`,
 		Args: cobra.NoArgs,
 	}
 	cmd.AddCommand(newVerifyTaskCommand(), newResumePlanTaskCommand(), newCheckpointTaskCommand(),
-		newEngineProxyTaskCommand("replay"), newEngineProxyTaskCommand("fork"))
+		newEngineProxyTaskCommand("replay"), newEngineProxyTaskCommand("fork"), newGCSweepTaskCommand())
 	return cmd
 }
 
