@@ -34,17 +34,22 @@ type ForkRunReconciler struct {
 	Deps
 }
 
-// SetupWithManager registers the reconciler: it owns its Job and watches the sessions ForkRuns wait for.
+// SetupWithManager registers the reconciler: it owns its Job and watches the sessions and Checkpoints
+// ForkRuns wait for.
 func (r *ForkRunReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.ForkRun{}, forkRunSessionField, func(o client.Object) []string {
 		return []string{o.(*v1alpha1.ForkRun).Spec.SessionRef.Name}
 	}); err != nil {
 		return err
 	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.ForkRun{}, forkRunCheckpointField, checkpointOfRun); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.ForkRun{}).
 		Owns(&batchv1.Job{}).
 		Watches(&v1alpha1.AgentSession{}, handler.EnqueueRequestsFromMapFunc(r.runsOfSession)).
+		Watches(&v1alpha1.Checkpoint{}, handler.EnqueueRequestsFromMapFunc(r.runsOfCheckpoint)).
 		Named("forkrun").
 		Complete(r)
 }
@@ -64,13 +69,14 @@ func (r *ForkRunReconciler) runsOfSession(ctx context.Context, o client.Object) 
 }
 
 // ForkRun: one Job per ForkRun, the child AgentSession of a fork (created, never updated or deleted:
-// it outlives the ForkRun), deletion after the TTL. Pods are read (never watched) for the proxy's
+// it outlives the ForkRun), deletion after the TTL; the Checkpoint a fork starts from is read. Pods are read (never watched) for the proxy's
 // termination message. Provider keys and the agent's Secrets reach the pod as Secret references the
 // kubelet resolves: the manager reads no Secret for a ForkRun.
 // +kubebuilder:rbac:groups=agentrewind.io,resources=forkruns,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=agentrewind.io,resources=forkruns/status,verbs=get;patch
 // +kubebuilder:rbac:groups=agentrewind.io,resources=forkruns/finalizers,verbs=update
 // +kubebuilder:rbac:groups=agentrewind.io,resources=agentsessions,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=agentrewind.io,resources=checkpoints,verbs=get;list;watch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list
 
@@ -159,29 +165,38 @@ func (r *ForkRunReconciler) run(ctx context.Context, fr *v1alpha1.ForkRun) (ctrl
 	return r.follow(ctx, fr, &s, step)
 }
 
-// start checks the session and the spec, then creates the Job.
+// start checks the Checkpoint a fork starts from, the session and the spec, then creates the Job.
 func (r *ForkRunReconciler) start(ctx context.Context, fr *v1alpha1.ForkRun, s *v1alpha1.AgentSession) (ctrl.Result, error) {
-	gen := fr.Generation
+	agent, agentErr := agentOf(fr, s)
+	var start forkStart
+	if fr.Spec.Mode == v1alpha1.ModeFork {
+		if at := fr.Spec.Fork.AtStep; at != nil {
+			start.step = *at
+		} else if fr.Spec.Fork.CheckpointRef.Name != "" {
+			// Checked before the session is Ready: a Checkpoint of another session is wrong whatever
+			// the session does.
+			var done bool
+			var res ctrl.Result
+			var err error
+			if start, done, res, err = r.checkpointStart(ctx, fr, agent); done || err != nil {
+				return res, err
+			}
+		} else {
+			return ctrl.Result{}, r.stallInvalid(fr, &specError{"spec.fork: set atStep or checkpointRef"})
+		}
+	}
 	if !meta.IsStatusConditionTrue(s.Status.Conditions, v1alpha1.ConditionReady) {
-		conditions.MarkReconciling(&fr.Status.Conditions, gen, conditions.ReasonWaitingForSession,
+		conditions.MarkReconciling(&fr.Status.Conditions, fr.Generation, conditions.ReasonWaitingForSession,
 			fmt.Sprintf("waiting for AgentSession %s to be Ready (verified)", s.Name))
 		return ctrl.Result{RequeueAfter: sessionWaitRequeue}, nil
 	}
-	agent, err := agentOf(fr, s)
+	err := agentErr
 	var desired *batchv1.Job
 	if err == nil {
-		desired, err = r.forkRunJob(fr, s, agent)
+		desired, err = r.forkRunJob(fr, s, agent, start)
 	}
 	if isSpecError(err) {
-		// Stalled until the session's agent changes (the ForkRun's spec cannot): said once, not on
-		// every pass a session update brings.
-		if c := meta.FindStatusCondition(fr.Status.Conditions, v1alpha1.ConditionStalled); c != nil && c.Status == metav1.ConditionTrue &&
-			c.Reason == v1alpha1.ReasonInvalidSpec && c.ObservedGeneration == gen && c.Message == err.Error() {
-			return ctrl.Result{}, nil
-		}
-		conditions.MarkStalled(&fr.Status.Conditions, gen, v1alpha1.ReasonInvalidSpec, err.Error())
-		r.Recorder.Eventf(fr, nil, corev1.EventTypeWarning, v1alpha1.ReasonInvalidSpec, "Start", "%s", err.Error())
-		return ctrl.Result{}, reconcile.TerminalError(err)
+		return ctrl.Result{}, r.stallInvalid(fr, err)
 	}
 	if err != nil {
 		return ctrl.Result{}, err
@@ -190,7 +205,21 @@ func (r *ForkRunReconciler) start(ctx context.Context, fr *v1alpha1.ForkRun, s *
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	r.announceStart(fr, step, start, agent)
 	return r.follow(ctx, fr, s, step)
+}
+
+// stallInvalid stalls a ForkRun whose spec cannot run with InvalidSpec, until the session's agent or
+// the Checkpoint changes (the ForkRun's spec cannot): said once, not on every pass an update brings.
+func (r *ForkRunReconciler) stallInvalid(fr *v1alpha1.ForkRun, err error) error {
+	gen := fr.Generation
+	if c := meta.FindStatusCondition(fr.Status.Conditions, v1alpha1.ConditionStalled); c != nil && c.Status == metav1.ConditionTrue &&
+		c.Reason == v1alpha1.ReasonInvalidSpec && c.ObservedGeneration == gen && c.Message == err.Error() {
+		return nil
+	}
+	conditions.MarkStalled(&fr.Status.Conditions, gen, v1alpha1.ReasonInvalidSpec, err.Error())
+	r.Recorder.Eventf(fr, nil, corev1.EventTypeWarning, v1alpha1.ReasonInvalidSpec, "Start", "%s", err.Error())
+	return reconcile.TerminalError(err)
 }
 
 // follow writes where the Job stands; once it finished, it reads the result.

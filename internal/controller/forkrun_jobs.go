@@ -100,7 +100,7 @@ func agentOf(fr *v1alpha1.ForkRun, s *v1alpha1.AgentSession) (v1alpha1.AgentSpec
 
 // proxyArgs are the proxy's flags for a ForkRun, after `engine replay` or `engine fork` (the proxy in
 // that mode, named like the other engine tasks).
-func (r *ForkRunReconciler) proxyArgs(fr *v1alpha1.ForkRun, s *v1alpha1.AgentSession, loc Location) ([]string, error) {
+func (r *ForkRunReconciler) proxyArgs(fr *v1alpha1.ForkRun, s *v1alpha1.AgentSession, loc Location, start forkStart) ([]string, error) {
 	args := []string{"--listen", fmt.Sprintf(":%d", ProxyPort)}
 	args = append(args, r.Stores.jobArgs(loc, s.Spec.SessionID)...)
 	args = append(args, "--job-uid", "$("+jobs.EnvJobUID+")")
@@ -113,9 +113,6 @@ func (r *ForkRunReconciler) proxyArgs(fr *v1alpha1.ForkRun, s *v1alpha1.AgentSes
 		args = append(args, "--drift-policy", strings.ToLower(string(p)))
 	case v1alpha1.ModeFork:
 		f := fr.Spec.Fork
-		if f.AtStep == nil {
-			return nil, &specError{"spec.fork.atStep is required in Fork mode"}
-		}
 		p, err := apimap.DriftPolicy(f.DriftPolicy)
 		if err != nil {
 			return nil, &specError{fmt.Sprintf("spec.fork.driftPolicy: %v", err)}
@@ -127,7 +124,7 @@ func (r *ForkRunReconciler) proxyArgs(fr *v1alpha1.ForkRun, s *v1alpha1.AgentSes
 		if err != nil {
 			return nil, &specError{fmt.Sprintf("spec.fork.tools.onMiss: %v", err)}
 		}
-		args = append(args, "--drift-policy", strings.ToLower(string(p)), "--at-step", strconv.FormatInt(*f.AtStep, 10),
+		args = append(args, "--drift-policy", strings.ToLower(string(p)), "--at-step", strconv.FormatInt(start.step, 10),
 			"--child-session-id", childSessionName(fr), "--on-miss", string(onMiss))
 		if hasOverrides(f.Overrides) {
 			args = append(args, "--overrides", overridesDir+"/"+overridesFile)
@@ -150,13 +147,15 @@ func hasOverrides(o v1alpha1.ForkOverrides) bool {
 
 // forkRunJob builds the ForkRun's Job on the shared engine Job (name, owner, labels, backoffLimit 0,
 // TTL, deadline, restricted security, JOB_UID, store credentials): its engine container becomes the
-// proxy sidecar, and the agent container is added beside it.
-func (r *ForkRunReconciler) forkRunJob(fr *v1alpha1.ForkRun, s *v1alpha1.AgentSession, agent v1alpha1.AgentSpec) (*batchv1.Job, error) {
+// proxy sidecar, and the agent container is added beside it. A fork goes live at start.step; when
+// start names a snapshot, an init container restores it into the agent's workspace before the proxy
+// starts (the agent's claim, or an emptyDir at /workspace when the agent has none).
+func (r *ForkRunReconciler) forkRunJob(fr *v1alpha1.ForkRun, s *v1alpha1.AgentSession, agent v1alpha1.AgentSpec, start forkStart) (*batchv1.Job, error) {
 	if msgs := validation.IsValidLabelValue(fr.Name); len(msgs) > 0 {
 		return nil, &specError{fmt.Sprintf("metadata.name %q cannot label the Job's pods (%s): name the ForkRun in at most 63 characters", fr.Name, strings.Join(msgs, "; "))}
 	}
 	loc := r.Stores.LocationOf(s)
-	args, err := r.proxyArgs(fr, s, loc)
+	args, err := r.proxyArgs(fr, s, loc, start)
 	if err != nil {
 		return nil, err
 	}
@@ -233,12 +232,26 @@ func (r *ForkRunReconciler) forkRunJob(fr *v1alpha1.ForkRun, s *v1alpha1.AgentSe
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		SecurityContext:          proxy.SecurityContext.DeepCopy(),
 	}
-	if w := agent.Workspace; w.ClaimName != "" {
-		pod.Volumes = append(pod.Volumes, corev1.Volume{Name: "workspace", VolumeSource: corev1.VolumeSource{
+	w := agent.Workspace
+	switch {
+	case w.ClaimName != "":
+		pod.Volumes = append(pod.Volumes, corev1.Volume{Name: workspaceVolume, VolumeSource: corev1.VolumeSource{
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: w.ClaimName}}})
-		a.VolumeMounts = append(a.VolumeMounts, corev1.VolumeMount{Name: "workspace", MountPath: workspaceMount, SubPath: w.SubPath})
+	case start.manifest != "":
+		pod.Volumes = append(pod.Volumes, corev1.Volume{Name: workspaceVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	}
+	ws := corev1.VolumeMount{Name: workspaceVolume, MountPath: workspaceMount, SubPath: w.SubPath}
+	if w.ClaimName != "" || start.manifest != "" {
+		a.VolumeMounts = append(a.VolumeMounts, ws)
 	}
 	pod.InitContainers = []corev1.Container{proxy}
+	if start.manifest != "" {
+		restore := r.restoreContainer(s, loc, start, w.ClaimName != "", proxy.SecurityContext)
+		restore.VolumeMounts = append(restore.VolumeMounts, ws)
+		// Before the proxy: init containers run in order, so the proxy, and the agent after its startup
+		// probe, start only once every file is back.
+		pod.InitContainers = []corev1.Container{restore, proxy}
+	}
 	pod.Containers = []corev1.Container{a}
 	return job, nil
 }

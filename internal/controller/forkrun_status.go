@@ -27,6 +27,7 @@ type runVerdict struct {
 	reason  string
 	message string
 	childID string
+	atStep  int64 // the step the fork went live at, as the proxy reported it
 }
 
 // decideRun reads a finished Job: its result when the proxy left one, else why there is none. The
@@ -59,7 +60,7 @@ func decideRun(fr *v1alpha1.ForkRun, job *batchv1.Job, state jobs.State, rep job
 	case res.Replay != nil:
 		stop = res.Replay.Divergence
 	case res.Fork != nil:
-		stop, v.childID = res.Fork.Divergence, res.Fork.ChildSessionID
+		stop, v.childID, v.atStep = res.Fork.Divergence, res.Fork.ChildSessionID, res.Fork.AtStep
 		fmt.Fprintf(&b, "; %d answers recorded, %d live, %d stubbed; %d tokens spent live",
 			res.Fork.Provenance.Recorded, res.Fork.Provenance.Live, res.Fork.Provenance.Stub, res.Fork.TokensSpent.InputTokens+res.Fork.TokensSpent.OutputTokens)
 		if g := fr.Spec.Goal.Tool; g != "" && res.Fork.ReachedGoal == nil {
@@ -71,6 +72,10 @@ func decideRun(fr *v1alpha1.ForkRun, job *batchv1.Job, state jobs.State, rep job
 	}
 	if n := *st.Divergences; n > 0 && stop == nil {
 		fmt.Fprintf(&b, "; %d tolerated drifts, the first at step %d", n, *st.FirstDivergence.Step)
+	}
+	if m := restoredManifest(job.Spec.Template.Spec); m != "" {
+		// The proxy ran, so the restore ordered before it finished.
+		fmt.Fprintf(&b, "; the workspace was restored from Checkpoint %s (manifest %.12s) before the agent started", fr.Spec.Fork.CheckpointRef.Name, m)
 	}
 	if state == jobs.Failed && apimap.Healthy(st.Outcome) {
 		fmt.Fprintf(&b, "; but the agent container failed: %s", jobs.FailedMessage(job))
@@ -86,7 +91,7 @@ func (r *ForkRunReconciler) applyRun(ctx context.Context, fr *v1alpha1.ForkRun, 
 	job := step.job
 	v := decideRun(fr, job, step.state, rep)
 	if v.childID != "" && fr.Spec.Mode == v1alpha1.ModeFork {
-		if err := r.ensureChild(ctx, fr, s, v.childID); err != nil {
+		if err := r.ensureChild(ctx, fr, s, v.childID, v.atStep); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -126,8 +131,9 @@ func finishedAt(job *batchv1.Job, now metav1.Time) metav1.Time {
 // session id the proxy committed into the parent's store, with parentRef and forkedAtStep. It has no
 // owner reference on purpose: a child session is a recording of its own that outlives the ForkRun's
 // TTL (deleting it would delete the recording); the label agentrewind.io/forkrun says where it came
-// from. One of that name is adopted only if it records the same session.
-func (r *ForkRunReconciler) ensureChild(ctx context.Context, fr *v1alpha1.ForkRun, s *v1alpha1.AgentSession, id string) error {
+// from. One of that name is adopted only if it records the same session. Its forkedAtStep is
+// spec.fork.atStep, else (a fork from a Checkpoint) the step the proxy reported going live at.
+func (r *ForkRunReconciler) ensureChild(ctx context.Context, fr *v1alpha1.ForkRun, s *v1alpha1.AgentSession, id string, atStep int64) error {
 	name := childSessionName(fr)
 	var child v1alpha1.AgentSession
 	err := r.Get(ctx, client.ObjectKey{Namespace: fr.Namespace, Name: name}, &child)
@@ -142,10 +148,13 @@ func (r *ForkRunReconciler) ensureChild(ctx context.Context, fr *v1alpha1.ForkRu
 		return err
 	}
 	agent, _ := agentOf(fr, s)
+	if at := fr.Spec.Fork.AtStep; at != nil {
+		atStep = *at
+	}
 	child = v1alpha1.AgentSession{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: fr.Namespace},
 		Spec: v1alpha1.AgentSessionSpec{SessionID: id, Storage: s.Spec.Storage, Agent: agent,
-			ParentRef: v1alpha1.LocalObjectReference{Name: s.Name}, ForkedAtStep: new(*fr.Spec.Fork.AtStep)},
+			ParentRef: v1alpha1.LocalObjectReference{Name: s.Name}, ForkedAtStep: new(atStep)},
 	}
 	if len(validation.IsValidLabelValue(fr.Name)) == 0 {
 		child.Labels = map[string]string{LabelForkRun: fr.Name}
