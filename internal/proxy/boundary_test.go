@@ -182,3 +182,34 @@ func TestLiveAndReplayedErrorsReadTheSame(t *testing.T) {
 		})
 	}
 }
+
+// TestLedgerOpsAndCallSitesMustBeExact: a ledger op that is not spelled exactly ("start", "START ",
+// "suspend") is refused with 400, and so is an X-Rewind-Site that names another endpoint's own site.
+func TestLedgerOpsAndCallSitesMustBeExact(t *testing.T) {
+	_, up := hFake(t, "turns:\n- text: ok\n")
+	dir := filepath.Join(t.TempDir(), "s")
+	r := hStart(t, Options{Mode: Record, Dir: dir, ID: "s", Upstreams: map[string]string{"anthropic": up}})
+	for _, op := range []string{"start", "START ", "suspend", "Intent", "\u0053TART", "SOMETHING"} {
+		body, _ := json.Marshal(map[string]string{"op": op})
+		if res := hDo(t, r.ts.URL, "/v1/ledger", nil, body); res.status != http.StatusBadRequest {
+			t.Errorf("ledger op %q: %d %s, want 400", op, res.status, res.body)
+		}
+	}
+	if res := hDo(t, r.ts.URL, "/v1/ledger", nil, []byte(`{"op":"INTENT"}`)); res.status != http.StatusOK {
+		t.Errorf("INTENT: %d %s", res.status, res.body)
+	}
+	for _, site := range []string{"tool.read_file", "openai.chat_completions", "anthropic.count_tokens", "clock", "recorder"} {
+		if res := hDo(t, r.ts.URL, "/v1/messages", map[string]string{HeaderSite: site}, hMsg(false, "x")); res.status != http.StatusBadRequest {
+			t.Errorf("a model call sited %q: %d, want 400", site, res.status)
+		}
+	}
+	for _, site := range []string{"anthropic.messages", "planner.step"} {
+		if res := hDo(t, r.ts.URL, "/v1/messages", map[string]string{HeaderSite: site}, hMsg(false, "x")); res.status != http.StatusOK {
+			t.Errorf("a model call sited %q: %d %s, want 200", site, res.status, res.body)
+		}
+	}
+	if o := r.stop(); o.Err != nil {
+		t.Fatal(o.Err)
+	}
+	hOpen(t, dir)
+}

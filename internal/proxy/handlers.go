@@ -145,6 +145,10 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, p *Provider, defa
 		return nil, nil, "", s.writeError(w, p, http.StatusBadRequest,
 			fmt.Sprintf("%s must be 1 to %d printable characters", HeaderSite, maxSiteLen)), false
 	}
+	if site != defaultSite && s.reservedSite(site) {
+		return nil, nil, "", s.writeError(w, p, http.StatusBadRequest,
+			fmt.Sprintf("%s %q is another endpoint's own call site", HeaderSite, site)), false
+	}
 	ac, err := s.acquire()
 	if err != nil {
 		w.Header().Set("Retry-After", "1")
@@ -157,6 +161,25 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, p *Provider, defa
 	}
 	s.learnCredentials(p, r.Header)
 	return ac, withCall(ctx, callInfo{header: r.Header}), site, "", true
+}
+
+// reservedSite reports whether site is the default call site of some endpoint (a model or token
+// counting endpoint, "tool.<name>", an entropy source, the ledger, the recorder's own): a call sited
+// there from another endpoint would be matched against that endpoint's calls.
+func (s *Server) reservedSite(site string) bool {
+	if strings.HasPrefix(site, "tool.") {
+		return true
+	}
+	switch site {
+	case "clock", "random", "uuid", "ledger", "checkpoint", "recorder", "session", "note":
+		return true
+	}
+	for _, p := range s.providers {
+		if site == p.Site || site == p.Name+".count_tokens" {
+			return true
+		}
+	}
+	return false
 }
 
 func validSite(site string) bool {
@@ -473,6 +496,9 @@ func (s *Server) handleLedger(w http.ResponseWriter, r *http.Request) string {
 	if rec.Op == "START" {
 		return s.writeError(w, p, http.StatusBadRequest, "START is minted by the recorder from the workspace it was given, never taken from the agent")
 	}
+	if !agentOps[rec.Op] {
+		return s.writeError(w, p, http.StatusBadRequest, fmt.Sprintf(`ledger op %q: use exactly INTENT, STEP_CLAIMED, STEP_VERIFIED, SUSPEND or RESUME_PROPOSED`, rec.Op))
+	}
 	ac, ctx, _, outcome, ok := s.begin(w, r, p, "ledger")
 	if !ok {
 		return outcome
@@ -489,6 +515,9 @@ func (s *Server) handleLedger(w http.ResponseWriter, r *http.Request) string {
 	}
 	return writeJSON(w, map[string]bool{"recorded": true})
 }
+
+// agentOps are the ledger ops an agent may write, spelled exactly.
+var agentOps = map[string]bool{"INTENT": true, "STEP_CLAIMED": true, "STEP_VERIFIED": true, "SUSPEND": true, "RESUME_PROPOSED": true}
 
 // handleCheckpoint mints a conversation anchor: the recorder's SUSPEND stamp of the latest turn it
 // recorded. The run goes on; the anchor is what a rewind verdict can return to.
