@@ -97,6 +97,7 @@ func (r *CheckpointReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		if perr := patchStatus(ctx, r.Client, &ck, base, func(o client.Object) any { return o.(*v1alpha1.Checkpoint).Status }); perr != nil && err == nil {
 			err = perr
 		}
+		r.Metrics.checkpointWritten(base, &ck, err)
 		res, err = settle(ctx, res, err)
 	}()
 

@@ -89,6 +89,7 @@ func decideRun(fr *v1alpha1.ForkRun, job *batchv1.Job, state jobs.State, rep job
 // status, so a pass cut short creates the child again (idempotently) before the ForkRun settles.
 func (r *ForkRunReconciler) applyRun(ctx context.Context, fr *v1alpha1.ForkRun, s *v1alpha1.AgentSession, step jobStep, rep jobs.Report) (ctrl.Result, error) {
 	job := step.job
+	r.Metrics.jobFinished(job, step.state)
 	v := decideRun(fr, job, step.state, rep)
 	if v.childID != "" && fr.Spec.Mode == v1alpha1.ModeFork {
 		if err := r.ensureChild(ctx, fr, s, v.childID, v.atStep); err != nil {

@@ -46,6 +46,7 @@ type Deps struct {
 	Clock     clock.PassiveClock
 	Stores    *Stores
 	Jobs      JobSettings
+	Metrics   *Metrics // nil records nothing
 }
 
 // jobStep is where an engine Job stands after ensureJob.
@@ -62,6 +63,7 @@ func (d *Deps) ensureJob(ctx context.Context, owner client.Object, desired *batc
 	err := d.Get(ctx, client.ObjectKeyFromObject(desired), &job)
 	switch {
 	case err == nil:
+		d.Metrics.jobFinished(&job, jobs.StateOf(&job))
 		return jobStep{job: &job, state: jobs.StateOf(&job)}, nil
 	case !apierrors.IsNotFound(err):
 		return jobStep{}, err
