@@ -31,7 +31,8 @@ import (
 // proxyOptions are the flags of agentrewind proxy.
 type proxyOptions struct {
 	job                             jobFlags
-	listen, mode, provider          string
+	listen, healthListen            string
+	mode, provider                  string
 	sessionDir, childID             string
 	driftPolicy, overridesFile      string
 	onMiss                          string
@@ -81,7 +82,8 @@ termination message. A record run writes no task result: the committed session i
 	}
 	o.job.register(cmd)
 	fl := cmd.Flags()
-	fl.StringVar(&o.listen, "listen", "127.0.0.1:8787", "address to serve on")
+	fl.StringVar(&o.listen, "listen", "127.0.0.1:8787", "address to serve the model API on (keep it on loopback beside the agent: in fork mode it spends the proxy's key)")
+	fl.StringVar(&o.healthListen, "health-listen", "", "address to serve only /healthz, /readyz and /metrics on, for probes from outside the pod (default: none; --listen serves them too)")
 	fl.StringVar(&o.mode, "mode", "", "record, replay or fork")
 	fl.StringVar(&o.provider, "provider", "anthropic", "the model API a recording speaks: anthropic or openai (replay and fork take the session's)")
 	fl.StringVar(&o.sessionDir, "session-dir", "", "local directory of sessions, one subdirectory per session id (instead of --store)")
@@ -221,6 +223,15 @@ func (o *proxyOptions) run(cmd *cobra.Command) error {
 	}
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second}
 	go func() { _ = hs.Serve(ln) }()
+	if o.healthListen != "" {
+		hln, err := net.Listen("tcp", o.healthListen)
+		if err != nil {
+			return fmt.Errorf("--health-listen: %w", err)
+		}
+		health := &http.Server{Handler: srv.HealthHandler(), ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = health.Serve(hln) }()
+		defer health.Close()
+	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "agentrewind proxy (%s) listening on %s\n", opts.Mode, ln.Addr())
 	out := srv.Run(ctx) // within --shutdown-timeout of the signal
 	// Run waited for (or cut) the calls in flight; what is left is answers being written.

@@ -326,3 +326,35 @@ func TestProxyCommandRefusesAWorkspaceHeadItCannotStamp(t *testing.T) {
 		})
 	}
 }
+
+// TestTheHealthPortServesProbesButNotTheModelAPI: with --health-listen the pod network reaches only
+// /healthz, /readyz and /metrics, while the model API (which spends the proxy's key) stays on --listen.
+func TestTheHealthPortServesProbesButNotTheModelAPI(t *testing.T) {
+	t.Setenv("ANTHROPIC_API_KEY", "")
+	_, upstream := fakeLLM(t, hiThere)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	health := ln.Addr().String()
+	ln.Close()
+	rec := startProxyCommand(t, "--mode", "record", "--session-dir", t.TempDir(), "--session-id", "run-h",
+		"--anthropic-upstream", upstream, "--health-listen", health)
+	defer func() { _ = rec.stop(t) }()
+	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
+		resp, err := http.Get("http://" + health + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("health port %s: %d", path, resp.StatusCode)
+		}
+	}
+	if _, err := askProxy(t, "http://"+health, "hello"); err == nil {
+		t.Fatal("the health port answered a model request")
+	}
+	if msg, err := askProxy(t, rec.url, "hello"); err != nil || msg.Content[0].Text != "Hi there" {
+		t.Fatalf("the model API on --listen: %v", err)
+	}
+}

@@ -176,7 +176,7 @@ func checkForkPod(t *testing.T, job *batchv1.Job, purpose string) {
 		proxy.Image != "registry.example/agentrewind:test" || proxy.Args[0] != "engine" {
 		t.Errorf("proxy container %s: restart policy %v, image %s, args %v", proxy.Name, proxy.RestartPolicy, proxy.Image, proxy.Args)
 	}
-	wantProbe := corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt32(ProxyPort), Scheme: corev1.URISchemeHTTP}}
+	wantProbe := corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt32(ProxyHealthPort), Scheme: corev1.URISchemeHTTP}}
 	for name, p := range map[string]*corev1.Probe{"startup": proxy.StartupProbe, "readiness": proxy.ReadinessProbe} {
 		if p == nil {
 			t.Errorf("the proxy has no %s probe", name)
@@ -240,7 +240,7 @@ func TestAReplaySuitePassesAndDiverges(t *testing.T) {
 
 	job := e.waitJob("pass", "replay")
 	checkForkPod(t, job, "replay")
-	wantArgs := []string{"engine", "replay", "--listen", ":8787", "--store", "s3://" + testBucket + "/" + e.storeKey(),
+	wantArgs := []string{"engine", "replay", "--listen", "127.0.0.1:8787", "--health-listen", ":8788", "--store", "s3://" + testBucket + "/" + e.storeKey(),
 		"--session-id", "golden", "--endpoint", "http://" + s3.Endpoint, "--job-uid", "$(JOB_UID)", "--drift-policy", "strict"}
 	if d := cmp.Diff(wantArgs, job.Spec.Template.Spec.InitContainers[0].Args); d != "" {
 		t.Errorf("proxy args (-want +got):\n%s", d)
@@ -341,7 +341,7 @@ func TestForksReachOrMissTheirGoal(t *testing.T) {
 	checkForkPod(t, job, "fork")
 	child := childSessionName(reach)
 	pod := job.Spec.Template.Spec
-	wantArgs := []string{"engine", "fork", "--listen", ":8787", "--store", "s3://" + testBucket + "/" + e.storeKey(),
+	wantArgs := []string{"engine", "fork", "--listen", "127.0.0.1:8787", "--health-listen", ":8788", "--store", "s3://" + testBucket + "/" + e.storeKey(),
 		"--session-id", "parent", "--endpoint", "http://" + s3.Endpoint, "--job-uid", "$(JOB_UID)", "--drift-policy", "strict",
 		"--at-step", "1", "--child-session-id", child, "--on-miss", "Error", "--overrides", "/etc/agentrewind/overrides/overrides.json",
 		"--goal-tool", "submit", "--goal-args", `{"ok":true}`, "--learn-secrets-from", "/var/run/agentrewind/learn/0"}

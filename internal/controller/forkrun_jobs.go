@@ -30,6 +30,9 @@ const (
 	AgentContainer = "agent"
 	// ProxyPort is where the proxy serves the model APIs and its probes.
 	ProxyPort = 8787
+	// ProxyHealthPort serves only the proxy's probes and metrics on the pod network; the model API
+	// listens on loopback, where only the agent beside it can reach it (it spends the provider key).
+	ProxyHealthPort = 8788
 	// AnnotationOverrides holds a fork's overrides as JSON on the pod template; the downward API hands
 	// them to the proxy as a file (--overrides).
 	AnnotationOverrides = "agentrewind.io/overrides"
@@ -101,7 +104,7 @@ func agentOf(fr *v1alpha1.ForkRun, s *v1alpha1.AgentSession) (v1alpha1.AgentSpec
 // proxyArgs are the proxy's flags for a ForkRun, after `engine replay` or `engine fork` (the proxy in
 // that mode, named like the other engine tasks).
 func (r *ForkRunReconciler) proxyArgs(fr *v1alpha1.ForkRun, s *v1alpha1.AgentSession, loc Location, start forkStart) ([]string, error) {
-	args := []string{"--listen", fmt.Sprintf(":%d", ProxyPort)}
+	args := []string{"--listen", fmt.Sprintf("127.0.0.1:%d", ProxyPort), "--health-listen", fmt.Sprintf(":%d", ProxyHealthPort)}
 	args = append(args, r.Stores.jobArgs(loc, s.Spec.SessionID)...)
 	args = append(args, "--job-uid", "$("+jobs.EnvJobUID+")")
 	switch fr.Spec.Mode {
@@ -184,8 +187,8 @@ func (r *ForkRunReconciler) forkRunJob(fr *v1alpha1.ForkRun, s *v1alpha1.AgentSe
 	proxy := pod.Containers[0]
 	proxy.Name = ProxyContainer
 	proxy.RestartPolicy = new(corev1.ContainerRestartPolicyAlways)
-	proxy.Ports = []corev1.ContainerPort{{Name: "proxy", ContainerPort: ProxyPort, Protocol: corev1.ProtocolTCP}}
-	ready := corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt32(ProxyPort)}}
+	proxy.Ports = []corev1.ContainerPort{{Name: "health", ContainerPort: ProxyHealthPort, Protocol: corev1.ProtocolTCP}}
+	ready := corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt32(ProxyHealthPort)}}
 	// The startup probe holds the agent back until the proxy pulled the session and serves; pulling a
 	// large session may take a while, hence up to five minutes.
 	proxy.StartupProbe = &corev1.Probe{ProbeHandler: ready, PeriodSeconds: 1, FailureThreshold: 300, TimeoutSeconds: 2}

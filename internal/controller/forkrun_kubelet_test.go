@@ -124,20 +124,27 @@ type proxyProcess struct {
 	exited chan struct{}
 }
 
-// startProxy runs the built binary with args (whose --listen is replaced by a free loopback port) and
-// waits for /readyz.
+// startProxy runs the built binary with args (whose --listen and --health-listen are replaced by free
+// loopback ports) and waits for /readyz, on the health port when there is one, as the kubelet probes.
 func startProxy(t *testing.T, args, env []string) *proxyProcess {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	freeAddr := func() string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		return ln.Addr().String()
 	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr, probe := freeAddr(), ""
 	args = append([]string{}, args...)
 	for i := range args {
-		if args[i] == "--listen" && i+1 < len(args) {
+		switch {
+		case args[i] == "--listen" && i+1 < len(args):
 			args[i+1] = addr
+		case args[i] == "--health-listen" && i+1 < len(args):
+			args[i+1] = freeAddr()
+			probe = "http://" + args[i+1]
 		}
 	}
 	p := &proxyProcess{cmd: exec.Command(engineBin, args...), url: "http://" + addr, output: &bytes.Buffer{}, exited: make(chan struct{})}
@@ -148,9 +155,13 @@ func startProxy(t *testing.T, args, env []string) *proxyProcess {
 	}
 	go func() { _ = p.cmd.Wait(); close(p.exited) }()
 	t.Cleanup(func() { _ = p.cmd.Process.Kill(); <-p.exited })
+	probeURL := p.url
+	if probe != "" {
+		probeURL = probe
+	}
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		if resp, err := http.Get(p.url + "/readyz"); err == nil {
+		if resp, err := http.Get(probeURL + "/readyz"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return p

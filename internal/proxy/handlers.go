@@ -89,6 +89,16 @@ func (s *Server) post(p *Provider, h handler) handler {
 	}
 }
 
+// HealthHandler serves only /healthz, /readyz and /metrics: what a kubelet probe or a scraper on the
+// pod network may reach while the model API itself listens on loopback, beside the agent.
+func (s *Server) HealthHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux.HandleFunc("/readyz", s.handleReady)
+	mux.Handle("/metrics", promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{}))
+	return mux
+}
+
 func (s *Server) handleReady(w http.ResponseWriter, _ *http.Request) {
 	s.mu.Lock()
 	ready := s.ac != nil && !s.closing
