@@ -6,12 +6,14 @@ import (
 	goflag "flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -19,6 +21,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -63,6 +66,8 @@ type controllerOptions struct {
 	storeBucket, storePrefix             string
 	jobSecret, jobSecretID, jobSecretKey string
 	jobSecretToken                       string
+	storeSyncNamespace                   string
+	storeSyncInterval                    time.Duration
 }
 
 func (o *controllerOptions) register(f *pflag.FlagSet) {
@@ -81,6 +86,9 @@ func (o *controllerOptions) register(f *pflag.FlagSet) {
 	f.StringVar(&o.jobSecretID, "store-job-access-key-id-key", kubecreds.SecretKeyAccessKeyID, "key of the access key ID in that Secret")
 	f.StringVar(&o.jobSecretKey, "store-job-secret-access-key-key", kubecreds.SecretKeySecretAccessKey, "key of the secret access key in that Secret")
 	f.StringVar(&o.jobSecretToken, "store-job-session-token-key", "", "key of an optional session token in that Secret")
+	f.StringVar(&o.storeSyncNamespace, "store-sync-namespace", "",
+		"namespace whose prefix of the default store (<store-prefix>/<namespace>/) the store sync lists, creating an AgentSession there for every committed session none records (sessions pushed from outside the cluster); empty disables the sync")
+	f.DurationVar(&o.storeSyncInterval, "store-sync-interval", 5*time.Minute, "time between two passes of the store sync, the first at leader election; 0 disables the sync")
 }
 
 // setup registers the controllers with mgr.
@@ -100,6 +108,16 @@ func (o *controllerOptions) setup(ctx context.Context, mgr ctrl.Manager) error {
 	if err := (blobstore.Config{Endpoint: cfg.Endpoint, Bucket: cfg.Bucket, Prefix: cfg.Prefix, Credentials: creds}).Validate(); err != nil {
 		return fmt.Errorf("the default store: %w", err)
 	}
+	if o.storeSyncInterval < 0 {
+		return errors.New("--store-sync-interval cannot be negative (0 disables the store sync)")
+	}
+	if errs := validation.IsDNS1123Label(o.storeSyncNamespace); o.storeSyncNamespace != "" && len(errs) > 0 {
+		return fmt.Errorf("--store-sync-namespace %q is not a namespace name: %s", o.storeSyncNamespace, strings.Join(errs, "; "))
+	}
+	metrics := controller.NewMetrics(mgr.GetCache())
+	if err := metrics.Register(crmetrics.Registry); err != nil {
+		return fmt.Errorf("registering the operator's metrics: %w", err)
+	}
 	deps := controller.Deps{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
@@ -107,6 +125,7 @@ func (o *controllerOptions) setup(ctx context.Context, mgr ctrl.Manager) error {
 		Clock:     clock.RealClock{},
 		Stores:    &controller.Stores{Config: cfg, Secrets: mgr.GetAPIReader()},
 		Jobs:      controller.JobSettings{Image: o.engineImage, TTLAfterFinished: o.jobTTL, ActiveDeadline: o.jobDeadline, RetryAfter: o.jobRetryAfter},
+		Metrics:   metrics,
 	}
 	sessions := &controller.AgentSessionReconciler{Deps: deps}
 	sessions.Recorder = mgr.GetEventRecorder("agentsession-controller")
@@ -127,6 +146,13 @@ func (o *controllerOptions) setup(ctx context.Context, mgr ctrl.Manager) error {
 	checkpoints.Recorder = mgr.GetEventRecorder("checkpoint-controller")
 	if err := checkpoints.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the Checkpoint controller: %w", err)
+	}
+	if o.storeSyncNamespace != "" && o.storeSyncInterval > 0 {
+		sync := &controller.StoreSync{Client: mgr.GetClient(), Stores: deps.Stores, Recorder: mgr.GetEventRecorder("store-sync"), Metrics: metrics,
+			Namespace: o.storeSyncNamespace, Interval: o.storeSyncInterval, Clock: clock.RealClock{}}
+		if err := mgr.Add(sync); err != nil {
+			return fmt.Errorf("adding the store sync: %w", err)
+		}
 	}
 	return nil
 }
