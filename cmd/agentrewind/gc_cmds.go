@@ -10,8 +10,12 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/agentrewind/agentrewind/internal/blobstore"
+	"github.com/agentrewind/agentrewind/internal/controller"
 	"github.com/agentrewind/agentrewind/internal/engine/gc"
 	"github.com/agentrewind/agentrewind/internal/engine/gc/blobsweep"
 	"github.com/agentrewind/agentrewind/internal/engine/task"
@@ -22,11 +26,39 @@ import (
 // skew between the sweeping host and the store; a day leaves room for both.
 const defaultSweepMargin = 24 * time.Hour
 
-// gcSweepLock is the lock a sweep that deletes takes, so that two sweeps never run at once. The GC
-// controller provides a Kubernetes Lease and sets it here; until then a sweep can only be a dry run.
-// Tests set an in-memory lock.
-var gcSweepLock = func(*cobra.Command) (blobsweep.Lock, error) {
-	return nil, errors.New("this build has no sweep lock (the GC controller's Lease): only --dry-run can run")
+// Flags of engine gc-sweep that locate the sweep lock, a coordination.k8s.io Lease.
+const (
+	flagLeaseName      = "lease-name"
+	flagLeaseNamespace = "lease-namespace"
+	flagLeaseDuration  = "lease-duration"
+	// defaultLeaseDuration is how long the sweep lock stays held without a renewal; the sweep renews
+	// it every third of that, and a sweep that died frees it after that long.
+	defaultLeaseDuration = time.Minute
+)
+
+// gcSweepLock is the lock a sweep that deletes takes, so that two sweeps never run at once: the
+// Lease named by --lease-name in --lease-namespace, through the cluster configuration ($KUBECONFIG,
+// or the pod's service account token). Tests set an in-memory lock.
+var gcSweepLock = func(cmd *cobra.Command) (blobsweep.Lock, error) {
+	f := cmd.Flags()
+	name, _ := f.GetString(flagLeaseName)
+	namespace, _ := f.GetString(flagLeaseNamespace)
+	duration, _ := f.GetDuration(flagLeaseDuration)
+	if name == "" || namespace == "" {
+		return nil, errors.New("--lease-name and --lease-namespace name the sweep lock (a Lease) a sweep that deletes takes; only --dry-run runs without one")
+	}
+	if duration < 3*time.Second {
+		return nil, fmt.Errorf("--lease-duration %s is shorter than 3s", duration)
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return nil, fmt.Errorf("the cluster configuration for the sweep lock: %w", err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: newScheme()})
+	if err != nil {
+		return nil, fmt.Errorf("a client for the sweep lock: %w", err)
+	}
+	return &controller.LeaseLock{Client: c, Namespace: namespace, Name: name, Duration: duration, Clock: clock.RealClock{}}, nil
 }
 
 // sweepOptions are the flags of a sweep, shared by engine gc-sweep and gc report.
@@ -73,7 +105,8 @@ progress) or a checkpoint manifest, then delete the unreferenced blobs stored mo
 the sweep began. Sessions the GC decided to delete must already be gone from the store: every session
 there is kept. Marking completes before anything is deleted, so an interrupted sweep deletes nothing;
 sessions and checkpoints stored while the sweep ran are marked again before deleting. A sweep that
-deletes takes the sweep lock first; --dry-run takes none and deletes nothing.
+deletes takes the sweep lock first (the Lease --lease-name in --lease-namespace; its pod needs get,
+create and update on it); --dry-run takes none and deletes nothing.
 
 The result goes to results/<job-uid>.json in the store and a summary to the termination message.`,
 		Args: cobra.NoArgs,
@@ -117,6 +150,9 @@ The result goes to results/<job-uid>.json in the store and a summary to the term
 	cmd.Flags().StringVar(&terminationLog, "termination-log", defaultTerminationLog,
 		"where the summary for the controller goes; written only when the file exists, as the kubelet creates it")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "report what would be deleted and delete nothing")
+	cmd.Flags().String(flagLeaseName, "", "name of the Lease that is the sweep lock (the GC controller passes it)")
+	cmd.Flags().String(flagLeaseNamespace, os.Getenv("POD_NAMESPACE"), "namespace of that Lease (default $POD_NAMESPACE)")
+	cmd.Flags().Duration(flagLeaseDuration, defaultLeaseDuration, "how long the sweep lock stays held without a renewal; a sweep that died frees it after that long")
 	return cmd
 }
 

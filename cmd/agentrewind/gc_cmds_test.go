@@ -14,6 +14,7 @@ import (
 	"github.com/minio/minio-go/v7"
 	"github.com/spf13/cobra"
 
+	"github.com/agentrewind/agentrewind/internal/controller"
 	"github.com/agentrewind/agentrewind/internal/engine/gc"
 	"github.com/agentrewind/agentrewind/internal/engine/gc/blobsweep"
 	"github.com/agentrewind/agentrewind/internal/engine/task"
@@ -127,7 +128,7 @@ func TestEngineGCSweepWritesItsResultAndDeletesOnlyUnderTheLock(t *testing.T) {
 		return out, err
 	}
 
-	// This build has no Lease yet: a sweep that would delete fails, says why, and deletes nothing.
+	// Without --lease-name there is no lock: a sweep that would delete fails, says why, and deletes nothing.
 	if _, err := sweep("uid-nolock"); err == nil {
 		t.Fatal("a deleting sweep ran without a lock")
 	}
@@ -182,5 +183,43 @@ func TestEngineGCSweepWritesItsResultAndDeletesOnlyUnderTheLock(t *testing.T) {
 	res = jobResultFrom(t, srv, "sweep-bucket", "team", "uid-busy")
 	if res.Outcome != task.Failed || !res.Failure.Reason.Retryable() || !strings.Contains(res.Failure.Message, "other-sweep") {
 		t.Fatalf("result while locked: %+v %+v", res, res.Failure)
+	}
+}
+
+// The lock a deleting sweep takes is the Lease its flags name, reached through the cluster
+// configuration; without a Lease name or namespace there is none.
+func TestGCSweepLockIsTheLeaseItsFlagsName(t *testing.T) {
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KUBECONFIG", kubeconfig)
+	cmd := newGCSweepTaskCommand()
+	if err := cmd.ParseFlags([]string{"--lease-namespace", "team-a"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gcSweepLock(cmd); err == nil || !strings.Contains(err.Error(), "--lease-name") {
+		t.Fatalf("no --lease-name: %v, want an error naming the flag", err)
+	}
+	cmd = newGCSweepTaskCommand()
+	if err := cmd.ParseFlags([]string{"--lease-name", "agentrewind-gc-sweep-0a1b", "--lease-namespace", "team-a", "--lease-duration", "90s"}); err != nil {
+		t.Fatal(err)
+	}
+	lock, err := gcSweepLock(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, ok := lock.(*controller.LeaseLock)
+	if !ok {
+		t.Fatalf("the lock is a %T, want a *controller.LeaseLock", lock)
+	}
+	if l.Name != "agentrewind-gc-sweep-0a1b" || l.Namespace != "team-a" || l.Duration != 90*time.Second || l.Client == nil || l.Clock == nil {
+		t.Errorf("lock %+v", l)
 	}
 }

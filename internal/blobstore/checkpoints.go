@@ -41,20 +41,26 @@ func (b checkpointBlobs) key(hash string) (string, error) {
 }
 
 // Has implements checkpoint.Blobs: an object under the hash is the blob. One damaged at rest is
-// found when it is read.
+// found when it is read. A blob found is renewed (its modification time is now), so a blob sweep's
+// safety margin covers the capture that skips uploading it; one the store cannot renew in place is
+// reported missing, and the capture uploads it again.
 func (b checkpointBlobs) Has(ctx context.Context, hash string) (bool, error) {
 	key, err := b.key(hash)
 	if err != nil {
 		return false, err
 	}
-	_, err = b.s.objects.Stat(ctx, key)
+	info, err := b.s.objects.Stat(ctx, key)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return false, nil
 	case err != nil:
 		return false, err
 	}
-	return true, nil
+	renewed := true
+	if err := b.s.refresh(ctx, key, info.Size, func() error { renewed = false; return nil }); err != nil {
+		return false, err
+	}
+	return renewed, nil
 }
 
 // Put implements checkpoint.Blobs: r is copied aside while it is hashed, and only a copy of the

@@ -335,34 +335,43 @@ func (s *SessionStore) pushBlobs(ctx context.Context, local *localSession, res *
 // object of the right size under the hash is the blob; one of another size is damaged and replaced.
 func (s *SessionStore) pushBlob(ctx context.Context, dir string, b localBlob) (uploaded bool, err error) {
 	key := s.layout.Blob(b.hash)
+	path := filepath.Join(dir, session.BlobsDir, b.hash)
 	info, err := s.objects.Stat(ctx, key)
 	if err == nil && info.Size == b.size {
 		intact, verr := s.storedIntact(ctx, key, b.hash)
-		if verr != nil || intact {
+		if verr != nil {
 			return false, verr
+		}
+		if intact {
+			// Not sent, but renewed: a blob sweep may have listed it as old and unreferenced.
+			return false, s.refresh(ctx, key, b.size, func() error { return s.uploadBlob(ctx, path, key, b) })
 		}
 	}
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return false, err
 	}
-	path := filepath.Join(dir, session.BlobsDir, b.hash)
+	if err := s.uploadBlob(ctx, path, key, b); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// uploadBlob sends the blob at path to key, verified first.
+func (s *SessionStore) uploadBlob(ctx context.Context, path, key string, b localBlob) error {
 	f, err := os.Open(path)
 	if err != nil {
-		return false, err
+		return err
 	}
 	defer f.Close()
 	// Verify before sending: bytes stored under a hash they do not match would poison every session
 	// that shares the blob.
 	if err := copyVerified(io.Discard, f, b.hash, path); err != nil {
-		return false, err
+		return err
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return false, err
+		return err
 	}
-	if err := s.objects.Put(ctx, key, f, b.size); err != nil {
-		return false, err
-	}
-	return true, nil
+	return s.objects.Put(ctx, key, f, b.size)
 }
 
 // pushEvents uploads events.jsonl, unless the session is already committed with it; it reports

@@ -26,6 +26,8 @@ type S3ObjectStore struct {
 	// signed says a request signed with these credentials was accepted, so a later signature
 	// mismatch on an upload means its bytes were altered on the way, not that the keys are wrong.
 	signed atomic.Bool
+	// copyRenews is whether a same-key copy renews an object's modification time (see Touch).
+	copyRenews atomic.Int32
 }
 
 // partSize is the size above which minio-go switches to a multipart upload. Session objects are
