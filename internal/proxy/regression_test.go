@@ -20,6 +20,7 @@ import (
 
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
+
 // ---------- secrets ----------
 
 func TestSecretsSplitAnywhereInAStreamAreStoredNowhereAndReplayed(t *testing.T) {
@@ -105,7 +106,6 @@ func TestSecretsInUpstreamErrorBodiesAreStoredNowhere(t *testing.T) {
 		})
 	}
 }
-
 
 func TestRecordAndReplayServeTheSameBytes(t *testing.T) {
 	up, _ := hRawUpstream(t, hBigJSON, hBigSSE)
@@ -282,7 +282,6 @@ func TestLyingUpstreamsAreRecordedAndReplayedFaithfully(t *testing.T) {
 	}
 }
 
-
 // ---------- robustness ----------
 
 func TestBodySizeLimitHoldsForChunkedBodies(t *testing.T) {
@@ -343,7 +342,6 @@ func TestMalformedBodiesGetTheProviderErrorShape(t *testing.T) {
 	hOpen(t, dir)
 }
 
-
 // SIGTERM during a slow but finite stream: the committed session is complete and replays the stream.
 func TestAStreamInFlightAtShutdownIsCommittedAndReplayed(t *testing.T) {
 	fake, up := hFake(t, "chunkSize: 2\nturns:\n- text: "+strings.Repeat("abcdefghij", 5)+"\n  faults: [{kind: slow, eventDelay: 20ms}]\n")
@@ -351,7 +349,9 @@ func TestAStreamInFlightAtShutdownIsCommittedAndReplayed(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "s")
 	r := hStart(t, Options{Mode: Record, Dir: dir, ID: "s", Upstreams: map[string]string{"anthropic": up}})
 	got := make(chan hResp, 1)
-	go func() { got <- hDo(t, r.ts.URL, "/v1/messages", map[string]string{"x-api-key": "agent-key-xyz"}, hMsg(true, "x")) }()
+	go func() {
+		got <- hDo(t, r.ts.URL, "/v1/messages", map[string]string{"x-api-key": "agent-key-xyz"}, hMsg(true, "x"))
+	}()
 	time.Sleep(100 * time.Millisecond)
 	o := r.stop()
 	live := <-got
@@ -415,7 +415,6 @@ func TestAClientDisconnectingAnywhereLeavesAReplayableSession(t *testing.T) {
 
 // ---------- drift and lanes ----------
 
-
 func TestDriftAndLanesUnderWarnAndStrict(t *testing.T) {
 	_, up := hFake(t, "turns:\n- when: {message: A}\n  text: answer A\n- when: {message: B}\n  text: answer B\n- text: other\n")
 	dir := filepath.Join(t.TempDir(), "s")
@@ -436,7 +435,9 @@ func TestDriftAndLanesUnderWarnAndStrict(t *testing.T) {
 		time.Sleep(30 * time.Millisecond)
 		done <- hDo(t, p.ts.URL, "/v1/messages", map[string]string{HeaderLane: "la"}, hMsg(false, "A"))
 	}()
-	go func() { done <- hDo(t, p.ts.URL, "/v1/messages", map[string]string{HeaderLane: "lb"}, hMsg(false, "B")) }()
+	go func() {
+		done <- hDo(t, p.ts.URL, "/v1/messages", map[string]string{HeaderLane: "lb"}, hMsg(false, "B"))
+	}()
 	a, b := <-done, <-done
 	if !(bytes.Equal(a.body, recB.body) && bytes.Equal(b.body, recA.body)) {
 		t.Errorf("lanes in another order: %d %.80s / %d %.80s", b.status, b.body, a.status, a.body)
@@ -665,7 +666,6 @@ func TestHTMLCharactersReplayAsRecorded(t *testing.T) {
 		})
 	}
 }
-
 
 // Slowloris: a body that never finishes must not hold the commit.
 func TestATrickledBodyDoesNotBlockTheCommit(t *testing.T) {
