@@ -43,7 +43,7 @@ func (b checkpointBlobs) key(hash string) (string, error) {
 // Has implements checkpoint.Blobs: an object under the hash is the blob. One damaged at rest is
 // found when it is read. A blob found is renewed (its modification time is now), so a blob sweep's
 // safety margin covers the capture that skips uploading it; one the store cannot renew in place is
-// reported missing, and the capture uploads it again.
+// read back, verified, and stored again (the capture still counts it as deduplicated).
 func (b checkpointBlobs) Has(ctx context.Context, hash string) (bool, error) {
 	key, err := b.key(hash)
 	if err != nil {
@@ -56,11 +56,18 @@ func (b checkpointBlobs) Has(ctx context.Context, hash string) (bool, error) {
 	case err != nil:
 		return false, err
 	}
-	renewed := true
-	if err := b.s.refresh(ctx, key, info.Size, func() error { renewed = false; return nil }); err != nil {
+	err = b.s.refresh(ctx, key, info.Size, func() error {
+		rc, err := b.Get(ctx, hash)
+		if err != nil {
+			return err
+		}
+		defer rc.Close()
+		return b.s.objects.Put(ctx, key, rc, info.Size)
+	})
+	if err != nil {
 		return false, err
 	}
-	return renewed, nil
+	return true, nil
 }
 
 // Put implements checkpoint.Blobs: r is copied aside while it is hashed, and only a copy of the

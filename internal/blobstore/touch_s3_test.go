@@ -53,8 +53,9 @@ func TestS3PushRenewsTheTimeOfBlobsItSkips(t *testing.T) {
 	}
 }
 
-// A checkpoint capture asks Has before uploading a blob: a blob found is renewed in place, or reported
-// missing so that the capture uploads it again; either way its time is fresh after the capture.
+// A checkpoint capture asks Has before uploading a blob: a blob found is renewed, in place or (on a
+// server that keeps the time on a same-key copy, as versitygw does) by storing it again, and is still
+// reported found, so the capture counts it as deduplicated.
 func TestS3CheckpointBlobHasRenewsTheBlob(t *testing.T) {
 	env := startS3(t)
 	st, objs := env.sessionStore(t, StoreOptions{})
@@ -74,22 +75,9 @@ func TestS3CheckpointBlobHasRenewsTheBlob(t *testing.T) {
 		t.Fatalf("%s is not a blob key", blobs[0])
 	}
 	time.Sleep(1100 * time.Millisecond)
-	blobs2 := checkpointBlobs{st}
-	has, err := blobs2.Has(ctx, hash)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !has {
-		// The store could not renew it in place (versitygw keeps the time on a same-key copy): the
-		// capture uploads it again, as it would a missing blob.
-		data, err := blobs2.Get(ctx, hash)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer data.Close()
-		if err := blobs2.Put(ctx, hash, before.Size, data); err != nil {
-			t.Fatal(err)
-		}
+	has, err := (checkpointBlobs{st}).Has(ctx, hash)
+	if err != nil || !has {
+		t.Fatalf("Has(%s) = %v, %v; want true", hash, has, err)
 	}
 	after, err := objs.Stat(ctx, blobs[0])
 	if err != nil {

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -32,10 +33,26 @@ type LeaseLock struct {
 var _ blobsweep.Lock = (*LeaseLock)(nil)
 
 // Acquire implements blobsweep.Lock: it creates the Lease, or takes over one that is free or expired.
+// A write that lost a race (the holder renewed, or another taker won) reads the Lease again to decide.
 func (l *LeaseLock) Acquire(ctx context.Context, holder string) (blobsweep.Lease, error) {
 	if holder == "" {
 		return nil, fmt.Errorf("Lease %s/%s: the holder identity is empty", l.Namespace, l.Name)
 	}
+	for attempt := 1; ; attempt++ {
+		lease, err := l.acquire(ctx, holder)
+		if !errors.Is(err, errLeaseRace) {
+			return lease, err
+		}
+		if attempt == 3 {
+			return nil, fmt.Errorf("%w: Lease %s/%s keeps changing", blobsweep.ErrLocked, l.Namespace, l.Name)
+		}
+	}
+}
+
+// errLeaseRace: the Lease was written between the read and the write.
+var errLeaseRace = errors.New("the Lease changed")
+
+func (l *LeaseLock) acquire(ctx context.Context, holder string) (blobsweep.Lease, error) {
 	now := metav1.NewMicroTime(l.Clock.Now())
 	secs := int32(l.Duration.Round(time.Second).Seconds())
 	var lease coordinationv1.Lease
@@ -49,7 +66,7 @@ func (l *LeaseLock) Acquire(ctx context.Context, holder string) (blobsweep.Lease
 		}
 		if err := l.Client.Create(ctx, &lease); err != nil {
 			if apierrors.IsAlreadyExists(err) {
-				return nil, fmt.Errorf("%w: Lease %s/%s was just taken", blobsweep.ErrLocked, l.Namespace, l.Name)
+				return nil, errLeaseRace
 			}
 			return nil, fmt.Errorf("creating Lease %s/%s: %w", l.Namespace, l.Name, err)
 		}
@@ -71,7 +88,7 @@ func (l *LeaseLock) Acquire(ctx context.Context, holder string) (blobsweep.Lease
 		// The resourceVersion read above makes this a compare-and-swap: two takers, one winner.
 		if err := l.Client.Update(ctx, &lease); err != nil {
 			if apierrors.IsConflict(err) {
-				return nil, fmt.Errorf("%w: Lease %s/%s was just taken", blobsweep.ErrLocked, l.Namespace, l.Name)
+				return nil, errLeaseRace
 			}
 			return nil, fmt.Errorf("taking Lease %s/%s: %w", l.Namespace, l.Name, err)
 		}
