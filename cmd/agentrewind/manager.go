@@ -68,6 +68,7 @@ type controllerOptions struct {
 	jobSecretToken                       string
 	storeSyncNamespace                   string
 	storeSyncInterval                    time.Duration
+	gc                                   controller.GCOptions
 }
 
 func (o *controllerOptions) register(f *pflag.FlagSet) {
@@ -89,6 +90,7 @@ func (o *controllerOptions) register(f *pflag.FlagSet) {
 	f.StringVar(&o.storeSyncNamespace, "store-sync-namespace", "",
 		"namespace whose prefix of the default store (<store-prefix>/<namespace>/) the store sync lists, creating an AgentSession there for every committed session none records (sessions pushed from outside the cluster); empty disables the sync")
 	f.DurationVar(&o.storeSyncInterval, "store-sync-interval", 5*time.Minute, "time between two passes of the store sync, the first at leader election; 0 disables the sync")
+	o.gc.BindFlags(f)
 }
 
 // setup registers the controllers with mgr.
@@ -153,6 +155,9 @@ func (o *controllerOptions) setup(ctx context.Context, mgr ctrl.Manager) error {
 		if err := mgr.Add(sync); err != nil {
 			return fmt.Errorf("adding the store sync: %w", err)
 		}
+	}
+	if _, err := o.gc.Setup(ctx, mgr, deps); err != nil {
+		return fmt.Errorf("setting up the garbage collector: %w", err)
 	}
 	return nil
 }

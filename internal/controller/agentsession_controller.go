@@ -115,7 +115,9 @@ func (r *AgentSessionReconciler) ensureResumePlan(ctx context.Context, s *v1alph
 	return nil
 }
 
-// mirrorResumePlan copies the verdict and reachability of the session's ResumePlan into its status.
+// mirrorResumePlan copies the verdict of the session's ResumePlan into its status, and its reachability
+// until the garbage collector has written one: the collector owns reachability, since pins, forks,
+// readers and checkpoints keep a run reachable that its verdict alone would let go.
 func (r *AgentSessionReconciler) mirrorResumePlan(ctx context.Context, s *v1alpha1.AgentSession) error {
 	var rp v1alpha1.ResumePlan
 	if err := r.Get(ctx, client.ObjectKeyFromObject(s), &rp); err != nil {
@@ -125,7 +127,9 @@ func (r *AgentSessionReconciler) mirrorResumePlan(ctx context.Context, s *v1alph
 		return nil
 	}
 	s.Status.ResumeVerdict = rp.Status.Verdict
-	s.Status.Reachability = rp.Status.Reachability
+	if s.Status.Reachability.State == "" {
+		s.Status.Reachability = rp.Status.Reachability
+	}
 	return nil
 }
 
