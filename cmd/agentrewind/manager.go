@@ -156,8 +156,12 @@ func (o *controllerOptions) setup(ctx context.Context, mgr ctrl.Manager) error {
 			return fmt.Errorf("adding the store sync: %w", err)
 		}
 	}
-	if _, err := o.gc.Setup(ctx, mgr, deps); err != nil {
+	collector, err := o.gc.Setup(ctx, mgr, deps)
+	if err != nil {
 		return fmt.Errorf("setting up the garbage collector: %w", err)
+	}
+	if collector != nil {
+		collector.Observer = metrics
 	}
 	return nil
 }

@@ -36,6 +36,7 @@ type Metrics struct {
 	snapshotBytes *prometheus.CounterVec
 	syncCreated   prometheus.Counter
 	sessions      *sessionCollector
+	gc            gcMetrics
 
 	mu   sync.Mutex
 	seen uidRing // Jobs whose duration was observed
@@ -77,13 +78,14 @@ func NewMetrics(sessions client.Reader) *Metrics {
 		sessions: &sessionCollector{reader: sessions, desc: prometheus.NewDesc("agentrewind_agentsessions",
 			"AgentSessions by Ready condition status (True, False, Unknown), resume verdict and reachability (none when not judged yet).",
 			[]string{"ready", "verdict", "reachability"}, nil)},
+		gc:   newGCMetrics(),
 		seen: newUIDRing(4096),
 	}
 }
 
 // Register adds every collector to reg (controller-runtime's metrics.Registry in the manager).
 func (m *Metrics) Register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.forkOutcomes, m.forkTokens, m.forkCost, m.jobDurations, m.snapshotBytes, m.syncCreated, m.sessions} {
+	for _, c := range append([]prometheus.Collector{m.forkOutcomes, m.forkTokens, m.forkCost, m.jobDurations, m.snapshotBytes, m.syncCreated, m.sessions}, m.gc.collectors()...) {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
