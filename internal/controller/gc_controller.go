@@ -67,15 +67,14 @@ type GarbageCollector struct {
 func (g *GarbageCollector) NeedLeaderElection() bool { return true }
 
 // GC: status.reachability on AgentSessions, deletions of collectible sessions and pruned Checkpoints,
-// the blob sweep Jobs, their ServiceAccount and its Role on the sweep Leases.
+// the blob sweep Jobs and their Leases. Creating the sweep's ServiceAccount and Role is opt-in
+// (--gc-sweep-create-rbac) and needs config/rbac/gc_sweep_rbac.yaml: the generated role creates no RBAC.
 // +kubebuilder:rbac:groups=agentrewind.io,resources=agentsessions,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=agentrewind.io,resources=agentsessions/status,verbs=get;patch
 // +kubebuilder:rbac:groups=agentrewind.io,resources=resumeplans;forkruns,verbs=get;list;watch
 // +kubebuilder:rbac:groups=agentrewind.io,resources=checkpoints,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update
-// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;create
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;create
 
 // Start runs a pass, then one every Interval, until ctx ends. A failed pass is logged; the next one
 // tries again.

@@ -250,7 +250,7 @@ var mixedPopulation = []gcSession{
 // and says what it would delete.
 func TestGCPassDeletesOnlyCollectibleSessionsPastTheirGraceAndTheSweepTheirBlobs(t *testing.T) {
 	h := newGCHarness(t, GCOptions{Interval: time.Minute, Grace: 7 * 24 * time.Hour, DryRun: true, SweepInterval: 24 * time.Hour,
-		SweepMargin: 0, SweepLeaseDuration: time.Minute})
+		SweepMargin: 0, SweepLeaseDuration: time.Minute, SweepCreateRBAC: true})
 	h.populate(mixedPopulation)
 	before := h.storeKeys()
 	doomedKeys := slices.DeleteFunc(slices.Clone(before), func(k string) bool {

@@ -31,9 +31,11 @@ type GCOptions struct {
 	SweepMargin time.Duration
 	// SweepLeaseDuration is how long the sweep lock stays held without a renewal.
 	SweepLeaseDuration time.Duration
-	// SweepServiceAccount is the ServiceAccount of the sweep Jobs; empty has the manager create
-	// SweepServiceAccount with a Role on the sweep Lease in each namespace swept.
+	// SweepServiceAccount is the ServiceAccount of the sweep Jobs. Empty, with SweepCreateRBAC the
+	// manager creates SweepServiceAccount with a Role on the sweep Lease in each namespace swept;
+	// without it no sweep runs (the manager's generated role cannot create RBAC objects).
 	SweepServiceAccount string
+	SweepCreateRBAC     bool
 	// CheckpointKeep and CheckpointMaxBytes are the prune policy of each session's Checkpoints (0
 	// disables a rule).
 	CheckpointKeep     int
@@ -50,7 +52,8 @@ func (o *GCOptions) BindFlags(f *pflag.FlagSet) {
 	f.DurationVar(&o.SweepInterval, "gc-sweep-interval", 24*time.Hour, "time between two blob sweep Jobs of a store location (never while one runs); 0 runs none")
 	f.DurationVar(&o.SweepMargin, "gc-sweep-margin", 24*time.Hour, "the blob sweep's safety margin: an unreferenced blob stored less than this before the sweep is kept")
 	f.DurationVar(&o.SweepLeaseDuration, "gc-sweep-lease-duration", time.Minute, "how long the blob sweep's Lease stays held without a renewal; a sweep that died frees it after that long")
-	f.StringVar(&o.SweepServiceAccount, "gc-sweep-service-account", "", "ServiceAccount the blob sweep Jobs run as, which must be allowed get and update on their Lease; empty has the manager create "+SweepServiceAccount+" and a Role on the Lease in each namespace swept")
+	f.StringVar(&o.SweepServiceAccount, "gc-sweep-service-account", "", "ServiceAccount the blob sweep Jobs run as, which must be allowed get and update on Leases named agentrewind-gc-sweep-*; empty: see --gc-sweep-create-rbac")
+	f.BoolVar(&o.SweepCreateRBAC, "gc-sweep-create-rbac", false, "without --gc-sweep-service-account, have the manager create "+SweepServiceAccount+" and a Role on the sweep Lease in each namespace swept; needs config/rbac/gc_sweep_rbac.yaml bound to the manager (off: no blob sweep runs, since the generated role cannot create RBAC)")
 	f.IntVar(&o.CheckpointKeep, "gc-checkpoint-keep", 0, "Checkpoints with a workspace snapshot kept per session, newest first; 0 keeps all")
 	f.Int64Var(&o.CheckpointMaxBytes, "gc-checkpoint-max-bytes", 0, "bound on the incremental bytes of each session's Checkpoints, oldest pruned first (never the newest); 0 is none")
 }

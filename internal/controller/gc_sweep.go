@@ -117,8 +117,8 @@ func (g *GarbageCollector) sweepLocation(ctx context.Context, t sweepTarget) (st
 		return "", nil
 	}
 	sa, err := g.sweepServiceAccount(ctx, t.namespace, lease)
-	if err != nil {
-		return "", err
+	if err != nil || sa == "" {
+		return "", err // no account to sweep with: --gc-sweep-service-account or --gc-sweep-create-rbac
 	}
 	desired, err := jobs.Build(g.sweepJob(t, lease, now), g.Scheme)
 	if err != nil {
@@ -186,6 +186,10 @@ func (g *GarbageCollector) ensureSweepLease(ctx context.Context, t sweepTarget) 
 func (g *GarbageCollector) sweepServiceAccount(ctx context.Context, namespace string, lease *coordinationv1.Lease) (string, error) {
 	if g.Options.SweepServiceAccount != "" {
 		return g.Options.SweepServiceAccount, nil
+	}
+	if !g.Options.SweepCreateRBAC {
+		ctrl.LoggerFrom(ctx).V(1).Info("Skipped the blob sweep: no ServiceAccount for it (set --gc-sweep-service-account or --gc-sweep-create-rbac)", "namespace", namespace)
+		return "", nil
 	}
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: SweepServiceAccount,
 		Labels: map[string]string{jobs.LabelManagedBy: jobs.ManagedBy}}}

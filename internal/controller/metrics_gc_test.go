@@ -48,8 +48,8 @@ func TestGCMetricsReportPassesAndSweeps(t *testing.T) {
 		"agentrewind_gc_sessions,reachability=Reachable": 6, "agentrewind_gc_sessions,reachability=Collectible": 4,
 		"agentrewind_gc_sessions_deleted_total,dry_run=false": 2, "agentrewind_gc_sessions_deleted_total,dry_run=true": 1,
 		"agentrewind_gc_checkpoints_pruned_total,dry_run=false": 5,
-		"agentrewind_gc_pass_duration_seconds":                 2,
-		"agentrewind_gc_sweeps_total,result=succeeded":         2, "agentrewind_gc_sweeps_total,result=failed": 1,
+		"agentrewind_gc_pass_duration_seconds":                  2,
+		"agentrewind_gc_sweeps_total,result=succeeded":          2, "agentrewind_gc_sweeps_total,result=failed": 1,
 		// a dry-run sweep reclaims nothing
 		"agentrewind_gc_sweep_reclaimed_bytes_total": 4096, "agentrewind_gc_sweep_deleted_blobs_total": 9,
 		"agentrewind_gc_sweep_duration_seconds": 3,
