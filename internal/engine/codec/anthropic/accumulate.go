@@ -4,15 +4,17 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+
+	"github.com/agentrewind/agentrewind/internal/engine/codec/internal/jsonobj"
 )
 
 // accumulator assembles the final Message of a stream from its events, over raw JSON so that members
 // this codec does not model pass through untouched. It follows the SDK's Message.Accumulate, which is
 // what an agent using the SDK ends up holding.
 type accumulator struct {
-	env    *object  // the message_start message with message_delta merged in; content comes from blocks
-	blocks []*block // in index order
-	done   bool     // an error event ended the stream
+	env    *jsonobj.Object // the message_start message with message_delta merged in; content comes from blocks
+	blocks []*block        // in index order
+	done   bool            // an error event ended the stream
 }
 
 func newAccumulator() *accumulator { return &accumulator{} }
@@ -47,7 +49,7 @@ func (a *accumulator) apply(name string, data json.RawMessage) *CodecError {
 	var head struct {
 		Type string `json:"type"`
 	}
-	if kind(data) != '{' || json.Unmarshal(data, &head) != nil {
+	if jsonobj.Kind(data) != '{' || json.Unmarshal(data, &head) != nil {
 		// The SDK cannot decode such data into an event and fails the stream; an event it never
 		// decodes (one this codec does not know either) is only kept as a chunk.
 		if assembled[name] {
@@ -91,10 +93,10 @@ func decodeError(err error) *CodecError {
 
 // start begins the message anew, as the SDK does for every message_start.
 func (a *accumulator) start(msg json.RawMessage) *CodecError {
-	if isNull(msg) {
+	if jsonobj.IsNull(msg) {
 		return &CodecError{Field: "message", Err: ErrMissing}
 	}
-	env, err := parseObject(msg)
+	env, err := jsonobj.Parse(msg)
 	if err != nil {
 		return &CodecError{Field: "message", Err: ErrWrongType}
 	}
@@ -110,12 +112,12 @@ func (a *accumulator) delta(delta, usage json.RawMessage) *CodecError {
 		err.Field = "delta"
 		return err
 	}
-	if isNull(usage) {
+	if jsonobj.IsNull(usage) {
 		return nil
 	}
-	u := newObject()
-	if raw, _ := env.get("usage"); kind(raw) == '{' {
-		if kept, err := parseObject(raw); err == nil {
+	u := jsonobj.New()
+	if raw, _ := env.Get("usage"); jsonobj.Kind(raw) == '{' {
+		if kept, err := jsonobj.Parse(raw); err == nil {
 			u = kept
 		}
 	}
@@ -123,21 +125,21 @@ func (a *accumulator) delta(delta, usage json.RawMessage) *CodecError {
 		err.Field = "usage"
 		return err
 	}
-	env.set("usage", u.marshal())
+	env.Set("usage", u.Marshal())
 	return nil
 }
 
-func mergeInto(dst *object, src json.RawMessage) *CodecError {
-	if isNull(src) {
+func mergeInto(dst *jsonobj.Object, src json.RawMessage) *CodecError {
+	if jsonobj.IsNull(src) {
 		return nil
 	}
-	o, err := parseObject(src)
+	o, err := jsonobj.Parse(src)
 	if err != nil {
 		return &CodecError{Err: ErrWrongType}
 	}
-	for _, k := range o.keys {
-		if v := o.vals[k]; !isNull(v) {
-			dst.set(k, v)
+	for _, k := range o.Keys {
+		if v := o.Vals[k]; !jsonobj.IsNull(v) {
+			dst.Set(k, v)
 		}
 	}
 	return nil
@@ -149,7 +151,7 @@ func (a *accumulator) startBlock(index int, raw json.RawMessage) *CodecError {
 	if index != len(a.blocks) {
 		return &CodecError{Field: "index", Err: ErrBlockIndex}
 	}
-	obj, err := parseObject(raw)
+	obj, err := jsonobj.Parse(raw)
 	if err != nil {
 		return &CodecError{Field: "content_block", Err: ErrWrongType}
 	}
@@ -164,15 +166,15 @@ func (a *accumulator) checkIndex(index int) *CodecError {
 	return nil
 }
 
-func (a *accumulator) envelope() *object {
+func (a *accumulator) envelope() *jsonobj.Object {
 	if a.env == nil {
-		a.env = newObject()
+		a.env = jsonobj.New()
 	}
 	return a.env
 }
 
 // message is the assembled Message: the envelope with its content replaced by the blocks.
-func (a *accumulator) message() *object {
+func (a *accumulator) message() *jsonobj.Object {
 	env := a.envelope()
 	content := []byte{'['}
 	for i, b := range a.blocks {
@@ -181,14 +183,14 @@ func (a *accumulator) message() *object {
 		}
 		content = append(content, b.finish()...)
 	}
-	env.set("content", append(content, ']'))
+	env.Set("content", append(content, ']'))
 	return env
 }
 
 // block is a content block under construction: its content_block_start object and the deltas that
 // arrived for it.
 type block struct {
-	obj *object
+	obj *jsonobj.Object
 	// strs holds the text, thinking and signature members with their deltas appended.
 	strs map[string]*bytes.Buffer
 	// input is the tool input as the SDK builds it: the start block's input, replaced by the first
@@ -198,8 +200,8 @@ type block struct {
 	cited     bool // citations holds the start block's citations and the deltas'
 }
 
-func newBlock(obj *object) *block {
-	in, _ := obj.get("input")
+func newBlock(obj *jsonobj.Object) *block {
+	in, _ := obj.Get("input")
 	return &block{obj: obj, strs: map[string]*bytes.Buffer{}, input: append([]byte(nil), in...)}
 }
 
@@ -214,7 +216,7 @@ type blockDelta struct {
 
 func (b *block) apply(raw json.RawMessage) *CodecError {
 	var d blockDelta
-	if kind(raw) != '{' {
+	if jsonobj.Kind(raw) != '{' {
 		return &CodecError{Field: "delta", Err: ErrWrongType}
 	}
 	if err := json.Unmarshal(raw, &d); err != nil {
@@ -232,7 +234,7 @@ func (b *block) apply(raw json.RawMessage) *CodecError {
 	case "input_json_delta":
 		b.appendInput(d.PartialJSON)
 	case "citations_delta":
-		if kind(d.Citation) != '{' {
+		if jsonobj.Kind(d.Citation) != '{' {
 			return &CodecError{Field: "delta.citation", Err: ErrWrongType}
 		}
 		b.cite(d.Citation)
@@ -245,7 +247,7 @@ func (b *block) appendString(key, s string) {
 	if !ok {
 		buf = &bytes.Buffer{}
 		var cur string
-		if raw, _ := b.obj.get(key); kind(raw) == '"' {
+		if raw, _ := b.obj.Get(key); jsonobj.Kind(raw) == '"' {
 			_ = json.Unmarshal(raw, &cur)
 		}
 		buf.WriteString(cur)
@@ -267,7 +269,7 @@ func (b *block) appendInput(partial string) {
 
 func (b *block) cite(c json.RawMessage) {
 	if !b.cited {
-		if raw, _ := b.obj.get("citations"); kind(raw) == '[' {
+		if raw, _ := b.obj.Get("citations"); jsonobj.Kind(raw) == '[' {
 			_ = json.Unmarshal(raw, &b.citations)
 		}
 		b.cited = true
@@ -281,11 +283,11 @@ func (b *block) cite(c json.RawMessage) {
 func (b *block) finish() json.RawMessage {
 	for _, k := range []string{"text", "thinking", "signature"} {
 		if buf, ok := b.strs[k]; ok && buf.Len() > 0 {
-			b.obj.set(k, quote(buf.String()))
+			b.obj.Set(k, jsonobj.Quote(buf.String()))
 		}
 	}
 	if json.Valid(b.input) {
-		b.obj.set("input", compact(b.input))
+		b.obj.Set("input", jsonobj.Compact(b.input))
 	}
 	if len(b.citations) > 0 {
 		cs := []byte{'['}
@@ -293,9 +295,9 @@ func (b *block) finish() json.RawMessage {
 			if i > 0 {
 				cs = append(cs, ',')
 			}
-			cs = append(cs, compact(c)...)
+			cs = append(cs, jsonobj.Compact(c)...)
 		}
-		b.obj.set("citations", append(cs, ']'))
+		b.obj.Set("citations", append(cs, ']'))
 	}
-	return b.obj.marshal()
+	return b.obj.Marshal()
 }

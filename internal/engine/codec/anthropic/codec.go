@@ -3,6 +3,7 @@ package anthropic
 import (
 	"maps"
 
+	"github.com/agentrewind/agentrewind/internal/engine/codec/internal/jsonobj"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
 
@@ -60,7 +61,7 @@ func (Codec) Usage(resp session.Response) *session.Usage {
 	if len(resp.Raw) == 0 {
 		return nil
 	}
-	env, err := parseObject(resp.Raw)
+	env, err := jsonobj.Parse(resp.Raw)
 	if err != nil {
 		return nil
 	}

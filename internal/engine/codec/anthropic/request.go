@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/agentrewind/agentrewind/internal/engine/codec/internal/jsonobj"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
 
@@ -32,14 +33,14 @@ func (Codec) NormalizeRequest(body []byte) (session.Request, error) {
 	if req.Messages, err = normalizeMessages(op, top); err != nil {
 		return session.Request{}, err
 	}
-	for _, k := range top.keys {
-		v := top.vals[k]
+	for _, k := range top.Keys {
+		v := top.Vals[k]
 		switch k {
 		case "model", "messages":
 			continue
 		case "system":
 			req.System = systemText(v)
-			if kind(v) == '"' && req.System != "" {
+			if jsonobj.Kind(v) == '"' && req.System != "" {
 				continue // the text alone says it all
 			}
 		}
@@ -52,25 +53,25 @@ func (Codec) NormalizeRequest(body []byte) (session.Request, error) {
 }
 
 // requiredString reads the string member key of o; field is its path, for errors.
-func requiredString(op string, o *object, key, field string) (string, error) {
-	raw, ok := o.get(key)
+func requiredString(op string, o *jsonobj.Object, key, field string) (string, error) {
+	raw, ok := o.Get(key)
 	if !ok {
 		return "", fieldError(op, field, ErrMissing)
 	}
 	var s string
-	if kind(raw) != '"' || json.Unmarshal(raw, &s) != nil {
+	if jsonobj.Kind(raw) != '"' || json.Unmarshal(raw, &s) != nil {
 		return "", fieldError(op, field, ErrWrongType)
 	}
 	return s, nil
 }
 
-func normalizeMessages(op string, top *object) ([]session.Message, error) {
-	raw, ok := top.get("messages")
+func normalizeMessages(op string, top *jsonobj.Object) ([]session.Message, error) {
+	raw, ok := top.Get("messages")
 	if !ok {
 		return nil, fieldError(op, "messages", ErrMissing)
 	}
 	var items []json.RawMessage
-	if kind(raw) != '[' || json.Unmarshal(raw, &items) != nil {
+	if jsonobj.Kind(raw) != '[' || json.Unmarshal(raw, &items) != nil {
 		return nil, fieldError(op, "messages", ErrWrongType)
 	}
 	msgs := make([]session.Message, 0, len(items))
@@ -85,11 +86,11 @@ func normalizeMessages(op string, top *object) ([]session.Message, error) {
 }
 
 func normalizeMessage(op, path string, raw json.RawMessage) (session.Message, error) {
-	o, err := parseObject(raw)
+	o, err := jsonobj.Parse(raw)
 	if err != nil {
 		return session.Message{}, fieldError(op, path, ErrWrongType)
 	}
-	for _, k := range o.keys {
+	for _, k := range o.Keys {
 		if k != "role" && k != "content" {
 			return session.Message{}, fieldError(op, path+"."+k, ErrUnknownField)
 		}
@@ -98,7 +99,7 @@ func normalizeMessage(op, path string, raw json.RawMessage) (session.Message, er
 	if err != nil {
 		return session.Message{}, err
 	}
-	content, _ := o.get("content")
+	content, _ := o.Get("content")
 	return session.Message{Role: role, Content: content}, nil
 }
 
@@ -108,7 +109,7 @@ func normalizeMessage(op, path string, raw json.RawMessage) (session.Message, er
 // or blocks, how the text was split, or where cache_control breakpoints sat, so the wire value itself
 // is kept in Params["system"] whenever it is anything but a non-empty string.
 func systemText(raw json.RawMessage) string {
-	switch kind(raw) {
+	switch jsonobj.Kind(raw) {
 	case '"':
 		var s string
 		_ = json.Unmarshal(raw, &s)
@@ -144,12 +145,12 @@ func (Codec) DenormalizeRequest(req session.Request) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	body := newObject()
-	body.set("model", quote(req.Model))
+	body := jsonobj.New()
+	body.Set("model", jsonobj.Quote(req.Model))
 	if sys, ok := denormalizeSystem(req); ok {
-		body.set("system", sys)
+		body.Set("system", sys)
 	}
-	body.set("messages", msgs)
+	body.Set("messages", msgs)
 	keys := make([]string, 0, len(req.Params))
 	for k := range req.Params {
 		keys = append(keys, k)
@@ -163,10 +164,10 @@ func (Codec) DenormalizeRequest(req session.Request) ([]byte, error) {
 		case !json.Valid(v):
 			return nil, fieldError(op, "params."+k, ErrNotJSON)
 		case k != "system": // placed by denormalizeSystem
-			body.set(k, compact(v))
+			body.Set(k, jsonobj.Compact(v))
 		}
 	}
-	return body.marshal(), nil
+	return body.Marshal(), nil
 }
 
 func denormalizeMessages(op string, msgs []session.Message) (json.RawMessage, error) {
@@ -176,18 +177,18 @@ func denormalizeMessages(op string, msgs []session.Message) (json.RawMessage, er
 		if m.Role == "" {
 			return nil, fieldError(op, path+".role", ErrMissing)
 		}
-		o := newObject()
-		o.set("role", quote(m.Role))
+		o := jsonobj.New()
+		o.Set("role", jsonobj.Quote(m.Role))
 		if m.Content != nil {
 			if !json.Valid(m.Content) {
 				return nil, fieldError(op, path+".content", ErrNotJSON)
 			}
-			o.set("content", compact(m.Content))
+			o.Set("content", jsonobj.Compact(m.Content))
 		}
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, o.marshal()...)
+		b = append(b, o.Marshal()...)
 	}
 	return append(b, ']'), nil
 }
@@ -197,7 +198,7 @@ func denormalizeMessages(op string, msgs []session.Message) (json.RawMessage, er
 func denormalizeSystem(req session.Request) (json.RawMessage, bool) {
 	kept, hasKept := req.Params["system"]
 	if hasKept && systemText(kept) == req.System {
-		return compact(kept), true
+		return jsonobj.Compact(kept), true
 	}
 	if req.System == "" {
 		return nil, false
@@ -207,23 +208,23 @@ func denormalizeSystem(req session.Request) (json.RawMessage, bool) {
 			return block, true
 		}
 	}
-	return quote(req.System), true
+	return jsonobj.Quote(req.System), true
 }
 
 // retextLoneBlock replaces the text of a system array holding exactly one text block, keeping the
 // block's other members (cache_control above all) where they were.
 func retextLoneBlock(kept json.RawMessage, text string) (json.RawMessage, bool) {
 	var items []json.RawMessage
-	if kind(kept) != '[' || json.Unmarshal(kept, &items) != nil || len(items) != 1 {
+	if jsonobj.Kind(kept) != '[' || json.Unmarshal(kept, &items) != nil || len(items) != 1 {
 		return nil, false
 	}
-	block, err := parseObject(items[0])
+	block, err := jsonobj.Parse(items[0])
 	if err != nil {
 		return nil, false
 	}
-	if t, _ := block.get("type"); string(t) != `"text"` {
+	if t, _ := block.Get("type"); string(t) != `"text"` {
 		return nil, false
 	}
-	block.set("text", quote(text))
-	return append(append(json.RawMessage{'['}, block.marshal()...), ']'), true
+	block.Set("text", jsonobj.Quote(text))
+	return append(append(json.RawMessage{'['}, block.Marshal()...), ']'), true
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strconv"
 
+	"github.com/agentrewind/agentrewind/internal/engine/codec/internal/jsonobj"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
 
@@ -23,12 +24,12 @@ func (Codec) NormalizeResponse(body []byte) (session.Response, error) {
 }
 
 // splitMessage splits a parsed Message into content and envelope. It consumes msg.
-func splitMessage(op string, msg *object) (session.Response, error) {
-	content, ok := msg.get("content")
+func splitMessage(op string, msg *jsonobj.Object) (session.Response, error) {
+	content, ok := msg.Get("content")
 	if !ok {
 		return session.Response{}, fieldError(op, "content", ErrMissing)
 	}
-	if kind(content) != '[' {
+	if jsonobj.Kind(content) != '[' {
 		return session.Response{}, fieldError(op, "content", ErrWrongType)
 	}
 	stop, err := stopReasonOf(op, msg)
@@ -39,17 +40,17 @@ func splitMessage(op string, msg *object) (session.Response, error) {
 	if err != nil {
 		return session.Response{}, err
 	}
-	msg.del("content")
-	return session.Response{Content: content, StopReason: stop, Usage: usage, Raw: msg.marshal()}, nil
+	msg.Del("content")
+	return session.Response{Content: content, StopReason: stop, Usage: usage, Raw: msg.Marshal()}, nil
 }
 
-func stopReasonOf(op string, msg *object) (string, error) {
-	raw, _ := msg.get("stop_reason")
-	if isNull(raw) {
+func stopReasonOf(op string, msg *jsonobj.Object) (string, error) {
+	raw, _ := msg.Get("stop_reason")
+	if jsonobj.IsNull(raw) {
 		return "", nil
 	}
 	var s string
-	if kind(raw) != '"' || json.Unmarshal(raw, &s) != nil {
+	if jsonobj.Kind(raw) != '"' || json.Unmarshal(raw, &s) != nil {
 		return "", fieldError(op, "stop_reason", ErrWrongType)
 	}
 	return s, nil
@@ -65,13 +66,13 @@ type wireUsage struct {
 }
 
 // usageOf reads the usage member of a message; nil when there is none.
-func usageOf(op string, msg *object) (*session.Usage, error) {
-	raw, _ := msg.get("usage")
-	if isNull(raw) {
+func usageOf(op string, msg *jsonobj.Object) (*session.Usage, error) {
+	raw, _ := msg.Get("usage")
+	if jsonobj.IsNull(raw) {
 		return nil, nil
 	}
 	var w wireUsage
-	if kind(raw) != '{' || json.Unmarshal(raw, &w) != nil {
+	if jsonobj.Kind(raw) != '{' || json.Unmarshal(raw, &w) != nil {
 		return nil, fieldError(op, "usage", ErrWrongType)
 	}
 	return &session.Usage{
@@ -102,27 +103,27 @@ func (Codec) DenormalizeResponse(resp session.Response) ([]byte, error) {
 	if !json.Valid(content) {
 		return nil, fieldError(op, "content", ErrNotJSON)
 	}
-	env.setAfter("content", compact(content), "model", "role", "type", "id")
+	env.SetAfter("content", jsonobj.Compact(content), "model", "role", "type", "id")
 	if cur, _ := stopReasonOf(op, env); cur != resp.StopReason {
-		env.setAfter("stop_reason", nullableString(resp.StopReason), "content")
+		env.SetAfter("stop_reason", nullableString(resp.StopReason), "content")
 	}
 	if resp.Usage != nil {
 		reconcileUsage(op, env, *resp.Usage)
 	}
-	return env.marshal(), nil
+	return env.Marshal(), nil
 }
 
-func envelope(op string, raw json.RawMessage) (*object, error) {
+func envelope(op string, raw json.RawMessage) (*jsonobj.Object, error) {
 	if len(raw) == 0 {
-		env := newObject()
-		env.set("type", quote("message"))
-		env.set("role", quote("assistant"))
+		env := jsonobj.New()
+		env.Set("type", jsonobj.Quote("message"))
+		env.Set("role", jsonobj.Quote("assistant"))
 		return env, nil
 	}
 	if !json.Valid(raw) {
 		return nil, fieldError(op, "raw", ErrNotJSON)
 	}
-	env, err := parseObject(raw)
+	env, err := jsonobj.Parse(raw)
 	if err != nil {
 		return nil, fieldError(op, "raw", ErrWrongType)
 	}
@@ -133,11 +134,11 @@ func nullableString(s string) json.RawMessage {
 	if s == "" {
 		return json.RawMessage("null")
 	}
-	return quote(s)
+	return jsonobj.Quote(s)
 }
 
 // reconcileUsage makes the envelope's usage say u, leaving it alone when its totals already do.
-func reconcileUsage(op string, env *object, u session.Usage) {
+func reconcileUsage(op string, env *jsonobj.Object, u session.Usage) {
 	// A neutral usage without a cache split (recorded before the split was kept, or edited) agrees with
 	// the envelope when the totals do, so an old recording is served unchanged.
 	noSplit := u.CacheCreationInputTokens == 0 && u.CacheReadInputTokens == 0
@@ -146,9 +147,9 @@ func reconcileUsage(op string, env *object, u session.Usage) {
 		(noSplit || cur.CacheCreationInputTokens == u.CacheCreationInputTokens && cur.CacheReadInputTokens == u.CacheReadInputTokens) {
 		return
 	}
-	usage := newObject()
-	if raw, _ := env.get("usage"); kind(raw) == '{' {
-		if kept, err := parseObject(raw); err == nil {
+	usage := jsonobj.New()
+	if raw, _ := env.Get("usage"); jsonobj.Kind(raw) == '{' {
+		if kept, err := jsonobj.Parse(raw); err == nil {
 			usage = kept
 		}
 	}
@@ -156,17 +157,17 @@ func reconcileUsage(op string, env *object, u session.Usage) {
 	if split := u.CacheCreationInputTokens + u.CacheReadInputTokens; split > 0 && split <= u.InputTokens {
 		uncached, creation, read = u.InputTokens-split, u.CacheCreationInputTokens, u.CacheReadInputTokens
 	}
-	usage.set("input_tokens", number(uncached))
+	usage.Set("input_tokens", number(uncached))
 	for _, c := range []struct {
 		key string
 		n   int64
 	}{{"cache_creation_input_tokens", creation}, {"cache_read_input_tokens", read}} {
-		if _, ok := usage.get(c.key); ok || c.n > 0 {
-			usage.set(c.key, number(c.n))
+		if _, ok := usage.Get(c.key); ok || c.n > 0 {
+			usage.Set(c.key, number(c.n))
 		}
 	}
-	usage.set("output_tokens", number(u.OutputTokens))
-	env.setAfter("usage", usage.marshal(), "stop_sequence", "stop_reason", "content")
+	usage.Set("output_tokens", number(u.OutputTokens))
+	env.SetAfter("usage", usage.Marshal(), "stop_sequence", "stop_reason", "content")
 }
 
 func number(n int64) json.RawMessage { return json.RawMessage(strconv.FormatInt(n, 10)) }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/agentrewind/agentrewind/internal/engine/codec/internal/jsonobj"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
 
@@ -17,13 +18,13 @@ type chunkData struct {
 
 // marshal writes the chunk without the HTML escaping json.Marshal would apply to the data, so the
 // chunk holds the event's bytes as the server sent them, up to whitespace.
-func (cd chunkData) marshal() json.RawMessage {
-	o := newObject()
-	o.set("event", quote(cd.Event))
+func (cd chunkData) Marshal() json.RawMessage {
+	o := jsonobj.New()
+	o.Set("event", jsonobj.Quote(cd.Event))
 	if cd.Data != nil {
-		o.set("data", cd.Data)
+		o.Set("data", cd.Data)
 	}
-	return o.marshal()
+	return o.Marshal()
 }
 
 // NormalizeStream maps a text/event-stream body of POST /v1/messages to the response the stream
@@ -54,7 +55,7 @@ func (Codec) NormalizeStream(sse []byte) (session.Response, []session.Chunk, err
 		if err != nil {
 			return session.Response{}, nil, err
 		}
-		chunks = append(chunks, session.Chunk{Data: chunkData{Event: ev.name, Data: data}.marshal()})
+		chunks = append(chunks, session.Chunk{Data: chunkData{Event: ev.name, Data: data}.Marshal()})
 		if err := acc.apply(ev.name, data); err != nil {
 			err.Op, err.Offset = op, ev.offset
 			return session.Response{}, nil, err
@@ -76,7 +77,7 @@ func eventData(op string, ev sseEvent) (json.RawMessage, error) {
 	if !json.Valid(ev.data) {
 		return nil, &CodecError{Op: op, Offset: ev.offset, Err: fmt.Errorf("%w: data of event %q", ErrNotJSON, ev.name)}
 	}
-	return compact(ev.data), nil
+	return jsonobj.Compact(ev.data), nil
 }
 
 // RebuildStream plays chunks back as a text/event-stream body: for each, an "event:" line when it
@@ -98,7 +99,7 @@ func (Codec) RebuildStream(chunks []session.Chunk) []byte {
 		if len(cd.Data) > 0 {
 			// Compact JSON has no line breaks, so one data line carries it whole.
 			b.WriteString("data: ")
-			b.Write(compact(cd.Data))
+			b.Write(jsonobj.Compact(cd.Data))
 			b.WriteByte('\n')
 		}
 		b.WriteByte('\n')

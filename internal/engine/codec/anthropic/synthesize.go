@@ -3,6 +3,7 @@ package anthropic
 import (
 	"encoding/json"
 
+	"github.com/agentrewind/agentrewind/internal/engine/codec/internal/jsonobj"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
 
@@ -21,43 +22,43 @@ func (c Codec) SynthesizeStream(resp session.Response) ([]session.Chunk, error) 
 	if err != nil {
 		return nil, err
 	}
-	msg, err := parseObject(body)
+	msg, err := jsonobj.Parse(body)
 	if err != nil {
 		return nil, fieldError(op, "raw", ErrWrongType)
 	}
-	content, _ := msg.get("content")
+	content, _ := msg.Get("content")
 	var blocks []json.RawMessage
 	if err := json.Unmarshal(content, &blocks); err != nil {
 		return nil, fieldError(op, "content", ErrWrongType)
 	}
 	stopReason, stopSequence := orNull(msg, "stop_reason"), orNull(msg, "stop_sequence")
-	usage, hasUsage := msg.get("usage")
-	msg.set("content", json.RawMessage("[]"))
-	if _, ok := msg.get("stop_reason"); ok {
-		msg.set("stop_reason", json.RawMessage("null"))
+	usage, hasUsage := msg.Get("usage")
+	msg.Set("content", json.RawMessage("[]"))
+	if _, ok := msg.Get("stop_reason"); ok {
+		msg.Set("stop_reason", json.RawMessage("null"))
 	}
-	if _, ok := msg.get("stop_sequence"); ok {
-		msg.set("stop_sequence", json.RawMessage("null"))
+	if _, ok := msg.Get("stop_sequence"); ok {
+		msg.Set("stop_sequence", json.RawMessage("null"))
 	}
 
-	chunks := []session.Chunk{streamChunk("message_start", member{"message", msg.marshal()})}
+	chunks := []session.Chunk{streamChunk("message_start", member{"message", msg.Marshal()})}
 	for i, raw := range blocks {
-		block, err := parseObject(raw)
+		block, err := jsonobj.Parse(raw)
 		if err != nil {
 			return nil, fieldError(op, "content", ErrWrongType)
 		}
 		index := number(int64(i))
 		deltas := blockDeltas(block)
-		chunks = append(chunks, streamChunk("content_block_start", member{"index", index}, member{"content_block", block.marshal()}))
+		chunks = append(chunks, streamChunk("content_block_start", member{"index", index}, member{"content_block", block.Marshal()}))
 		for _, d := range deltas {
 			chunks = append(chunks, streamChunk("content_block_delta", member{"index", index}, member{"delta", d}))
 		}
 		chunks = append(chunks, streamChunk("content_block_stop", member{"index", index}))
 	}
-	delta := newObject()
-	delta.set("stop_reason", stopReason)
-	delta.set("stop_sequence", stopSequence)
-	end := []member{{"delta", delta.marshal()}}
+	delta := jsonobj.New()
+	delta.Set("stop_reason", stopReason)
+	delta.Set("stop_sequence", stopSequence)
+	end := []member{{"delta", delta.Marshal()}}
 	if hasUsage {
 		end = append(end, member{"usage", usage})
 	}
@@ -67,28 +68,28 @@ func (c Codec) SynthesizeStream(resp session.Response) ([]session.Chunk, error) 
 
 // blockDeltas empties the streamed members of a content block's start and returns the deltas that
 // put them back, as the API streams them.
-func blockDeltas(block *object) []json.RawMessage {
+func blockDeltas(block *jsonobj.Object) []json.RawMessage {
 	var typ string
-	if raw, _ := block.get("type"); kind(raw) == '"' {
+	if raw, _ := block.Get("type"); jsonobj.Kind(raw) == '"' {
 		_ = json.Unmarshal(raw, &typ)
 	}
 	var deltas []json.RawMessage
 	// take empties a string member and returns its value.
 	take := func(key string) string {
-		raw, _ := block.get(key)
+		raw, _ := block.Get(key)
 		var s string
-		if kind(raw) != '"' || json.Unmarshal(raw, &s) != nil {
+		if jsonobj.Kind(raw) != '"' || json.Unmarshal(raw, &s) != nil {
 			return ""
 		}
-		block.set(key, quote(""))
+		block.Set(key, jsonobj.Quote(""))
 		return s
 	}
 	add := func(deltaType, key, value string) {
 		if value != "" {
-			d := newObject()
-			d.set("type", quote(deltaType))
-			d.set(key, quote(value))
-			deltas = append(deltas, d.marshal())
+			d := jsonobj.New()
+			d.Set("type", jsonobj.Quote(deltaType))
+			d.Set(key, jsonobj.Quote(value))
+			deltas = append(deltas, d.Marshal())
 		}
 	}
 	switch typ {
@@ -99,16 +100,16 @@ func blockDeltas(block *object) []json.RawMessage {
 		add("thinking_delta", "thinking", thinking)
 		add("signature_delta", "signature", signature)
 	case "tool_use":
-		if input, _ := block.get("input"); kind(input) == '{' && string(compact(input)) != "{}" {
-			block.set("input", json.RawMessage("{}"))
-			add("input_json_delta", "partial_json", string(compact(input)))
+		if input, _ := block.Get("input"); jsonobj.Kind(input) == '{' && string(jsonobj.Compact(input)) != "{}" {
+			block.Set("input", json.RawMessage("{}"))
+			add("input_json_delta", "partial_json", string(jsonobj.Compact(input)))
 		}
 	}
 	return deltas
 }
 
-func orNull(o *object, key string) json.RawMessage {
-	if raw, ok := o.get(key); ok {
+func orNull(o *jsonobj.Object, key string) json.RawMessage {
+	if raw, ok := o.Get(key); ok {
 		return raw
 	}
 	return json.RawMessage("null")
@@ -121,10 +122,10 @@ type member struct {
 
 // streamChunk is the chunk of the event name, whose data has its type (the name) and the members.
 func streamChunk(name string, members ...member) session.Chunk {
-	data := newObject()
-	data.set("type", quote(name))
+	data := jsonobj.New()
+	data.Set("type", jsonobj.Quote(name))
 	for _, m := range members {
-		data.set(m.key, m.val)
+		data.Set(m.key, m.val)
 	}
-	return session.Chunk{Data: chunkData{Event: name, Data: data.marshal()}.marshal()}
+	return session.Chunk{Data: chunkData{Event: name, Data: data.Marshal()}.Marshal()}
 }

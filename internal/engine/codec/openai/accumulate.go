@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+
+	"github.com/agentrewind/agentrewind/internal/engine/codec/internal/jsonobj"
 )
 
 // accumulator assembles the chat.completion a stream of chat.completion.chunk data amounts to, over
@@ -12,29 +14,29 @@ import (
 // ChatCompletionAccumulator (AddChunk), which is what an agent using the SDK ends up holding; see
 // NormalizeStream for the rules.
 type accumulator struct {
-	env     *object // the chunks' top-level members; "choices" is filled in by completion()
+	env     *jsonobj.Object // the chunks' top-level members; "choices" is filled in by completion()
 	choices map[int64]*choiceAcc
 	stopped bool // [DONE] or an error event ended the stream
 }
 
 func newAccumulator() *accumulator {
-	return &accumulator{env: newObject(), choices: map[int64]*choiceAcc{}}
+	return &accumulator{env: jsonobj.New(), choices: map[int64]*choiceAcc{}}
 }
 
 // merge folds a member into o: a new member is added, an existing one is replaced by a value that is
 // neither null nor "" (the API sends null for what a chunk does not update, and the SDK keeps a string
 // it has over an empty one).
-func merge(o *object, key string, v json.RawMessage) {
-	if _, ok := o.get(key); !ok || (!isNull(v) && string(v) != `""`) {
-		o.set(key, v)
+func merge(o *jsonobj.Object, key string, v json.RawMessage) {
+	if _, ok := o.Get(key); !ok || (!jsonobj.IsNull(v) && string(v) != `""`) {
+		o.Set(key, v)
 	}
 }
 
 // placeholder adds key to o with value v unless it is there, fixing its position; the value is
 // replaced when the member is finished.
-func placeholder(o *object, key string, v json.RawMessage) {
-	if _, ok := o.get(key); !ok {
-		o.set(key, v)
+func placeholder(o *jsonobj.Object, key string, v json.RawMessage) {
+	if _, ok := o.Get(key); !ok {
+		o.Set(key, v)
 	}
 }
 
@@ -44,17 +46,17 @@ func (a *accumulator) apply(data json.RawMessage) *CodecError {
 	if a.stopped {
 		return nil // the SDK reads no further
 	}
-	chunk, err := parseObject(data)
+	chunk, err := jsonobj.Parse(data)
 	if err != nil {
 		// The SDK cannot decode such data into a chunk and fails the stream.
 		return &CodecError{Err: fmt.Errorf("%w: the event's data is not a JSON object", ErrWrongType)}
 	}
-	if _, ok := chunk.get("error"); ok {
+	if _, ok := chunk.Get("error"); ok {
 		a.stopped = true // the SDK ends the stream with the error
 		return nil
 	}
-	for _, k := range chunk.keys {
-		v := chunk.vals[k]
+	for _, k := range chunk.Keys {
+		v := chunk.Vals[k]
 		switch k {
 		case "choices":
 			placeholder(a.env, "choices", json.RawMessage("[]"))
@@ -62,12 +64,12 @@ func (a *accumulator) apply(data json.RawMessage) *CodecError {
 				return err
 			}
 		case "id":
-			if cur, ok := a.env.get("id"); !ok || isNull(cur) || string(cur) == `""` {
-				a.env.set("id", v)
+			if cur, ok := a.env.Get("id"); !ok || jsonobj.IsNull(cur) || string(cur) == `""` {
+				a.env.Set("id", v)
 			}
 		case "object":
 			if string(v) == `"chat.completion.chunk"` {
-				v = quote("chat.completion")
+				v = jsonobj.Quote("chat.completion")
 			}
 			merge(a.env, k, v)
 		case "obfuscation":
@@ -80,16 +82,16 @@ func (a *accumulator) apply(data json.RawMessage) *CodecError {
 }
 
 func (a *accumulator) applyChoices(raw json.RawMessage) *CodecError {
-	if isNull(raw) {
+	if jsonobj.IsNull(raw) {
 		return nil
 	}
 	var items []json.RawMessage
-	if kind(raw) != '[' || json.Unmarshal(raw, &items) != nil {
+	if jsonobj.Kind(raw) != '[' || json.Unmarshal(raw, &items) != nil {
 		return &CodecError{Field: "choices", Err: ErrWrongType}
 	}
 	for i, item := range items {
 		path := fmt.Sprintf("choices[%d]", i)
-		choice, err := parseObject(item)
+		choice, err := jsonobj.Parse(item)
 		if err != nil {
 			return &CodecError{Field: path, Err: ErrWrongType}
 		}
@@ -102,7 +104,7 @@ func (a *accumulator) applyChoices(raw json.RawMessage) *CodecError {
 		}
 		c, ok := a.choices[index]
 		if !ok {
-			c = &choiceAcc{obj: newObject(), msg: newMessageAcc(), logprobs: newMerged(nil, true)}
+			c = &choiceAcc{obj: jsonobj.New(), msg: newMessageAcc(), logprobs: newMerged(nil, true)}
 			a.choices[index] = c
 		}
 		if err := c.apply(path, choice); err != nil {
@@ -113,20 +115,20 @@ func (a *accumulator) applyChoices(raw json.RawMessage) *CodecError {
 }
 
 // indexOf reads the required integer index member of a choice or tool call delta.
-func indexOf(o *object, path string) (int64, *CodecError) {
-	raw, ok := o.get("index")
+func indexOf(o *jsonobj.Object, path string) (int64, *CodecError) {
+	raw, ok := o.Get("index")
 	if !ok {
 		return 0, &CodecError{Field: path + ".index", Err: ErrMissing}
 	}
 	var n int64
-	if kind(raw) != '0' || json.Unmarshal(raw, &n) != nil {
+	if jsonobj.Kind(raw) != '0' || json.Unmarshal(raw, &n) != nil {
 		return 0, &CodecError{Field: path + ".index", Err: ErrWrongType}
 	}
 	return n, nil
 }
 
 // completion is the assembled chat.completion: the envelope with the choices in index order.
-func (a *accumulator) completion() *object {
+func (a *accumulator) completion() *jsonobj.Object {
 	indexes := make([]int64, 0, len(a.choices))
 	for i := range a.choices {
 		indexes = append(indexes, i)
@@ -136,31 +138,31 @@ func (a *accumulator) completion() *object {
 	for i, idx := range indexes {
 		choices[i] = a.choices[idx].finish()
 	}
-	a.env.set("choices", joinArray(choices))
+	a.env.Set("choices", joinArray(choices))
 	return a.env
 }
 
 // choiceAcc is a choice under construction. Its members keep the order they first arrived in, with
 // the message where the first delta was.
 type choiceAcc struct {
-	obj      *object
+	obj      *jsonobj.Object
 	msg      *messageAcc
 	logprobs *merged // content and refusal token lists, appended
 	hasMsg   bool
 	hasLog   bool
 }
 
-func (c *choiceAcc) apply(path string, choice *object) *CodecError {
-	for _, k := range choice.keys {
-		v := choice.vals[k]
+func (c *choiceAcc) apply(path string, choice *jsonobj.Object) *CodecError {
+	for _, k := range choice.Keys {
+		v := choice.Vals[k]
 		switch k {
 		case "delta":
 			placeholder(c.obj, "message", json.RawMessage("{}"))
 			c.hasMsg = true
-			if isNull(v) {
+			if jsonobj.IsNull(v) {
 				continue
 			}
-			delta, err := parseObject(v)
+			delta, err := jsonobj.Parse(v)
 			if err != nil {
 				return &CodecError{Field: path + ".delta", Err: ErrWrongType}
 			}
@@ -169,10 +171,10 @@ func (c *choiceAcc) apply(path string, choice *object) *CodecError {
 			}
 		case "logprobs":
 			placeholder(c.obj, k, v)
-			if isNull(v) {
+			if jsonobj.IsNull(v) {
 				continue
 			}
-			lp, err := parseObject(v)
+			lp, err := jsonobj.Parse(v)
 			if err != nil {
 				return &CodecError{Field: path + ".logprobs", Err: ErrWrongType}
 			}
@@ -187,12 +189,12 @@ func (c *choiceAcc) apply(path string, choice *object) *CodecError {
 
 func (c *choiceAcc) finish() json.RawMessage {
 	if c.hasMsg {
-		c.obj.set("message", c.msg.finish())
+		c.obj.Set("message", c.msg.finish())
 	}
 	if c.hasLog {
-		c.obj.set("logprobs", c.logprobs.finish())
+		c.obj.Set("logprobs", c.logprobs.finish())
 	}
-	return c.obj.marshal()
+	return c.obj.Marshal()
 }
 
 // messageAcc is a choice's message under construction from its deltas.
@@ -221,12 +223,12 @@ func newNested(key string) *merged {
 	return newMerged(func(string) bool { return true }, false)
 }
 
-func (m *messageAcc) apply(path string, delta *object) *CodecError {
-	for _, k := range delta.keys {
-		v := delta.vals[k]
+func (m *messageAcc) apply(path string, delta *jsonobj.Object) *CodecError {
+	for _, k := range delta.Keys {
+		v := delta.Vals[k]
 		switch k {
 		case "content", "refusal":
-			if !isNull(v) && kind(v) != '"' {
+			if !jsonobj.IsNull(v) && jsonobj.Kind(v) != '"' {
 				return &CodecError{Field: path + "." + k, Err: ErrWrongType}
 			}
 			m.fields.add(k, v)
@@ -237,10 +239,10 @@ func (m *messageAcc) apply(path string, delta *object) *CodecError {
 			}
 		case "function_call", "audio":
 			placeholder(m.fields.obj, k, v)
-			if isNull(v) {
+			if jsonobj.IsNull(v) {
 				continue
 			}
-			o, err := parseObject(v)
+			o, err := jsonobj.Parse(v)
 			if err != nil {
 				return &CodecError{Field: path + "." + k, Err: ErrWrongType}
 			}
@@ -258,17 +260,17 @@ func (m *messageAcc) apply(path string, delta *object) *CodecError {
 }
 
 func (m *messageAcc) applyTools(path string, raw json.RawMessage) *CodecError {
-	if isNull(raw) {
+	if jsonobj.IsNull(raw) {
 		return nil
 	}
 	var items []json.RawMessage
-	if kind(raw) != '[' || json.Unmarshal(raw, &items) != nil {
+	if jsonobj.Kind(raw) != '[' || json.Unmarshal(raw, &items) != nil {
 		return &CodecError{Field: path, Err: ErrWrongType}
 	}
 	m.toolsSeen = true
 	for j, item := range items {
 		tpath := fmt.Sprintf("%s[%d]", path, j)
-		call, err := parseObject(item)
+		call, err := jsonobj.Parse(item)
 		if err != nil {
 			return &CodecError{Field: tpath, Err: ErrWrongType}
 		}
@@ -288,7 +290,7 @@ func (m *messageAcc) applyTools(path string, raw json.RawMessage) *CodecError {
 			t.objects = map[string]*merged{}
 			m.tools[index] = t
 		}
-		call.del("index")
+		call.Del("index")
 		if err := t.applyCall(tpath, call); err != nil {
 			return err
 		}
@@ -298,7 +300,7 @@ func (m *messageAcc) applyTools(path string, raw json.RawMessage) *CodecError {
 
 func (m *messageAcc) finish() json.RawMessage {
 	for k, n := range m.nested {
-		m.fields.obj.set(k, n.finish())
+		m.fields.obj.Set(k, n.finish())
 	}
 	if m.toolsSeen {
 		indexes := make([]int64, 0, len(m.tools))
@@ -310,7 +312,7 @@ func (m *messageAcc) finish() json.RawMessage {
 		for i, idx := range indexes {
 			calls[i] = m.tools[idx].finish()
 		}
-		m.fields.obj.set("tool_calls", joinArray(calls))
+		m.fields.obj.Set("tool_calls", joinArray(calls))
 	}
 	return m.fields.finish()
 }
@@ -319,7 +321,7 @@ func (m *messageAcc) finish() json.RawMessage {
 // the appends rule names are concatenated, arrays are concatenated when arrays is set, and every
 // other member is merged (see merge).
 type merged struct {
-	obj     *object
+	obj     *jsonobj.Object
 	appends func(key string) bool
 	arrays  bool
 	strs    map[string]*pieces
@@ -333,19 +335,19 @@ func newMerged(appends func(string) bool, arrays bool) *merged {
 	if appends == nil {
 		appends = func(string) bool { return false }
 	}
-	return &merged{obj: newObject(), appends: appends, arrays: arrays,
+	return &merged{obj: jsonobj.New(), appends: appends, arrays: arrays,
 		strs: map[string]*pieces{}, arrs: map[string][]json.RawMessage{}}
 }
 
-func (m *merged) apply(o *object) {
-	for _, k := range o.keys {
-		m.add(k, o.vals[k])
+func (m *merged) apply(o *jsonobj.Object) {
+	for _, k := range o.Keys {
+		m.add(k, o.Vals[k])
 	}
 }
 
 func (m *merged) add(k string, v json.RawMessage) {
 	switch {
-	case kind(v) == '"' && m.appends(k):
+	case jsonobj.Kind(v) == '"' && m.appends(k):
 		placeholder(m.obj, k, v)
 		p, ok := m.strs[k]
 		if !ok {
@@ -353,7 +355,7 @@ func (m *merged) add(k string, v json.RawMessage) {
 			m.strs[k] = p
 		}
 		p.add(v)
-	case kind(v) == '[' && m.arrays:
+	case jsonobj.Kind(v) == '[' && m.arrays:
 		placeholder(m.obj, k, v)
 		var items []json.RawMessage
 		_ = json.Unmarshal(v, &items)
@@ -367,20 +369,20 @@ func (m *merged) add(k string, v json.RawMessage) {
 }
 
 // applyCall folds a tool call delta (without its index) into a tool call.
-func (m *merged) applyCall(path string, call *object) *CodecError {
-	for _, k := range call.keys {
-		v := call.vals[k]
+func (m *merged) applyCall(path string, call *jsonobj.Object) *CodecError {
+	for _, k := range call.Keys {
+		v := call.Vals[k]
 		n, isObj := m.objects[k]
 		switch {
-		case kind(v) == '{':
-			o, _ := parseObject(v)
+		case jsonobj.Kind(v) == '{':
+			o, _ := jsonobj.Parse(v)
 			if !isObj {
 				n = newMerged(func(string) bool { return true }, false)
 				m.objects[k] = n
 			}
 			placeholder(m.obj, k, v)
 			n.apply(o)
-		case isObj && !isNull(v):
+		case isObj && !jsonobj.IsNull(v):
 			return &CodecError{Field: path + "." + k, Err: ErrWrongType}
 		default:
 			merge(m.obj, k, v)
@@ -391,15 +393,15 @@ func (m *merged) applyCall(path string, call *object) *CodecError {
 
 func (m *merged) finish() json.RawMessage {
 	for k, p := range m.strs {
-		m.obj.set(k, p.value())
+		m.obj.Set(k, p.value())
 	}
 	for k, items := range m.arrs {
-		m.obj.set(k, joinArray(items))
+		m.obj.Set(k, joinArray(items))
 	}
 	for k, n := range m.objects {
-		m.obj.set(k, n.finish())
+		m.obj.Set(k, n.finish())
 	}
-	return m.obj.marshal()
+	return m.obj.Marshal()
 }
 
 // pieces is a string streamed in pieces. A string that came whole keeps the bytes it came in, so a
@@ -425,5 +427,5 @@ func (p *pieces) value() json.RawMessage {
 	if p.n == 1 {
 		return p.first
 	}
-	return quote(p.buf.String())
+	return jsonobj.Quote(p.buf.String())
 }

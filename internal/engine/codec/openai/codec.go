@@ -3,6 +3,7 @@ package openai
 import (
 	"maps"
 
+	"github.com/agentrewind/agentrewind/internal/engine/codec/internal/jsonobj"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
 
@@ -77,7 +78,7 @@ func (Codec) Usage(resp session.Response) *session.Usage {
 	if len(resp.Raw) == 0 {
 		return nil
 	}
-	env, err := parseObject(resp.Raw)
+	env, err := jsonobj.Parse(resp.Raw)
 	if err != nil {
 		return nil
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/agentrewind/agentrewind/internal/engine/codec/internal/jsonobj"
 )
 
 // CodecError reports input the codec cannot map. It names where the problem is: Field is the JSON
@@ -83,12 +85,12 @@ func syntaxError(op string, err error) *CodecError {
 
 // parseBody validates a body and reads it as an object. A body that is valid JSON but not an object
 // is reported at its first byte.
-func parseBody(op string, body []byte) (*object, error) {
+func parseBody(op string, body []byte) (*jsonobj.Object, error) {
 	var v json.RawMessage
 	if err := json.Unmarshal(body, &v); err != nil {
 		return nil, syntaxError(op, err)
 	}
-	o, err := parseObject(body)
+	o, err := jsonobj.Parse(body)
 	if err != nil {
 		return nil, &CodecError{Op: op, Offset: firstByte(body), Err: fmt.Errorf("%w: the body is not a JSON object", ErrWrongType)}
 	}

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/agentrewind/agentrewind/internal/engine/codec/internal/jsonobj"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
 
@@ -36,7 +37,7 @@ func (Codec) NormalizeRequest(body []byte) (session.Request, error) {
 	if req.Model, err = requiredString(op, top, "model", "model"); err != nil {
 		return session.Request{}, err
 	}
-	if _, ok := top.get("system"); ok {
+	if _, ok := top.Get("system"); ok {
 		return session.Request{}, fieldError(op, "system", ErrUnknownField)
 	}
 	msgs, err := messageObjects(op, top)
@@ -48,52 +49,52 @@ func (Codec) NormalizeRequest(body []byte) (session.Request, error) {
 		msgs = msgs[1:]
 		req.System = systemText(sys)
 		if !plainSystem(sys, req.System) {
-			req.Params = map[string]json.RawMessage{"system": sys.marshal()}
+			req.Params = map[string]json.RawMessage{"system": sys.Marshal()}
 		}
 	}
 	req.Messages = make([]session.Message, 0, len(msgs))
 	for _, m := range msgs {
 		req.Messages = append(req.Messages, neutralMessage(m))
 	}
-	for _, k := range top.keys {
+	for _, k := range top.Keys {
 		if k == "model" || k == "messages" {
 			continue
 		}
 		if req.Params == nil {
 			req.Params = map[string]json.RawMessage{}
 		}
-		req.Params[k] = top.vals[k]
+		req.Params[k] = top.Vals[k]
 	}
 	return req, nil
 }
 
 // requiredString reads the string member key of o; field is its path, for errors.
-func requiredString(op string, o *object, key, field string) (string, error) {
-	raw, ok := o.get(key)
+func requiredString(op string, o *jsonobj.Object, key, field string) (string, error) {
+	raw, ok := o.Get(key)
 	if !ok {
 		return "", fieldError(op, field, ErrMissing)
 	}
 	var s string
-	if kind(raw) != '"' || json.Unmarshal(raw, &s) != nil {
+	if jsonobj.Kind(raw) != '"' || json.Unmarshal(raw, &s) != nil {
 		return "", fieldError(op, field, ErrWrongType)
 	}
 	return s, nil
 }
 
 // messageObjects reads the messages member: an array of objects, each with a non-empty string role.
-func messageObjects(op string, top *object) ([]*object, error) {
-	raw, ok := top.get("messages")
+func messageObjects(op string, top *jsonobj.Object) ([]*jsonobj.Object, error) {
+	raw, ok := top.Get("messages")
 	if !ok {
 		return nil, fieldError(op, "messages", ErrMissing)
 	}
 	var items []json.RawMessage
-	if kind(raw) != '[' || json.Unmarshal(raw, &items) != nil {
+	if jsonobj.Kind(raw) != '[' || json.Unmarshal(raw, &items) != nil {
 		return nil, fieldError(op, "messages", ErrWrongType)
 	}
-	msgs := make([]*object, 0, len(items))
+	msgs := make([]*jsonobj.Object, 0, len(items))
 	for i, item := range items {
 		path := fmt.Sprintf("messages[%d]", i)
-		m, err := parseObject(item)
+		m, err := jsonobj.Parse(item)
 		if err != nil {
 			return nil, fieldError(op, path, ErrWrongType)
 		}
@@ -110,9 +111,9 @@ func messageObjects(op string, top *object) ([]*object, error) {
 	return msgs, nil
 }
 
-func roleOf(m *object) string {
+func roleOf(m *jsonobj.Object) string {
 	var s string
-	raw, _ := m.get("role")
+	raw, _ := m.Get("role")
 	_ = json.Unmarshal(raw, &s)
 	return s
 }
@@ -120,14 +121,14 @@ func roleOf(m *object) string {
 // neutralMessage applies the content rule: content alone stays content, anything more becomes an
 // object of every member but role. The wire's content is never an object, so an object Content is
 // unambiguous.
-func neutralMessage(m *object) session.Message {
+func neutralMessage(m *jsonobj.Object) session.Message {
 	role := roleOf(m)
-	content, hasContent := m.get("content")
-	if m.len() == 1 || (m.len() == 2 && hasContent && kind(content) != '{') {
+	content, hasContent := m.Get("content")
+	if m.Len() == 1 || (m.Len() == 2 && hasContent && jsonobj.Kind(content) != '{') {
 		return session.Message{Role: role, Content: content}
 	}
-	m.del("role")
-	return session.Message{Role: role, Content: m.marshal()}
+	m.Del("role")
+	return session.Message{Role: role, Content: m.Marshal()}
 }
 
 // systemText is the text of a system message: a string content is its own text, and an array of
@@ -135,9 +136,9 @@ func neutralMessage(m *object) session.Message {
 // reader, a token estimate or a fork's system override works with; it cannot say whether the wire had
 // a string or parts, the developer role, or a name, so the message itself is kept in Params["system"]
 // whenever it is anything but a plain system message with non-empty text.
-func systemText(m *object) string {
-	raw, _ := m.get("content")
-	switch kind(raw) {
+func systemText(m *jsonobj.Object) string {
+	raw, _ := m.Get("content")
+	switch jsonobj.Kind(raw) {
 	case '"':
 		var s string
 		_ = json.Unmarshal(raw, &s)
@@ -161,9 +162,9 @@ func systemText(m *object) string {
 
 // plainSystem reports whether the text alone says all of a system message: {"role":"system",
 // "content": text} with text non-empty.
-func plainSystem(m *object, text string) bool {
-	content, ok := m.get("content")
-	return m.len() == 2 && ok && kind(content) == '"' && text != "" && roleOf(m) == "system"
+func plainSystem(m *jsonobj.Object, text string) bool {
+	content, ok := m.Get("content")
+	return m.Len() == 2 && ok && jsonobj.Kind(content) == '"' && text != "" && roleOf(m) == "system"
 }
 
 // DenormalizeRequest builds the wire body for a neutral request: model, messages (the system prompt
@@ -187,9 +188,9 @@ func (Codec) DenormalizeRequest(req session.Request) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	body := newObject()
-	body.set("model", quote(req.Model))
-	body.set("messages", msgs)
+	body := jsonobj.New()
+	body.Set("model", jsonobj.Quote(req.Model))
+	body.Set("messages", msgs)
 	keys := make([]string, 0, len(req.Params))
 	for k := range req.Params {
 		keys = append(keys, k)
@@ -204,10 +205,10 @@ func (Codec) DenormalizeRequest(req session.Request) ([]byte, error) {
 		case !json.Valid(v):
 			return nil, fieldError(op, "params."+k, ErrNotJSON)
 		default:
-			body.set(k, compact(v))
+			body.Set(k, jsonobj.Compact(v))
 		}
 	}
-	return body.marshal(), nil
+	return body.Marshal(), nil
 }
 
 func denormalizeMessages(op string, sys json.RawMessage, msgs []session.Message) (json.RawMessage, error) {
@@ -220,27 +221,27 @@ func denormalizeMessages(op string, sys json.RawMessage, msgs []session.Message)
 		if m.Role == "" {
 			return nil, fieldError(op, path+".role", ErrMissing)
 		}
-		o := newObject()
-		o.set("role", quote(m.Role))
+		o := jsonobj.New()
+		o.Set("role", jsonobj.Quote(m.Role))
 		switch {
 		case m.Content == nil:
 		case !json.Valid(m.Content):
 			return nil, fieldError(op, path+".content", ErrNotJSON)
-		case kind(compact(m.Content)) == '{':
-			members, _ := parseObject(m.Content)
-			for _, k := range members.keys {
+		case jsonobj.Kind(jsonobj.Compact(m.Content)) == '{':
+			members, _ := jsonobj.Parse(m.Content)
+			for _, k := range members.Keys {
 				if k == "role" {
 					return nil, fieldError(op, path+".content.role", ErrReserved)
 				}
-				o.set(k, members.vals[k])
+				o.Set(k, members.Vals[k])
 			}
 		default:
-			o.set("content", compact(m.Content))
+			o.Set("content", jsonobj.Compact(m.Content))
 		}
 		if len(b) > 1 {
 			b = append(b, ',')
 		}
-		b = append(b, o.marshal()...)
+		b = append(b, o.Marshal()...)
 	}
 	return append(b, ']'), nil
 }
@@ -249,42 +250,42 @@ func denormalizeMessages(op string, sys json.RawMessage, msgs []session.Message)
 // or nil for none.
 func denormalizeSystem(op string, req session.Request) (json.RawMessage, error) {
 	raw, hasKept := req.Params["system"]
-	var kept *object
+	var kept *jsonobj.Object
 	if hasKept {
 		if !json.Valid(raw) {
 			return nil, fieldError(op, "params.system", ErrNotJSON)
 		}
 		var err error
-		if kept, err = parseObject(raw); err != nil {
+		if kept, err = jsonobj.Parse(raw); err != nil {
 			return nil, fieldError(op, "params.system", ErrWrongType)
 		}
 		if systemText(kept) == req.System {
-			return kept.marshal(), nil
+			return kept.Marshal(), nil
 		}
 	}
 	if req.System == "" {
 		return nil, nil
 	}
 	if kept == nil {
-		kept = newObject()
-		kept.set("role", quote("system"))
+		kept = jsonobj.New()
+		kept.Set("role", jsonobj.Quote("system"))
 	}
-	kept.set("content", retext(kept, req.System))
-	return kept.marshal(), nil
+	kept.Set("content", retext(kept, req.System))
+	return kept.Marshal(), nil
 }
 
 // retext is the content of a system message that now says text: the text of a lone text part
 // replaced (keeping the part's other members), or text as a plain string.
-func retext(m *object, text string) json.RawMessage {
-	raw, _ := m.get("content")
+func retext(m *jsonobj.Object, text string) json.RawMessage {
+	raw, _ := m.Get("content")
 	var parts []json.RawMessage
-	if kind(raw) == '[' && json.Unmarshal(raw, &parts) == nil && len(parts) == 1 {
-		if part, err := parseObject(parts[0]); err == nil {
-			if t, _ := part.get("type"); string(t) == `"text"` {
-				part.set("text", quote(text))
-				return append(append(json.RawMessage{'['}, part.marshal()...), ']')
+	if jsonobj.Kind(raw) == '[' && json.Unmarshal(raw, &parts) == nil && len(parts) == 1 {
+		if part, err := jsonobj.Parse(parts[0]); err == nil {
+			if t, _ := part.Get("type"); string(t) == `"text"` {
+				part.Set("text", jsonobj.Quote(text))
+				return append(append(json.RawMessage{'['}, part.Marshal()...), ']')
 			}
 		}
 	}
-	return quote(text)
+	return jsonobj.Quote(text)
 }

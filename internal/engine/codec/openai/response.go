@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strconv"
 
+	"github.com/agentrewind/agentrewind/internal/engine/codec/internal/jsonobj"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
 
@@ -26,57 +27,57 @@ func (Codec) NormalizeResponse(body []byte) (session.Response, error) {
 
 // splitCompletion splits a parsed chat.completion into the first choice's message and the envelope.
 // It consumes c.
-func splitCompletion(op string, c *object) (session.Response, error) {
+func splitCompletion(op string, c *jsonobj.Object) (session.Response, error) {
 	choices, err := choicesOf(op, c, "choices")
 	if err != nil {
 		return session.Response{}, err
 	}
 	var resp session.Response
 	if len(choices) > 0 {
-		first, err := parseObject(choices[0])
+		first, err := jsonobj.Parse(choices[0])
 		if err != nil {
 			return session.Response{}, fieldError(op, "choices[0]", ErrWrongType)
 		}
-		if msg, ok := first.get("message"); ok {
-			if kind(msg) != '{' {
+		if msg, ok := first.Get("message"); ok {
+			if jsonobj.Kind(msg) != '{' {
 				return session.Response{}, fieldError(op, "choices[0].message", ErrWrongType)
 			}
 			resp.Content = msg
-			first.del("message")
+			first.Del("message")
 		}
 		if resp.StopReason, err = finishReasonOf(op, first, "choices[0].finish_reason"); err != nil {
 			return session.Response{}, err
 		}
-		choices[0] = first.marshal()
-		c.set("choices", joinArray(choices))
+		choices[0] = first.Marshal()
+		c.Set("choices", joinArray(choices))
 	}
 	if resp.Usage, err = usageOf(op, c); err != nil {
 		return session.Response{}, err
 	}
-	resp.Raw = c.marshal()
+	resp.Raw = c.Marshal()
 	return resp, nil
 }
 
 // choicesOf reads the choices array of a completion; field is its path, for errors.
-func choicesOf(op string, c *object, field string) ([]json.RawMessage, error) {
-	raw, ok := c.get("choices")
+func choicesOf(op string, c *jsonobj.Object, field string) ([]json.RawMessage, error) {
+	raw, ok := c.Get("choices")
 	if !ok {
 		return nil, fieldError(op, field, ErrMissing)
 	}
 	var choices []json.RawMessage
-	if kind(raw) != '[' || json.Unmarshal(raw, &choices) != nil {
+	if jsonobj.Kind(raw) != '[' || json.Unmarshal(raw, &choices) != nil {
 		return nil, fieldError(op, field, ErrWrongType)
 	}
 	return choices, nil
 }
 
-func finishReasonOf(op string, choice *object, field string) (string, error) {
-	raw, _ := choice.get("finish_reason")
-	if isNull(raw) {
+func finishReasonOf(op string, choice *jsonobj.Object, field string) (string, error) {
+	raw, _ := choice.Get("finish_reason")
+	if jsonobj.IsNull(raw) {
 		return "", nil
 	}
 	var s string
-	if kind(raw) != '"' || json.Unmarshal(raw, &s) != nil {
+	if jsonobj.Kind(raw) != '"' || json.Unmarshal(raw, &s) != nil {
 		return "", fieldError(op, field, ErrWrongType)
 	}
 	return s, nil
@@ -94,13 +95,13 @@ type wireUsage struct {
 }
 
 // usageOf reads the usage member of a completion; nil when there is none.
-func usageOf(op string, c *object) (*session.Usage, error) {
-	raw, _ := c.get("usage")
-	if isNull(raw) {
+func usageOf(op string, c *jsonobj.Object) (*session.Usage, error) {
+	raw, _ := c.Get("usage")
+	if jsonobj.IsNull(raw) {
 		return nil, nil
 	}
 	var w wireUsage
-	if kind(raw) != '{' || json.Unmarshal(raw, &w) != nil {
+	if jsonobj.Kind(raw) != '{' || json.Unmarshal(raw, &w) != nil {
 		return nil, fieldError(op, "usage", ErrWrongType)
 	}
 	u := &session.Usage{InputTokens: w.PromptTokens, OutputTokens: w.CompletionTokens}
@@ -131,7 +132,7 @@ func (Codec) DenormalizeResponse(resp session.Response) ([]byte, error) {
 		choices = []json.RawMessage{json.RawMessage(`{"index":0,"finish_reason":null}`)}
 	}
 	if len(choices) > 0 {
-		first, err := parseObject(choices[0])
+		first, err := jsonobj.Parse(choices[0])
 		if err != nil {
 			return nil, fieldError(op, "raw.choices[0]", ErrWrongType)
 		}
@@ -139,35 +140,35 @@ func (Codec) DenormalizeResponse(resp session.Response) ([]byte, error) {
 			if !json.Valid(resp.Content) {
 				return nil, fieldError(op, "content", ErrNotJSON)
 			}
-			msg := compact(resp.Content)
-			if kind(msg) != '{' {
+			msg := jsonobj.Compact(resp.Content)
+			if jsonobj.Kind(msg) != '{' {
 				return nil, fieldError(op, "content", ErrWrongType)
 			}
-			first.setAfter("message", msg, "index")
+			first.SetAfter("message", msg, "index")
 		}
 		if cur, _ := finishReasonOf(op, first, ""); cur != resp.StopReason {
-			first.setAfter("finish_reason", nullableString(resp.StopReason), "logprobs", "message", "index")
+			first.SetAfter("finish_reason", nullableString(resp.StopReason), "logprobs", "message", "index")
 		}
-		choices[0] = first.marshal()
-		env.set("choices", joinArray(choices))
+		choices[0] = first.Marshal()
+		env.Set("choices", joinArray(choices))
 	}
 	if resp.Usage != nil {
 		reconcileUsage(op, env, *resp.Usage)
 	}
-	return env.marshal(), nil
+	return env.Marshal(), nil
 }
 
-func envelope(op string, raw json.RawMessage) (*object, error) {
+func envelope(op string, raw json.RawMessage) (*jsonobj.Object, error) {
 	if len(raw) == 0 {
-		env := newObject()
-		env.set("object", quote("chat.completion"))
-		env.set("choices", json.RawMessage(`[{"index":0,"finish_reason":null}]`))
+		env := jsonobj.New()
+		env.Set("object", jsonobj.Quote("chat.completion"))
+		env.Set("choices", json.RawMessage(`[{"index":0,"finish_reason":null}]`))
 		return env, nil
 	}
 	if !json.Valid(raw) {
 		return nil, fieldError(op, "raw", ErrNotJSON)
 	}
-	env, err := parseObject(raw)
+	env, err := jsonobj.Parse(raw)
 	if err != nil {
 		return nil, fieldError(op, "raw", ErrWrongType)
 	}
@@ -178,11 +179,11 @@ func nullableString(s string) json.RawMessage {
 	if s == "" {
 		return json.RawMessage("null")
 	}
-	return quote(s)
+	return jsonobj.Quote(s)
 }
 
 // reconcileUsage makes the envelope's usage say u, leaving it alone when it already does.
-func reconcileUsage(op string, env *object, u session.Usage) {
+func reconcileUsage(op string, env *jsonobj.Object, u session.Usage) {
 	cur, err := usageOf(op, env)
 	// A neutral usage without the cached count (recorded before it was kept, or edited) agrees with the
 	// envelope when the totals do, so an old recording is served unchanged.
@@ -190,47 +191,47 @@ func reconcileUsage(op string, env *object, u session.Usage) {
 		cur.CostMicroUSD == u.CostMicroUSD && (u.CacheReadInputTokens == 0 || cur.CacheReadInputTokens == u.CacheReadInputTokens) {
 		return
 	}
-	usage := newObject()
-	if raw, _ := env.get("usage"); kind(raw) == '{' {
-		if kept, err := parseObject(raw); err == nil {
+	usage := jsonobj.New()
+	if raw, _ := env.Get("usage"); jsonobj.Kind(raw) == '{' {
+		if kept, err := jsonobj.Parse(raw); err == nil {
 			usage = kept
 		}
 	}
 	if cur == nil || cur.InputTokens != u.InputTokens || cur.CacheReadInputTokens != u.CacheReadInputTokens {
 		zeroCounts(usage, "prompt_tokens_details")
 		if u.CacheReadInputTokens > 0 && u.CacheReadInputTokens <= u.InputTokens {
-			details := newObject()
-			if raw, _ := usage.get("prompt_tokens_details"); kind(raw) == '{' {
-				if kept, err := parseObject(raw); err == nil {
+			details := jsonobj.New()
+			if raw, _ := usage.Get("prompt_tokens_details"); jsonobj.Kind(raw) == '{' {
+				if kept, err := jsonobj.Parse(raw); err == nil {
 					details = kept
 				}
 			}
-			details.set("cached_tokens", number(u.CacheReadInputTokens))
-			usage.set("prompt_tokens_details", details.marshal())
+			details.Set("cached_tokens", number(u.CacheReadInputTokens))
+			usage.Set("prompt_tokens_details", details.Marshal())
 		}
 	}
 	if cur == nil || cur.OutputTokens != u.OutputTokens {
 		zeroCounts(usage, "completion_tokens_details")
 	}
-	usage.set("completion_tokens", number(u.OutputTokens))
-	usage.set("prompt_tokens", number(u.InputTokens))
-	usage.set("total_tokens", number(u.InputTokens+u.OutputTokens))
-	env.setAfter("usage", usage.marshal(), "choices")
+	usage.Set("completion_tokens", number(u.OutputTokens))
+	usage.Set("prompt_tokens", number(u.InputTokens))
+	usage.Set("total_tokens", number(u.InputTokens+u.OutputTokens))
+	env.SetAfter("usage", usage.Marshal(), "choices")
 }
 
 // zeroCounts sets every number in the breakdown object key of usage to 0.
-func zeroCounts(usage *object, key string) {
-	raw, _ := usage.get(key)
-	details, err := parseObject(raw)
-	if kind(raw) != '{' || err != nil {
+func zeroCounts(usage *jsonobj.Object, key string) {
+	raw, _ := usage.Get(key)
+	details, err := jsonobj.Parse(raw)
+	if jsonobj.Kind(raw) != '{' || err != nil {
 		return
 	}
-	for _, k := range details.keys {
-		if kind(details.vals[k]) == '0' {
-			details.set(k, number(0))
+	for _, k := range details.Keys {
+		if jsonobj.Kind(details.Vals[k]) == '0' {
+			details.Set(k, number(0))
 		}
 	}
-	usage.set(key, details.marshal())
+	usage.Set(key, details.Marshal())
 }
 
 func number(n int64) json.RawMessage { return json.RawMessage(strconv.FormatInt(n, 10)) }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/agentrewind/agentrewind/internal/engine/codec/internal/jsonobj"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
 
@@ -24,20 +25,20 @@ type chunkData struct {
 
 // marshal writes the chunk without the HTML escaping json.Marshal would apply to the data, so the
 // chunk holds the event's bytes as the server sent them, up to whitespace.
-func (cd chunkData) marshal() json.RawMessage {
-	o := newObject()
+func (cd chunkData) Marshal() json.RawMessage {
+	o := jsonobj.New()
 	if cd.Event != "" {
 		// JSON text is UTF-8: a name that is not is kept with U+FFFD for its bad bytes, written as the
 		// character itself, so a rebuilt stream normalizes to the same chunk.
-		o.set("event", quote(strings.ToValidUTF8(cd.Event, "\uFFFD")))
+		o.Set("event", jsonobj.Quote(strings.ToValidUTF8(cd.Event, "\uFFFD")))
 	}
 	if cd.Data != nil {
-		o.set("data", cd.Data)
+		o.Set("data", cd.Data)
 	}
 	if cd.Done {
-		o.set("done", json.RawMessage("true"))
+		o.Set("done", json.RawMessage("true"))
 	}
-	return o.marshal()
+	return o.Marshal()
 }
 
 // NormalizeStream maps a text/event-stream body of POST /v1/chat/completions (stream: true) to the
@@ -76,13 +77,13 @@ func (Codec) NormalizeStream(sse []byte) (session.Response, []session.Chunk, err
 		case !json.Valid(ev.data):
 			return session.Response{}, nil, &CodecError{Op: op, Offset: ev.offset, Err: fmt.Errorf("%w: data of the event is neither JSON nor %s", ErrNotJSON, done)}
 		default:
-			cd.Data = compact(ev.data)
+			cd.Data = jsonobj.Compact(ev.data)
 			if err := acc.apply(cd.Data); err != nil {
 				err.Op, err.Offset = op, ev.offset
 				return session.Response{}, nil, err
 			}
 		}
-		chunks = append(chunks, session.Chunk{Data: cd.marshal()})
+		chunks = append(chunks, session.Chunk{Data: cd.Marshal()})
 	}
 	resp, err := splitCompletion(op, acc.completion())
 	if err != nil {
@@ -113,7 +114,7 @@ func (Codec) RebuildStream(chunks []session.Chunk) []byte {
 		case len(cd.Data) > 0:
 			// Compact JSON has no line breaks, so one data line carries it whole.
 			b.WriteString("data: ")
-			b.Write(compact(cd.Data))
+			b.Write(jsonobj.Compact(cd.Data))
 			b.WriteByte('\n')
 		}
 		b.WriteByte('\n')

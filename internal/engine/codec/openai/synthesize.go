@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/agentrewind/agentrewind/internal/engine/codec/internal/jsonobj"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
 
@@ -25,7 +26,7 @@ func (c Codec) SynthesizeStream(resp session.Response) ([]session.Chunk, error) 
 	if err != nil {
 		return nil, err
 	}
-	completion, err := parseObject(body)
+	completion, err := jsonobj.Parse(body)
 	if err != nil {
 		return nil, fieldError(op, "raw", ErrWrongType)
 	}
@@ -33,23 +34,23 @@ func (c Codec) SynthesizeStream(resp session.Response) ([]session.Chunk, error) 
 	if err != nil {
 		return nil, err
 	}
-	usage, hasUsage := completion.get("usage")
+	usage, hasUsage := completion.Get("usage")
 	// chunk writes the envelope with the given choices, and usage null while the stream runs.
 	chunk := func(choices json.RawMessage, last bool) session.Chunk {
-		o := newObject()
-		for _, k := range completion.keys {
-			v := completion.vals[k]
+		o := jsonobj.New()
+		for _, k := range completion.Keys {
+			v := completion.Vals[k]
 			switch {
 			case k == "choices":
 				v = choices
 			case k == "usage" && !last:
 				v = json.RawMessage("null")
 			case k == "object" && string(v) == `"chat.completion"`:
-				v = quote("chat.completion.chunk")
+				v = jsonobj.Quote("chat.completion.chunk")
 			}
-			o.set(k, v)
+			o.Set(k, v)
 		}
-		return session.Chunk{Data: chunkData{Data: o.marshal()}.marshal()}
+		return session.Chunk{Data: chunkData{Data: o.Marshal()}.Marshal()}
 	}
 
 	var chunks []session.Chunk
@@ -63,10 +64,10 @@ func (c Codec) SynthesizeStream(resp session.Response) ([]session.Chunk, error) 
 			chunks = append(chunks, chunk(joinArray([]json.RawMessage{finish}), false))
 		}
 	}
-	if (hasUsage && !isNull(usage)) || len(choices) == 0 {
+	if (hasUsage && !jsonobj.IsNull(usage)) || len(choices) == 0 {
 		chunks = append(chunks, chunk(json.RawMessage("[]"), true))
 	}
-	chunks = append(chunks, session.Chunk{Data: chunkData{Done: true}.marshal()})
+	chunks = append(chunks, session.Chunk{Data: chunkData{Done: true}.Marshal()})
 	return chunks, nil
 }
 
@@ -75,16 +76,16 @@ func (c Codec) SynthesizeStream(resp session.Response) ([]session.Chunk, error) 
 // nil when there is no finish_reason, with an empty delta and the finish_reason.
 func choiceDeltas(op string, p int, raw json.RawMessage) (first, finish json.RawMessage, err error) {
 	path := fmt.Sprintf("raw.choices[%d]", p)
-	choice, perr := parseObject(raw)
+	choice, perr := jsonobj.Parse(raw)
 	if perr != nil {
 		return nil, nil, fieldError(op, path, ErrWrongType)
 	}
-	if _, ok := choice.get("index"); !ok {
+	if _, ok := choice.Get("index"); !ok {
 		// Every chunk choice names its choice; a choice without an index is streamed as its position.
-		indexed := newObject()
-		indexed.set("index", number(int64(p)))
-		for _, k := range choice.keys {
-			indexed.set(k, choice.vals[k])
+		indexed := jsonobj.New()
+		indexed.Set("index", number(int64(p)))
+		for _, k := range choice.Keys {
+			indexed.Set(k, choice.Vals[k])
 		}
 		choice = indexed
 	}
@@ -92,68 +93,68 @@ func choiceDeltas(op string, p int, raw json.RawMessage) (first, finish json.Raw
 	if p == 0 {
 		msgPath = "content"
 	}
-	out := newObject()
+	out := jsonobj.New()
 	var reason json.RawMessage
-	for _, k := range choice.keys {
-		v := choice.vals[k]
+	for _, k := range choice.Keys {
+		v := choice.Vals[k]
 		switch k {
 		case "message":
 			delta, err := messageDelta(op, msgPath, v)
 			if err != nil {
 				return nil, nil, err
 			}
-			out.set("delta", delta)
+			out.Set("delta", delta)
 		case "finish_reason":
 			reason = v
-			out.set(k, json.RawMessage("null"))
+			out.Set(k, json.RawMessage("null"))
 		default:
-			out.set(k, v)
+			out.Set(k, v)
 		}
 	}
-	if isNull(reason) {
-		return out.marshal(), nil, nil
+	if jsonobj.IsNull(reason) {
+		return out.Marshal(), nil, nil
 	}
-	end := newObject()
-	index, _ := choice.get("index")
-	end.set("index", index)
-	if _, ok := choice.get("message"); ok {
-		end.set("delta", json.RawMessage("{}"))
+	end := jsonobj.New()
+	index, _ := choice.Get("index")
+	end.Set("index", index)
+	if _, ok := choice.Get("message"); ok {
+		end.Set("delta", json.RawMessage("{}"))
 	}
-	end.set("finish_reason", reason)
-	return out.marshal(), end.marshal(), nil
+	end.Set("finish_reason", reason)
+	return out.Marshal(), end.Marshal(), nil
 }
 
 // messageDelta is a message as one delta: its members as they are, each tool call with its index.
 func messageDelta(op, path string, raw json.RawMessage) (json.RawMessage, error) {
-	msg, err := parseObject(raw)
+	msg, err := jsonobj.Parse(raw)
 	if err != nil {
 		return nil, fieldError(op, path, ErrWrongType)
 	}
 	for _, k := range []string{"content", "refusal"} {
-		if v, ok := msg.get(k); ok && !isNull(v) && kind(v) != '"' {
+		if v, ok := msg.Get(k); ok && !jsonobj.IsNull(v) && jsonobj.Kind(v) != '"' {
 			return nil, fieldError(op, path+"."+k, ErrWrongType)
 		}
 	}
-	calls, _ := msg.get("tool_calls")
-	if kind(calls) != '[' {
-		return msg.marshal(), nil
+	calls, _ := msg.Get("tool_calls")
+	if jsonobj.Kind(calls) != '[' {
+		return msg.Marshal(), nil
 	}
 	var items []json.RawMessage
 	_ = json.Unmarshal(calls, &items)
 	for j, item := range items {
-		call, err := parseObject(item)
+		call, err := jsonobj.Parse(item)
 		if err != nil {
 			return nil, fieldError(op, fmt.Sprintf("%s.tool_calls[%d]", path, j), ErrWrongType)
 		}
-		indexed := newObject()
-		indexed.set("index", number(int64(j)))
-		for _, k := range call.keys {
+		indexed := jsonobj.New()
+		indexed.Set("index", number(int64(j)))
+		for _, k := range call.Keys {
 			if k != "index" {
-				indexed.set(k, call.vals[k])
+				indexed.Set(k, call.Vals[k])
 			}
 		}
-		items[j] = indexed.marshal()
+		items[j] = indexed.Marshal()
 	}
-	msg.set("tool_calls", joinArray(items))
-	return msg.marshal(), nil
+	msg.Set("tool_calls", joinArray(items))
+	return msg.Marshal(), nil
 }

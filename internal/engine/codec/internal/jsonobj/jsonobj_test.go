@@ -1,0 +1,42 @@
+package jsonobj
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestObjectsKeepTheWiresOrderAndValues(t *testing.T) {
+	o, err := Parse([]byte(`{ "b" : 1, "a": {"x": [1, 2]}, "b": "<&>" }`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A duplicate key keeps its first position and its last value, as encoding/json would decode it.
+	if got := string(o.Marshal()); got != `{"b":"<&>","a":{"x":[1,2]}}` {
+		t.Fatalf("parsed and marshalled: %s", got)
+	}
+	o.SetAfter("c", Quote("<tag> & more"), "missing", "b")
+	o.Set("a", []byte(`null`))
+	o.Set("d", []byte(`true`))
+	o.Del("b")
+	if got, want := string(o.Marshal()), `{"c":"<tag> & more","a":null,"d":true}`; got != want {
+		t.Fatalf("edited: %s, want %s", got, want)
+	}
+	if o.Len() != 3 || o.Index("d") != 2 || o.Index("b") != -1 {
+		t.Fatalf("len %d, index of d %d, of b %d", o.Len(), o.Index("d"), o.Index("b"))
+	}
+	if v, ok := o.Get("a"); !ok || !IsNull(v) || Kind(v) != 'n' {
+		t.Fatalf("a = %s, %v", v, ok)
+	}
+	for raw, want := range map[string]byte{`{}`: '{', `[1]`: '[', `"s"`: '"', `true`: 'b', `-1.5`: '0', ``: 0} {
+		if got := Kind([]byte(raw)); got != want {
+			t.Errorf("Kind(%q) = %q, want %q", raw, got, want)
+		}
+	}
+	for _, bad := range []string{`[1]`, `"s"`, `{"a":1} {"b":2}`} {
+		if _, err := Parse([]byte(bad)); err == nil {
+			t.Errorf("Parse(%s) accepted what is not one object", bad)
+		} else if bad != `{"a":1} {"b":2}` && !errors.Is(err, ErrNotObject) {
+			t.Errorf("Parse(%s) = %v, want ErrNotObject", bad, err)
+		}
+	}
+}
