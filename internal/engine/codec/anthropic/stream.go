@@ -3,9 +3,11 @@ package anthropic
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/agentrewind/agentrewind/internal/engine/codec/internal/jsonobj"
+	"github.com/agentrewind/agentrewind/internal/engine/codec/internal/sse"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
 
@@ -55,9 +57,9 @@ func (Codec) NormalizeStream(sse []byte) (session.Response, []session.Chunk, err
 		if err != nil {
 			return session.Response{}, nil, err
 		}
-		chunks = append(chunks, session.Chunk{Data: chunkData{Event: ev.name, Data: data}.Marshal()})
-		if err := acc.apply(ev.name, data); err != nil {
-			err.Op, err.Offset = op, ev.offset
+		chunks = append(chunks, session.Chunk{Data: chunkData{Event: ev.Name, Data: data}.Marshal()})
+		if err := acc.apply(ev.Name, data); err != nil {
+			err.Op, err.Offset = op, ev.Offset
 			return session.Response{}, nil, err
 		}
 	}
@@ -70,14 +72,14 @@ func (Codec) NormalizeStream(sse []byte) (session.Response, []session.Chunk, err
 
 // eventData validates and compacts an event's data. Data must be JSON for every event, known or not:
 // a chunk holds it as JSON, and the SDK would fail on it anyway.
-func eventData(op string, ev sseEvent) (json.RawMessage, error) {
-	if ev.data == nil {
+func eventData(op string, ev sse.Event) (json.RawMessage, error) {
+	if ev.Data == nil {
 		return nil, nil
 	}
-	if !json.Valid(ev.data) {
-		return nil, &CodecError{Op: op, Offset: ev.offset, Err: fmt.Errorf("%w: data of event %q", ErrNotJSON, ev.name)}
+	if !json.Valid(ev.Data) {
+		return nil, &CodecError{Op: op, Offset: ev.Offset, Err: fmt.Errorf("%w: data of event %q", ErrNotJSON, ev.Name)}
 	}
-	return jsonobj.Compact(ev.data), nil
+	return jsonobj.Compact(ev.Data), nil
 }
 
 // RebuildStream plays chunks back as a text/event-stream body: for each, an "event:" line when it
@@ -105,4 +107,15 @@ func (Codec) RebuildStream(chunks []session.Chunk) []byte {
 		b.WriteByte('\n')
 	}
 	return b.Bytes()
+}
+
+// parseSSE splits a streamed body into events as the Anthropic SDK: an event whose data lines are all empty is skipped (package sse);
+// a body that ends inside an event is ErrTruncated at the event's first byte.
+func parseSSE(op string, body []byte) ([]sse.Event, error) {
+	events, err := sse.Parse(body, false)
+	var cut *sse.TruncatedError
+	if errors.As(err, &cut) {
+		return nil, &CodecError{Op: op, Offset: cut.Offset, Err: ErrTruncated}
+	}
+	return events, err
 }

@@ -3,10 +3,12 @@ package openai
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/agentrewind/agentrewind/internal/engine/codec/internal/jsonobj"
+	"github.com/agentrewind/agentrewind/internal/engine/codec/internal/sse"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
 
@@ -68,18 +70,18 @@ func (Codec) NormalizeStream(sse []byte) (session.Response, []session.Chunk, err
 	chunks := make([]session.Chunk, 0, len(events))
 	acc := newAccumulator()
 	for _, ev := range events {
-		cd := chunkData{Event: ev.name}
+		cd := chunkData{Event: ev.Name}
 		switch {
-		case ev.data == nil:
-		case string(ev.data) == done:
+		case ev.Data == nil:
+		case string(ev.Data) == done:
 			cd.Done = true
 			acc.stopped = true
-		case !json.Valid(ev.data):
-			return session.Response{}, nil, &CodecError{Op: op, Offset: ev.offset, Err: fmt.Errorf("%w: data of the event is neither JSON nor %s", ErrNotJSON, done)}
+		case !json.Valid(ev.Data):
+			return session.Response{}, nil, &CodecError{Op: op, Offset: ev.Offset, Err: fmt.Errorf("%w: data of the event is neither JSON nor %s", ErrNotJSON, done)}
 		default:
-			cd.Data = jsonobj.Compact(ev.data)
+			cd.Data = jsonobj.Compact(ev.Data)
 			if err := acc.apply(cd.Data); err != nil {
-				err.Op, err.Offset = op, ev.offset
+				err.Op, err.Offset = op, ev.Offset
 				return session.Response{}, nil, err
 			}
 		}
@@ -120,4 +122,15 @@ func (Codec) RebuildStream(chunks []session.Chunk) []byte {
 		b.WriteByte('\n')
 	}
 	return b.Bytes()
+}
+
+// parseSSE splits a streamed body into events as the OpenAI SDK: an event with an empty data line is dispatched, so it is kept (package sse);
+// a body that ends inside an event is ErrTruncated at the event's first byte.
+func parseSSE(op string, body []byte) ([]sse.Event, error) {
+	events, err := sse.Parse(body, true)
+	var cut *sse.TruncatedError
+	if errors.As(err, &cut) {
+		return nil, &CodecError{Op: op, Offset: cut.Offset, Err: ErrTruncated}
+	}
+	return events, err
 }
