@@ -21,14 +21,11 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/agentrewind/agentrewind/internal/blobstore"
 	"github.com/agentrewind/agentrewind/internal/fakellm"
 )
 
@@ -40,62 +37,19 @@ import (
 // would: complete when the agent exited 0, failed otherwise.
 
 // startForkManager runs the AgentSession and ForkRun reconcilers in a manager of their own (see
-// startManager); funcs, when given, intercept the manager's client.
+// runManager); funcs, when given, intercept the manager's client.
 func (e *env) startForkManager(funcs *interceptor.Funcs) (stop func()) {
 	e.t.Helper()
-	opts := ctrl.Options{
-		Scheme:                 apiServer.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: new(true)},
-	}
-	if funcs != nil {
-		opts.NewClient = func(cfg *rest.Config, o client.Options) (client.Client, error) {
-			c, err := client.NewWithWatch(cfg, o)
-			if err != nil {
-				return nil, err
-			}
-			return interceptor.NewClient(c, *funcs), nil
-		}
-	}
-	mgr, err := ctrl.NewManager(apiServer.Config, opts)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	deps := Deps{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Clock: e.clock,
-		Stores: &Stores{Secrets: mgr.GetAPIReader(), Config: StoreConfig{Endpoint: "http://" + s3.Endpoint, Bucket: testBucket, Prefix: testPrefix,
-			Credentials: blobstore.Credentials{AccessKeyID: s3.AccessKey, SecretAccessKey: blobstore.Secret(s3.SecretKey)},
-			JobSecret:   JobSecretKeys{Name: jobSecret, AccessKeyID: "accessKeyID", SecretAccessKey: "secretAccessKey"}}},
-		Jobs: JobSettings{Image: "registry.example/agentrewind:test", TTLAfterFinished: time.Hour, ActiveDeadline: 10 * time.Minute, RetryAfter: time.Minute},
-	}
-	n := managerSeq.Add(1)
-	sessions := &AgentSessionReconciler{Deps: deps}
+	return e.runManager(funcs, cache.Options{}, forkReconcilers)
+}
+
+// forkReconcilers are the AgentSession and ForkRun reconcilers over deps.
+func forkReconcilers(mgr ctrl.Manager, deps *Deps, n int64) []setupper {
+	sessions := &AgentSessionReconciler{Deps: *deps}
 	sessions.Recorder = mgr.GetEventRecorder(fmt.Sprintf("agentsession-test-%d", n))
-	runs := &ForkRunReconciler{Deps: deps}
+	runs := &ForkRunReconciler{Deps: *deps}
 	runs.Recorder = mgr.GetEventRecorder(fmt.Sprintf("forkrun-test-%d", n))
-	if err := sessions.SetupWithManager(e.ctx, mgr); err != nil {
-		e.t.Fatal(err)
-	}
-	if err := runs.SetupWithManager(e.ctx, mgr); err != nil {
-		e.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(e.ctx)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	stopped := false
-	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil {
-			e.t.Errorf("manager: %v", err)
-		}
-	}
-	e.t.Cleanup(stop)
-	return stop
+	return []setupper{sessions, runs}
 }
 
 // agentFunc is the agent container's program: it gets the container's resolved environment and

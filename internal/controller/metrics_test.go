@@ -18,17 +18,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/agentrewind/agentrewind/api/v1alpha1"
-	"github.com/agentrewind/agentrewind/internal/blobstore"
 	"github.com/agentrewind/agentrewind/internal/controller/conditions"
 	"github.com/agentrewind/agentrewind/internal/controller/jobs"
 	"github.com/agentrewind/agentrewind/internal/engine/task"
@@ -240,60 +236,13 @@ func TestCountsFollowTheWriteThatSettled(t *testing.T) {
 // intercept the manager's client. NewMetrics is given the manager's cache, as cmd/agentrewind does.
 func (e *env) startMetricsManager(funcs *interceptor.Funcs) (*Metrics, func()) {
 	e.t.Helper()
-	opts := ctrl.Options{
-		Scheme:                 apiServer.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: new(true)},
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{e.ns: {}}},
-	}
-	if funcs != nil {
-		opts.NewClient = func(cfg *rest.Config, o client.Options) (client.Client, error) {
-			c, err := client.NewWithWatch(cfg, o)
-			if err != nil {
-				return nil, err
-			}
-			return interceptor.NewClient(c, *funcs), nil
-		}
-	}
-	mgr, err := ctrl.NewManager(apiServer.Config, opts)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	m := NewMetrics(mgr.GetCache())
-	deps := Deps{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Clock: e.clock, Metrics: m,
-		Stores: &Stores{Secrets: mgr.GetAPIReader(), Config: StoreConfig{Endpoint: "http://" + s3.Endpoint, Bucket: testBucket, Prefix: testPrefix,
-			Credentials: blobstore.Credentials{AccessKeyID: s3.AccessKey, SecretAccessKey: blobstore.Secret(s3.SecretKey)},
-			JobSecret:   JobSecretKeys{Name: jobSecret, AccessKeyID: "accessKeyID", SecretAccessKey: "secretAccessKey"}}},
-		Jobs: JobSettings{Image: "registry.example/agentrewind:test", TTLAfterFinished: time.Hour, ActiveDeadline: 10 * time.Minute, RetryAfter: time.Minute},
-	}
-	n := managerSeq.Add(1)
-	sessions := &AgentSessionReconciler{Deps: deps}
-	sessions.Recorder = mgr.GetEventRecorder(fmt.Sprintf("agentsession-test-%d", n))
-	runs := &ForkRunReconciler{Deps: deps}
-	runs.Recorder = mgr.GetEventRecorder(fmt.Sprintf("forkrun-test-%d", n))
-	if err := sessions.SetupWithManager(e.ctx, mgr); err != nil {
-		e.t.Fatal(err)
-	}
-	if err := runs.SetupWithManager(e.ctx, mgr); err != nil {
-		e.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(e.ctx)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil {
-			e.t.Errorf("manager: %v", err)
-		}
-	}
-	e.t.Cleanup(stop)
+	var m *Metrics
+	stop := e.runManager(funcs, cache.Options{DefaultNamespaces: map[string]cache.Config{e.ns: {}}},
+		func(mgr ctrl.Manager, deps *Deps, n int64) []setupper {
+			m = NewMetrics(mgr.GetCache())
+			deps.Metrics = m
+			return forkReconcilers(mgr, deps, n)
+		})
 	return m, stop
 }
 

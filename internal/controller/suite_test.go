@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -150,15 +151,23 @@ func (e *env) create(o client.Object) {
 
 var managerSeq atomic.Int64
 
-// startManager runs both reconcilers in a manager of their own; funcs, when given, intercept the
-// manager's client. The manager stops when the test ends or stop is called.
-func (e *env) startManager(funcs *interceptor.Funcs) (stop func()) {
+// setupper is a reconciler a test manager runs.
+type setupper interface {
+	SetupWithManager(ctx context.Context, mgr ctrl.Manager) error
+}
+
+// runManager starts a manager of the test's own, with the Deps every reconciler under test shares;
+// setup makes those reconcilers (n tells their event recorders apart from other managers'), funcs,
+// when given, intercept the manager's client, and cacheOpts limit its cache. The manager stops when
+// the test ends or stop is called.
+func (e *env) runManager(funcs *interceptor.Funcs, cacheOpts cache.Options, setup func(mgr ctrl.Manager, deps *Deps, n int64) []setupper) (stop func()) {
 	e.t.Helper()
 	opts := ctrl.Options{
 		Scheme:                 apiServer.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: new(true)},
+		Cache:                  cacheOpts,
 	}
 	if funcs != nil {
 		opts.NewClient = func(cfg *rest.Config, o client.Options) (client.Client, error) {
@@ -180,16 +189,10 @@ func (e *env) startManager(funcs *interceptor.Funcs) (stop func()) {
 			JobSecret:   JobSecretKeys{Name: jobSecret, AccessKeyID: "accessKeyID", SecretAccessKey: "secretAccessKey"}}},
 		Jobs: JobSettings{Image: "registry.example/agentrewind:test", TTLAfterFinished: time.Hour, ActiveDeadline: 10 * time.Minute, RetryAfter: time.Minute},
 	}
-	n := managerSeq.Add(1)
-	sessions := &AgentSessionReconciler{Deps: deps}
-	sessions.Recorder = mgr.GetEventRecorder(fmt.Sprintf("agentsession-test-%d", n))
-	plans := &ResumePlanReconciler{Deps: deps}
-	plans.Recorder = mgr.GetEventRecorder(fmt.Sprintf("resumeplan-test-%d", n))
-	if err := sessions.SetupWithManager(e.ctx, mgr); err != nil {
-		e.t.Fatal(err)
-	}
-	if err := plans.SetupWithManager(e.ctx, mgr); err != nil {
-		e.t.Fatal(err)
+	for _, r := range setup(mgr, &deps, managerSeq.Add(1)) {
+		if err := r.SetupWithManager(e.ctx, mgr); err != nil {
+			e.t.Fatal(err)
+		}
 	}
 	ctx, cancel := context.WithCancel(e.ctx)
 	done := make(chan error, 1)
@@ -207,6 +210,19 @@ func (e *env) startManager(funcs *interceptor.Funcs) (stop func()) {
 	}
 	e.t.Cleanup(stop)
 	return stop
+}
+
+// startManager runs the AgentSession and ResumePlan reconcilers in a manager of their own; funcs,
+// when given, intercept the manager's client. The manager stops when the test ends or stop is called.
+func (e *env) startManager(funcs *interceptor.Funcs) (stop func()) {
+	e.t.Helper()
+	return e.runManager(funcs, cache.Options{}, func(mgr ctrl.Manager, deps *Deps, n int64) []setupper {
+		sessions := &AgentSessionReconciler{Deps: *deps}
+		sessions.Recorder = mgr.GetEventRecorder(fmt.Sprintf("agentsession-test-%d", n))
+		plans := &ResumePlanReconciler{Deps: *deps}
+		plans.Recorder = mgr.GetEventRecorder(fmt.Sprintf("resumeplan-test-%d", n))
+		return []setupper{sessions, plans}
+	})
 }
 
 // eventually polls cond until it holds, failing with its last word after 30s.
