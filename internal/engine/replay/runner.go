@@ -187,9 +187,11 @@ func (r *runner) begin(ctx context.Context, kind session.Kind, opts []CallOption
 	// A call site can be any label the agent chose (Site); it is stored and matched redacted, the same
 	// way on record and on replay.
 	site = r.cfg.Redactor.String(site)
-	c := call{lane: l, seq: l.nextSeq(), site: site}
+	// The lane's seq and the global step are taken together: two concurrent calls of one lane must get
+	// them in the same order, or the log (in step order) would show the lane's seqs out of order.
+	c := call{lane: l, site: site}
 	r.mu.Lock()
-	c.step = r.nextStep
+	c.seq, c.step = l.nextSeq(), r.nextStep
 	r.nextStep++
 	r.mu.Unlock()
 	return c
