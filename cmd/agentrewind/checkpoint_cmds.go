@@ -329,7 +329,7 @@ func newCheckpointPreviewCommand() *cobra.Command {
 			}
 			p, err := store.Preview(ctx, args[0], target.ID, files)
 			if err != nil {
-				return classifyCheckpoint(err)
+				return classifyCheckpoint(restoreAdvice(err, args[0]))
 			}
 			if f.output() == "json" {
 				return writeJSON(cmd.OutOrStdout(), p)
@@ -355,6 +355,20 @@ func (f *checkpointFlags) openTarget(ctx context.Context, cmd *cobra.Command, ar
 	}
 	target, err := resolveCheckpoint(ctx, store, f.session, args[1:], cmd.ErrOrStderr())
 	return store, target, err
+}
+
+// restoreAdvice adds what to do about a restore the workspace refused, naming the path to act on.
+func restoreAdvice(err error, workspace string) error {
+	if ue, ok := errors.AsType[*checkpoint.UnwritableError](err); ok {
+		if ae, ok := errors.AsType[*checkpoint.AttributeError](err); ok {
+			return fmt.Errorf("%w: if the workspace may be changed, clear the attribute with `chattr -%s %q` (as root) and restore again",
+				err, ae.Attribute.Letter(), filepath.Join(workspace, filepath.FromSlash(ue.At)))
+		}
+	}
+	if ns, ok := errors.AsType[*checkpoint.NoSpaceError](err); ok && !ns.Inodes {
+		return fmt.Errorf("%w: free %d bytes there, or restore fewer files with --files", err, ns.Need-ns.Available)
+	}
+	return err
 }
 
 func checkFiles(cmd *cobra.Command, files []string) error {
@@ -392,7 +406,9 @@ func newCheckpointRestoreCommand() *cobra.Command {
 		Short: "Write a checkpoint's files back into a workspace (overwrite only, behind a guard checkpoint)",
 		Long: `Write a checkpoint's files back into a workspace. Nothing is deleted: files created after the
 checkpoint are listed as leftovers. Every path and blob is checked, and so is that the workspace will
-accept every write (no read-only file system or immutable file halfway), before anything is written;
+accept every write (no read-only file system, immutable or append-only file, or full disk halfway:
+the free space of each file system written to must hold every file written whole, and a guard stored
+there), before anything is written;
 a restore never writes through a symbolic link. Before writing, a guard checkpoint of the current files
 is taken (--guard warn: restore anyway if it fails; require: refuse; off: none); restoring the guard
 undoes the restore.`,
@@ -415,7 +431,7 @@ undoes the restore.`,
 			}
 			res, err := store.Restore(ctx, args[0], target.ID, checkpoint.RestoreOptions{Files: files, Guard: mode, GuardAnchor: anchor})
 			if err != nil {
-				return classifyCheckpoint(err)
+				return classifyCheckpoint(restoreAdvice(err, args[0]))
 			}
 			if f.output() == "json" {
 				return writeJSON(cmd.OutOrStdout(), res)

@@ -187,6 +187,8 @@ var checkpointErrors = map[string]struct {
 	"ErrUnbornHead":          {checkpoint.ErrUnbornHead, exitError},
 	"NameError":              {&checkpoint.NameError{Path: "caf\xe9"}, exitError},
 	"UnwritableError":        {&checkpoint.UnwritableError{Path: "a", At: ".", Err: errors.New("read-only file system")}, exitError},
+	"AttributeError":         {&checkpoint.AttributeError{Attribute: checkpoint.AttributeAppendOnly}, exitError},
+	"NoSpaceError":           {&checkpoint.NoSpaceError{At: ".", Need: 2, Available: 1}, exitError},
 }
 
 func TestCheckpointExitCodesCoverEveryErrorType(t *testing.T) {
@@ -496,6 +498,35 @@ func TestCheckpointRestoreIntoAReadOnlyDirectoryWritesNothing(t *testing.T) {
 	var ue *checkpoint.UnwritableError
 	if exitCode(err) != exitError || !errors.As(err, &ue) || !strings.Contains(err.Error(), `restore of "ro/b.txt" refused: "ro" cannot be written`) {
 		t.Fatalf("restore into a read-only directory: exit %d, %v", exitCode(err), err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(ws, "a.txt")); string(got) != "changed" {
+		t.Errorf("the refused restore wrote a.txt: %q", got)
+	}
+}
+
+// TestCheckpointAnAppendOnlyFileIsRefusedWithWhatToDo: the refusal names the file and its attribute
+// and says how to clear it, with the path a user can paste; nothing is written.
+func TestCheckpointAnAppendOnlyFileIsRefusedWithWhatToDo(t *testing.T) {
+	t.Setenv(envStore, "")
+	if os.Geteuid() != 0 {
+		t.Skip("setting the append-only attribute needs root")
+	}
+	ws, store := t.TempDir(), t.TempDir()
+	writeFiles(t, ws, map[string]string{"a.txt": "alpha", "log/b.txt": "beta"})
+	if _, err := runCheckpoint(t, "create", ws, "--store-dir", store); err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, ws, map[string]string{"a.txt": "changed", "log/b.txt": "changed"})
+	b := filepath.Join(ws, "log", "b.txt")
+	if out, err := exec.Command("chattr", "+a", b).CombinedOutput(); err != nil {
+		t.Skipf("the file system under the temporary directory refuses chattr +a: %v %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("chattr", "-a", b).Run() })
+	_, err := runCheckpoint(t, "restore", ws, "latest", "--store-dir", store, "--guard", "require")
+	want := fmt.Sprintf("restore of \"log/b.txt\" refused: \"log/b.txt\" cannot be written: it is append-only (attribute \"a\", see lsattr), which the kernel enforces even for root: "+
+		"if the workspace may be changed, clear the attribute with `chattr -a %q` (as root) and restore again", b)
+	if exitCode(err) != exitError || err == nil || err.Error() != want {
+		t.Fatalf("restore over an append-only file: exit %d, %v\nwant %s", exitCode(err), err, want)
 	}
 	if got, _ := os.ReadFile(filepath.Join(ws, "a.txt")); string(got) != "changed" {
 		t.Errorf("the refused restore wrote a.txt: %q", got)

@@ -84,6 +84,58 @@ func (e *UnwritableError) Error() string {
 }
 func (e *UnwritableError) Unwrap() error { return e.Err }
 
+// Attribute is an inode attribute (chattr) that stops a restore from writing.
+type Attribute string
+
+const (
+	// AttributeAppendOnly ("a"): the file may only be appended to, never replaced; in a directory,
+	// entries may be created but never renamed or removed.
+	AttributeAppendOnly Attribute = "append-only"
+	// AttributeImmutable ("i"): the file or directory may not be changed at all.
+	AttributeImmutable Attribute = "immutable"
+)
+
+// Letter is the attribute's letter, as lsattr shows it and chattr sets and clears it.
+func (a Attribute) Letter() string {
+	if a == AttributeImmutable {
+		return "i"
+	}
+	return "a"
+}
+
+// AttributeError is the Err of an UnwritableError whose path carries an inode attribute the kernel
+// enforces even for root: rename(2) cannot replace such a file, nor write into such a directory.
+type AttributeError struct {
+	Attribute Attribute
+}
+
+func (e *AttributeError) Error() string {
+	return fmt.Sprintf("it is %s (attribute %q, see lsattr), which the kernel enforces even for root", e.Attribute, e.Attribute.Letter())
+}
+
+// NoSpaceError says a file system a restore writes to lacks the free space or inodes the restore
+// needs. It is found before anything is written, so a restore never stops halfway for it.
+type NoSpaceError struct {
+	// At is the workspace directory on that file system ("." for the workspace itself).
+	At string
+	// Need and Available are bytes, or inodes when Inodes is set. GuardNeed is the part of Need the
+	// guard checkpoint takes, when the store shares the file system.
+	Need, GuardNeed, Available uint64
+	Inodes                     bool
+}
+
+func (e *NoSpaceError) Error() string {
+	unit := "bytes"
+	if e.Inodes {
+		unit = "inodes"
+	}
+	guard := ""
+	if e.GuardNeed > 0 {
+		guard = fmt.Sprintf(" (%d of them for the guard checkpoint in the store on the same file system)", e.GuardNeed)
+	}
+	return fmt.Sprintf("restore refused: it needs %d free %s on the file system of %q%s, and %d are available; nothing was written", e.Need, unit, e.At, guard, e.Available)
+}
+
 // UnknownPathsError says a selective restore named paths the checkpoint does not hold.
 type UnknownPathsError struct {
 	ID    string

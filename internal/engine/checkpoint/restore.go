@@ -88,6 +88,8 @@ type RestoreOptions struct {
 	// GuardAnchor anchors the guard checkpoint (normally the session's latest turn and step).
 	GuardAnchor Anchor
 	Now         func() time.Time
+	// StatFS reports the free space of a file system the restore writes to; nil is statfs(2).
+	StatFS StatFS
 }
 
 // RestoreResult is what a restore did.
@@ -367,7 +369,11 @@ func PreviewManifest(ctx context.Context, dir, id string, m *Manifest, blobs Blo
 	if err != nil {
 		return Preview{}, err
 	}
-	problems, err := gatherWritability(dir, root, p.Changes)
+	l, err := gatherLandings(root, p.Changes)
+	if err != nil {
+		return Preview{}, err
+	}
+	problems, err := gatherWritability(dir, root, l, p.Changes)
 	if err != nil {
 		return Preview{}, err
 	}
@@ -380,8 +386,10 @@ func PreviewManifest(ctx context.Context, dir, id string, m *Manifest, blobs Blo
 // Restore writes checkpoint id back into the workspace dir (seed D5): files of the checkpoint are
 // overwritten or created, nothing is deleted, and files the checkpoint does not hold are reported as
 // leftovers. Before anything is written every path and blob is checked, and so is every directory
-// written into and file replaced, that the workspace will accept the write (UnwritableError); then a
-// guard checkpoint of the current workspace is taken as opts.Guard says.
+// written into and file replaced, that the workspace will accept the write (UnwritableError, an
+// AttributeError for an immutable or append-only one), and that each file system written to has the
+// space and inodes the writes (and a guard stored on it) need (NoSpaceError); then a guard checkpoint
+// of the current workspace is taken as opts.Guard says.
 func (s *Store) Restore(ctx context.Context, dir, id string, opts RestoreOptions) (RestoreResult, error) {
 	m, err := s.Load(ctx, id)
 	if err != nil {
@@ -434,13 +442,29 @@ func (s *Store) restore(ctx context.Context, dir, id string, m *Manifest, src Bl
 	if err != nil {
 		return RestoreResult{}, err
 	}
-	// Every write must be one the workspace accepts before the guard is taken or a file written: a
-	// read-only mount or an immutable file found halfway would leave a partial restore.
-	problems, err := gatherWritability(dir, root, p.Changes)
+	// Every write must be one the workspace accepts, and fit the free space of the file system it
+	// lands on, before the guard is taken or a file written: a read-only mount, an immutable or
+	// append-only file or a full disk found halfway would leave a partial restore.
+	l, err := gatherLandings(root, p.Changes)
+	if err != nil {
+		return RestoreResult{}, err
+	}
+	problems, err := gatherWritability(dir, root, l, p.Changes)
 	if err != nil {
 		return RestoreResult{}, err
 	}
 	if err := refuseUnwritable(p, problems); err != nil {
+		return RestoreResult{}, err
+	}
+	statfs := opts.StatFS
+	if statfs == nil {
+		statfs = statFS
+	}
+	var guardDev *uint64
+	if dev, ok := localStoreDevice(s); ok && mode != GuardOff {
+		guardDev = &dev
+	}
+	if err := checkSpace(dir, root, l, p, len(facts.files), guardDev, statfs); err != nil {
 		return RestoreResult{}, err
 	}
 	res := RestoreResult{Preview: p}
@@ -454,6 +478,13 @@ func (s *Store) restore(ctx context.Context, dir, id string, m *Manifest, src Bl
 			return RestoreResult{}, &GuardError{Err: err}
 		default:
 			res.GuardWarning = err.Error()
+		}
+		// The guard took space of its own, maybe more than foreseen (new files elsewhere in the
+		// workspace): the writes must still fit now, before the first one.
+		if guardDev != nil {
+			if err := checkSpace(dir, root, l, p, 0, nil, statfs); err != nil {
+				return res, err
+			}
 		}
 	}
 

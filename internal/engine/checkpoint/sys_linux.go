@@ -1,0 +1,59 @@
+package checkpoint
+
+import (
+	"errors"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// The inode flags (chattr attributes) that stop a restore's writes, as FS_IOC_GETFLAGS reports them
+// (FS_APPEND_FL and FS_IMMUTABLE_FL of <linux/fs.h>, which x/sys/unix does not export).
+const (
+	flagAppend    = 0x00000020
+	flagImmutable = 0x00000010
+)
+
+// inodeFlags reads the inode flags of the workspace file (or directory, when dir) rel. A file system
+// without them (the ioctl answers ENOTTY, EOPNOTSUPP or EINVAL) has none, and so has a file the
+// caller may not open to ask: only root sets them, and a restore run by anyone else is then told by
+// the write itself.
+func inodeFlags(root *os.Root, rel string, dir bool) (uint32, error) {
+	var f *os.File
+	var err error
+	if dir {
+		f, err = root.Open(rel)
+	} else {
+		f, _, err = openRegular(root, rel)
+	}
+	if errors.Is(err, os.ErrPermission) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	conn, err := f.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var flags uint32
+	var ierr error
+	if err := conn.Control(func(fd uintptr) { flags, ierr = unix.IoctlGetUint32(int(fd), unix.FS_IOC_GETFLAGS) }); err != nil {
+		return 0, err
+	}
+	if errors.Is(ierr, unix.ENOTTY) || errors.Is(ierr, unix.EOPNOTSUPP) || errors.Is(ierr, unix.EINVAL) {
+		return 0, nil
+	}
+	return flags, ierr
+}
+
+// statFS is statfs(2): the bytes and inodes an unprivileged writer may still use on the file system
+// holding p.
+func statFS(p string) (FreeSpace, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(p, &st); err != nil {
+		return FreeSpace{}, &os.PathError{Op: "statfs", Path: p, Err: err}
+	}
+	return FreeSpace{Bytes: st.Bavail * uint64(st.Bsize), BlockSize: int64(st.Bsize), Inodes: st.Ffree, InodesLimited: st.Files > 0}, nil
+}

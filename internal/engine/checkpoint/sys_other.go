@@ -1,0 +1,21 @@
+//go:build !linux
+
+package checkpoint
+
+import (
+	"math"
+	"os"
+)
+
+// Inode flags are a Linux ext2-family notion; elsewhere a file has none that a restore reads.
+const (
+	flagAppend    = 0
+	flagImmutable = 0
+)
+
+func inodeFlags(*os.Root, string, bool) (uint32, error) { return 0, nil }
+
+// statFS knows no free space off Linux: the restore's own writes report a full disk there.
+func statFS(string) (FreeSpace, error) {
+	return FreeSpace{Bytes: math.MaxUint64, BlockSize: 1}, nil
+}
