@@ -144,7 +144,64 @@ type SessionRecording struct {
 	// usage is the token and cost total of the recorded model calls.
 	// +required
 	Usage Usage `json:"usage,omitzero"`
+
+	// schemaVersion is the version of the session format the recording was written in (meta.json).
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	SchemaVersion int32 `json:"schemaVersion,omitempty"`
+
+	// redactedSecrets is how many secrets the recorder replaced by tokens, over every pattern.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	RedactedSecrets *int64 `json:"redactedSecrets,omitempty"`
+
+	// redactedPatterns is how many patterns replaced at least one secret. redactions lists at most 32
+	// of them (those that replaced the most), so a larger number here says the list was cut.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	RedactedPatterns *int32 `json:"redactedPatterns,omitempty"`
+
+	// redactions counts the secrets the recorder replaced, by pattern name; never a secret value.
+	// +optional
+	// +listType=map
+	// +listMapKey=pattern
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	Redactions []RedactionCount `json:"redactions,omitempty"`
+
+	// vault is Present when the recording keeps its redacted secrets in a sealed vault (vault.enc),
+	// from which a replay or a fork can restore them; Absent otherwise.
+	// +optional
+	Vault VaultState `json:"vault,omitempty"`
 }
+
+// RedactionCount is how many secrets one redaction pattern replaced in a recording: the pattern's
+// name and a count, never the secrets.
+type RedactionCount struct {
+	// pattern is the redaction pattern's name, such as anthropic-api-key or env-secret.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][A-Za-z0-9_.-]*$`
+	Pattern string `json:"pattern,omitempty"`
+
+	// count is how many occurrences of a secret the pattern replaced.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	Count *int64 `json:"count,omitempty"`
+}
+
+// VaultState says whether a recording has a sealed vault of its redacted secrets.
+// +kubebuilder:validation:Enum=Present;Absent
+type VaultState string
+
+const (
+	// VaultPresent means the session has vault.enc: its redacted secrets can be restored with the key.
+	VaultPresent VaultState = "Present"
+	// VaultAbsent means the session has no vault: a redacted secret is gone for good.
+	VaultAbsent VaultState = "Absent"
+)
 
 // AgentSessionStatus is what the operator observed about the recording.
 // +kubebuilder:validation:MinProperties=1
@@ -192,6 +249,8 @@ type AgentSessionStatus struct {
 // +kubebuilder:printcolumn:name="Log",type=string,JSONPath=`.status.recording.logState`,priority=1
 // +kubebuilder:printcolumn:name="Parent",type=string,JSONPath=`.spec.parentRef.name`,priority=1
 // +kubebuilder:printcolumn:name="Bytes",type=integer,JSONPath=`.status.recording.bytes`,priority=1
+// +kubebuilder:printcolumn:name="Redacted",type=integer,JSONPath=`.status.recording.redactedSecrets`,priority=1
+// +kubebuilder:printcolumn:name="Vault",type=string,JSONPath=`.status.recording.vault`,priority=1
 type AgentSession struct {
 	metav1.TypeMeta `json:",inline"`
 

@@ -1,7 +1,12 @@
 package apimap
 
 import (
+	"cmp"
+	"math"
 	"regexp"
+	"slices"
+	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/agentrewind/agentrewind/api/v1alpha1"
@@ -22,20 +27,28 @@ const (
 	maxUnpromised      = 256
 	maxFilePath        = 1024
 	maxTruncationItems = 8
+	maxRedactions      = 32
+	maxPatternName     = 128
+	maxSchemaVersion   = 1000
 )
 
 // reasonRE is the CRD's pattern for reason codes.
 var reasonRE = regexp.MustCompile(`^[A-Z][A-Za-z0-9]{0,63}$`)
 
+// patternNameRE is the CRD's pattern and length for a redaction pattern's name.
+var patternNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,` + strconv.Itoa(maxPatternName-1) + `}$`)
+
 // SessionRecording is what a verify result says about an intact session, in the API's terms: the
-// counts, the usage with its prompt-cache split, and whether the log was closed by session_end.
+// counts, the usage with its prompt-cache split, whether the log was closed by session_end, the
+// schema version, the redaction counts by pattern name (cut to the CRD's bound) and whether there is
+// a vault.
 func SessionRecording(v *task.VerifyResult) v1alpha1.SessionRecording {
 	state := v1alpha1.LogOpen
 	if v.Ended {
 		state = v1alpha1.LogClosed
 	}
 	u := v.Usage
-	return v1alpha1.SessionRecording{
+	rec := v1alpha1.SessionRecording{
 		EventsHash: v.EventsHash,
 		LogState:   state,
 		Events:     new(v.Events),
@@ -53,6 +66,33 @@ func SessionRecording(v *task.VerifyResult) v1alpha1.SessionRecording {
 			CostMicroUSD:             new(u.CostMicroUSD),
 		},
 	}
+	rec.SchemaVersion = int32(min(max(v.SchemaVersion, 0), maxSchemaVersion))
+	rec.Vault = v1alpha1.VaultAbsent
+	if v.Vault {
+		rec.Vault = v1alpha1.VaultPresent
+	}
+	rec.RedactedSecrets, rec.RedactedPatterns, rec.Redactions = redactionCounts(v.Redactions)
+	return rec
+}
+
+// redactionCounts is the total of a verify result's counts by pattern, how many patterns there are,
+// and the maxRedactions that replaced the most, by name. A pattern name the CRD would refuse (the
+// name is meta.json's, which a push from anywhere may carry) is counted but not listed.
+func redactionCounts(counts []task.PatternCount) (total *int64, patterns *int32, listed []v1alpha1.RedactionCount) {
+	var sum int64
+	for _, c := range counts {
+		sum += max(c.Count, 0)
+		if patternNameRE.MatchString(c.Pattern) {
+			listed = append(listed, v1alpha1.RedactionCount{Pattern: c.Pattern, Count: new(max(c.Count, 0))})
+		}
+	}
+	if len(listed) > maxRedactions {
+		slices.SortStableFunc(listed, func(a, b v1alpha1.RedactionCount) int { return cmp.Compare(*b.Count, *a.Count) })
+		listed = listed[:maxRedactions]
+	}
+	slices.SortFunc(listed, func(a, b v1alpha1.RedactionCount) int { return strings.Compare(a.Pattern, b.Pattern) })
+	listed = slices.CompactFunc(listed, func(a, b v1alpha1.RedactionCount) bool { return a.Pattern == b.Pattern })
+	return new(sum), new(int32(min(len(counts), math.MaxInt32))), listed
 }
 
 // ResumePlanVerdicts is a resume-plan result in the API's terms: every verdict field of a

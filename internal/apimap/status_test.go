@@ -17,17 +17,54 @@ import (
 
 func TestSessionRecordingKeepsTheCacheSplitAndTheLogState(t *testing.T) {
 	v := &task.VerifyResult{EventsHash: strings.Repeat("c", 64), Intact: true, Ended: false, Events: 12, Steps: 10, ModelCalls: 5, ToolCalls: 4,
-		Usage: task.Usage{InputTokens: 900, OutputTokens: 120, CacheCreationInputTokens: 100, CacheReadInputTokens: 500, CostMicroUSD: 4100}, Blobs: 3, Bytes: 81234}
+		Usage: task.Usage{InputTokens: 900, OutputTokens: 120, CacheCreationInputTokens: 100, CacheReadInputTokens: 500, CostMicroUSD: 4100}, Blobs: 3, Bytes: 81234,
+		SchemaVersion: 2, Redactions: []task.PatternCount{}}
 	want := v1alpha1.SessionRecording{EventsHash: v.EventsHash, LogState: v1alpha1.LogOpen, Events: new(int64(12)), Steps: new(int64(10)),
 		ModelCalls: new(int64(5)), ToolCalls: new(int64(4)), Blobs: new(int64(3)), Bytes: new(int64(81234)),
 		Usage: v1alpha1.Usage{InputTokens: new(int64(900)), OutputTokens: new(int64(120)), CacheCreationInputTokens: new(int64(100)),
-			CacheReadInputTokens: new(int64(500)), TotalTokens: new(int64(1020)), CostMicroUSD: new(int64(4100))}}
+			CacheReadInputTokens: new(int64(500)), TotalTokens: new(int64(1020)), CostMicroUSD: new(int64(4100))},
+		SchemaVersion: 2, RedactedSecrets: new(int64(0)), RedactedPatterns: new(int32(0)), Vault: v1alpha1.VaultAbsent}
 	if d := cmp.Diff(want, SessionRecording(v)); d != "" {
 		t.Errorf("recording (-want +got):\n%s", d)
 	}
 	v.Ended = true
 	if got := SessionRecording(v).LogState; got != v1alpha1.LogClosed {
 		t.Errorf("an ended log is %s, want Closed", got)
+	}
+}
+
+func TestSessionRecordingCountsRedactionsByPatternNameAndSaysWhetherThereIsAVault(t *testing.T) {
+	v := &task.VerifyResult{SchemaVersion: 1, Vault: true, Redactions: []task.PatternCount{{Pattern: "env-secret", Count: 2}, {Pattern: "anthropic-api-key", Count: 3}}}
+	got := SessionRecording(v)
+	want := []v1alpha1.RedactionCount{{Pattern: "anthropic-api-key", Count: new(int64(3))}, {Pattern: "env-secret", Count: new(int64(2))}}
+	if d := cmp.Diff(want, got.Redactions); d != "" {
+		t.Errorf("redactions (-want +got):\n%s", d)
+	}
+	if got.Vault != v1alpha1.VaultPresent || got.SchemaVersion != 1 || *got.RedactedSecrets != 5 || *got.RedactedPatterns != 2 {
+		t.Errorf("vault %s, schema %d, redacted %d secrets by %d patterns; want Present, 1, 5 by 2", got.Vault, got.SchemaVersion, *got.RedactedSecrets, *got.RedactedPatterns)
+	}
+}
+
+func TestSessionRecordingKeepsTheMostRedactingPatternsWithinTheBoundAndCountsThemAll(t *testing.T) {
+	var counts []task.PatternCount
+	for i := range maxRedactions + 8 {
+		counts = append(counts, task.PatternCount{Pattern: fmt.Sprintf("p-%02d", i), Count: int64(i + 1)})
+	}
+	// A name the CRD refuses (meta.json is data: a push from anywhere may carry one) is counted, not listed.
+	counts = append(counts, task.PatternCount{Pattern: "not a name", Count: 1000}, task.PatternCount{Pattern: strings.Repeat("x", maxPatternName+1), Count: 1000})
+	got := SessionRecording(&task.VerifyResult{Redactions: counts})
+	if len(got.Redactions) != maxRedactions {
+		t.Fatalf("%d redactions listed, want the bound %d", len(got.Redactions), maxRedactions)
+	}
+	if first, last := got.Redactions[0], got.Redactions[maxRedactions-1]; first.Pattern != "p-08" || *first.Count != 9 || last.Pattern != "p-39" {
+		t.Errorf("listed %s (%d) to %s: want the %d that redacted the most, p-08 to p-39, by name", first.Pattern, *first.Count, last.Pattern, maxRedactions)
+	}
+	var sum int64
+	for i := range maxRedactions + 8 {
+		sum += int64(i + 1)
+	}
+	if *got.RedactedPatterns != maxRedactions+10 || *got.RedactedSecrets != sum+2000 {
+		t.Errorf("redactedPatterns %d, redactedSecrets %d; want every pattern (%d) and every secret (%d)", *got.RedactedPatterns, *got.RedactedSecrets, maxRedactions+10, sum+2000)
 	}
 }
 

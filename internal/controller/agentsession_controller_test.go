@@ -28,6 +28,7 @@ import (
 	"github.com/agentrewind/agentrewind/api/v1alpha1"
 	"github.com/agentrewind/agentrewind/internal/controller/conditions"
 	"github.com/agentrewind/agentrewind/internal/controller/jobs"
+	"github.com/agentrewind/agentrewind/internal/engine/session"
 	"github.com/agentrewind/agentrewind/internal/engine/task"
 )
 
@@ -127,6 +128,7 @@ func TestVerifyWritesTheRecordingAndJudgesTheSession(t *testing.T) {
 		Bytes: s.Status.Recording.Bytes,
 		Usage: v1alpha1.Usage{InputTokens: new(int64(900)), OutputTokens: new(int64(120)), CacheCreationInputTokens: new(int64(100)),
 			CacheReadInputTokens: new(int64(500)), TotalTokens: new(int64(1020)), CostMicroUSD: new(int64(4100))},
+		SchemaVersion: session.CurrentSchemaVersion, RedactedSecrets: new(int64(0)), RedactedPatterns: new(int32(0)), Vault: v1alpha1.VaultAbsent,
 	}
 	if d := cmp.Diff(want, s.Status.Recording); d != "" {
 		t.Errorf("recording (-want +got):\n%s", d)
