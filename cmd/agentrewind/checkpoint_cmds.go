@@ -457,9 +457,10 @@ undoes the restore.`,
 
 func newCheckpointPruneCommand() *cobra.Command {
 	var (
-		f      checkpointFlags
-		policy checkpoint.PrunePolicy
-		dryRun bool
+		f         checkpointFlags
+		policy    checkpoint.PrunePolicy
+		dryRun    bool
+		workspace string
 	)
 	cmd := &cobra.Command{
 		Use:   "prune (--store-dir <dir> | --store s3://<bucket>/<prefix>) [--session S] [--keep N] [--max-bytes N]",
@@ -468,7 +469,10 @@ func newCheckpointPruneCommand() *cobra.Command {
 newest --keep guards; then guards, oldest first, and after them the oldest captures go until the bytes
 the kept checkpoints added fit --max-bytes. The newest capture of a session is never deleted.
 With --session, only that session's checkpoints are planned and deleted (and --max-bytes bounds
-theirs alone). Each deletion names the rule that caused it. Blobs stay until the blob sweep finds them unreferenced.`,
+theirs alone). Each deletion names the rule that caused it. Blobs stay until the blob sweep finds them unreferenced.
+A git checkpoint is also kept from git gc by a ref refs/agentrewind/checkpoints/<commit> in its
+repository: with --workspace <its work tree> the refs of the pruned ones are deleted there; without
+it they stay, and the git commands that delete them are printed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := f.context(cmd.Context())
@@ -486,18 +490,45 @@ theirs alone). Each deletion names the rule that caused it. Blobs stay until the
 			}
 			list := inSession(all, f.session)
 			plan := checkpoint.Prune(list, policy)
+			gone := map[string]bool{}
+			for _, d := range plan.Delete {
+				gone[d.ID] = true
+			}
+			var kept []checkpoint.Summary
+			for _, s := range all {
+				if !gone[s.ID] {
+					kept = append(kept, s)
+				}
+			}
+			refs := checkpoint.GitRefsToDrop(plan.Delete, kept)
 			if !dryRun {
 				for _, d := range plan.Delete {
 					if err := store.Delete(ctx, d.ID); err != nil {
 						return fmt.Errorf("deleting checkpoint %s: %w", d.ID, err)
 					}
 				}
+				for _, c := range refs {
+					if workspace == "" {
+						break
+					}
+					if err := checkpoint.DropGitRef(workspace, c); err != nil {
+						return classifyCheckpoint(err)
+					}
+				}
+			}
+			refsLeft := refs
+			if workspace != "" {
+				refsLeft = nil
 			}
 			if f.output() == "json" {
 				return writeJSON(cmd.OutOrStdout(), struct {
 					checkpoint.PrunePlan
 					DryRun bool `json:"dryRun"`
-				}{plan, dryRun})
+					// GitRefs are the refs of pruned git checkpoints that no kept one needs;
+					// GitRefsLeft those of them still in their repository (no --workspace).
+					GitRefs     []string `json:"gitRefs,omitempty"`
+					GitRefsLeft []string `json:"gitRefsLeft,omitempty"`
+				}{plan, dryRun, gitRefNames(refs), gitRefNames(refsLeft)})
 			}
 			w := cmd.OutOrStdout()
 			verb := "deleted"
@@ -512,6 +543,18 @@ theirs alone). Each deletion names the rule that caused it. Blobs stay until the
 				fmt.Fprintf(w, "%s %s (%s, session %s, %d new bytes): rule %s\n", verb, d.ID[:12], kind, printable(dash(d.Session)), d.IncrementalBytes, d.Rule)
 			}
 			fmt.Fprintf(w, "%d checkpoints %s, %d new bytes kept\n", len(plan.Delete), verb, plan.KeptBytes)
+			if workspace != "" {
+				for _, r := range gitRefNames(refs) {
+					fmt.Fprintf(w, "%s git ref %s in %s\n", verb, r, printable(workspace))
+				}
+			}
+			if len(refsLeft) > 0 && !dryRun {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: the refs of %d pruned git checkpoints stay in their repository and keep the commits from git gc; "+
+					"prune with --workspace <their work tree>, or in it run:\n", len(refsLeft))
+				for _, r := range gitRefNames(refsLeft) {
+					fmt.Fprintf(cmd.ErrOrStderr(), "  git update-ref -d %s\n", r)
+				}
+			}
 			if plan.OverQuota {
 				fmt.Fprintf(cmd.ErrOrStderr(), "warning: the newest checkpoints alone hold %d bytes, over --max-bytes %d; they are kept\n", plan.KeptBytes, policy.MaxBytes)
 			}
@@ -522,5 +565,15 @@ theirs alone). Each deletion names the rule that caused it. Blobs stay until the
 	cmd.Flags().IntVar(&policy.KeepPerSession, "keep", 0, "captures, and apart from them guards, kept per session (0: no limit)")
 	cmd.Flags().Int64Var(&policy.MaxBytes, "max-bytes", 0, "bound on the new bytes of the kept checkpoints (0: no bound)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan without deleting")
+	cmd.Flags().StringVar(&workspace, "workspace", "", "the git work tree of the pruned git checkpoints: their refs under refs/agentrewind/checkpoints/ are deleted there")
 	return cmd
+}
+
+// gitRefNames are the refs that keep git checkpoint commits from git gc.
+func gitRefNames(commits []string) []string {
+	var out []string
+	for _, c := range commits {
+		out = append(out, checkpoint.GitRefPrefix+c)
+	}
+	return out
 }

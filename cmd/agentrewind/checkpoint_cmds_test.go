@@ -185,6 +185,7 @@ var checkpointErrors = map[string]struct {
 	"ErrNotFound":            {checkpoint.ErrNotFound, exitError},
 	"GuardError":             {&checkpoint.GuardError{Err: errors.New("x")}, exitError},
 	"ErrUnbornHead":          {checkpoint.ErrUnbornHead, exitError},
+	"ErrBareRepository":      {checkpoint.ErrBareRepository, exitError},
 	"NameError":              {&checkpoint.NameError{Path: "caf\xe9"}, exitError},
 	"UnwritableError":        {&checkpoint.UnwritableError{Path: "a", At: ".", Err: errors.New("read-only file system")}, exitError},
 	"AttributeError":         {&checkpoint.AttributeError{Attribute: checkpoint.AttributeAppendOnly}, exitError},
@@ -530,6 +531,67 @@ func TestCheckpointAnAppendOnlyFileIsRefusedWithWhatToDo(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(filepath.Join(ws, "a.txt")); string(got) != "changed" {
 		t.Errorf("the refused restore wrote a.txt: %q", got)
+	}
+}
+
+// TestCheckpointPruneDeletesTheRefsOfPrunedGitCheckpoints: a pruned git checkpoint's ref would keep
+// its commit from git gc forever; with --workspace prune deletes it (the kept checkpoint's stays),
+// without it prune says which refs stay and how to delete them.
+func TestCheckpointPruneDeletesTheRefsOfPrunedGitCheckpoints(t *testing.T) {
+	t.Setenv(envStore, "")
+	refs := func(dir string) []string {
+		t.Helper()
+		out, err := exec.Command("git", "-C", dir, "for-each-ref", "--format=%(refname)", checkpoint.GitRefPrefix).CombinedOutput()
+		if err != nil {
+			t.Skipf("no usable git binary: %v %s", err, out)
+		}
+		return strings.Fields(string(out))
+	}
+	for _, withWorkspace := range []bool{true, false} {
+		t.Run(fmt.Sprintf("workspace=%v", withWorkspace), func(t *testing.T) {
+			r := gittest.New(t)
+			r.Commit("init", map[string]string{"main.go": "v1"})
+			store := t.TempDir()
+			var commits []string
+			for step, content := range []string{"v2", "v3"} {
+				writeFiles(t, r.Dir, map[string]string{"main.go": content})
+				if _, err := runCheckpoint(t, "create", r.Dir, "--git", "--store-dir", store, "--session", "s1", "--step", fmt.Sprint(step+1)); err != nil {
+					t.Fatal(err)
+				}
+				list, err := checkpoint.OpenStore(store).List(context.Background())
+				if err != nil || len(list) != step+1 {
+					t.Fatalf("%d checkpoints, %v", len(list), err)
+				}
+				commits = append(commits, list[0].GitCommit)
+			}
+			if got := len(refs(r.Dir)); got != 2 {
+				t.Fatalf("%d checkpoint refs before prune, want 2", got)
+			}
+			args := []string{"prune", "--store-dir", store, "--keep", "1"}
+			if withWorkspace {
+				args = append(args, "--workspace", r.Dir)
+			}
+			out, stderr, err := runCheckpointStderr(t, args...)
+			if err != nil {
+				t.Fatalf("prune: %v\n%s%s", err, out, stderr)
+			}
+			oldRef, newRef := checkpoint.GitRefPrefix+commits[0], checkpoint.GitRefPrefix+commits[1]
+			if withWorkspace {
+				if d := cmp.Diff([]string{newRef}, refs(r.Dir)); d != "" {
+					t.Errorf("refs after prune --workspace (-want +got):\n%s", d)
+				}
+				if !strings.Contains(out, "deleted git ref "+oldRef) {
+					t.Errorf("prune did not say it deleted %s:\n%s", oldRef, out)
+				}
+				return
+			}
+			if d := cmp.Diff([]string{oldRef, newRef}, refs(r.Dir), cmpopts.SortSlices(func(a, b string) bool { return a < b })); d != "" {
+				t.Errorf("refs after prune without --workspace (-want +got):\n%s", d)
+			}
+			if !strings.Contains(stderr, "git update-ref -d "+oldRef) || strings.Contains(stderr, newRef) {
+				t.Errorf("prune without --workspace did not name the ref left behind, or named the kept one:\n%s", stderr)
+			}
+		})
 	}
 }
 

@@ -34,12 +34,82 @@ var commitIDRE = regexp.MustCompile(`^[0-9a-f]{40}$`)
 // collects one: each checkpoint commit C is named by GitRefPrefix + C. No branch, tag or HEAD moves.
 const GitRefPrefix = "refs/agentrewind/checkpoints/"
 
+// ErrBareRepository says a git checkpoint was asked of a bare repository: a workspace is a work
+// tree, and a bare repository has no files to checkpoint or restore.
+var ErrBareRepository = errors.New("is a bare git repository, not a work tree: a workspace is the directory an agent's files are in")
+
+// openGitWorkspace opens the repository of the work tree dir: a main work tree, or a linked one
+// (`git worktree add`), whose HEAD and index are its own and whose objects and refs are the main
+// repository's. A bare repository is refused.
+func openGitWorkspace(dir string) (*git.Repository, error) {
+	repo, err := git.PlainOpenWithOptions(dir, &git.PlainOpenOptions{EnableDotGitCommonDir: true})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := repo.Worktree(); errors.Is(err, git.ErrIsBareRepository) {
+		return nil, fmt.Errorf("%s %w", dir, ErrBareRepository)
+	}
+	return repo, nil
+}
+
 // keepGitCheckpoint names commit under GitRefPrefix. Writing the ref again is harmless: its name is
-// its value.
+// its value. A ref git itself could not create beside the existing ones is refused first.
 func keepGitCheckpoint(repo *git.Repository, commit plumbing.Hash) error {
 	ref := plumbing.NewHashReference(plumbing.ReferenceName(GitRefPrefix+commit.String()), commit)
+	if err := refNameFree(repo.Storer, ref.Name()); err != nil {
+		return fmt.Errorf("keeping git checkpoint %s reachable: %w", commit, err)
+	}
 	if err := repo.Storer.SetReference(ref); err != nil {
 		return fmt.Errorf("keeping git checkpoint %s reachable: %w", commit, err)
+	}
+	return nil
+}
+
+// refNameFree refuses a ref name that git refuses: one below an existing ref (with a ref
+// refs/agentrewind, nothing can live under refs/agentrewind/) or above one. The storer answers for
+// loose and packed refs alike; a loose-ref write alone would slip past a packed one.
+func refNameFree(st storer.ReferenceStorer, name plumbing.ReferenceName) error {
+	n := name.String()
+	for i := strings.Index(n, "/") + 1; i > 0 && i < len(n); {
+		j := strings.Index(n[i:], "/")
+		if j < 0 {
+			break
+		}
+		above := plumbing.ReferenceName(n[:i+j])
+		_, err := st.Reference(above)
+		if err == nil {
+			return fmt.Errorf("the ref %s exists, so git cannot hold %s below it: rename or delete %s", above, name, above)
+		}
+		if !errors.Is(err, plumbing.ErrReferenceNotFound) {
+			return err
+		}
+		i += j + 1
+	}
+	refs, err := st.IterReferences()
+	if err != nil {
+		return err
+	}
+	defer refs.Close()
+	return refs.ForEach(func(r *plumbing.Reference) error {
+		if strings.HasPrefix(r.Name().String(), n+"/") {
+			return fmt.Errorf("the ref %s exists, so git cannot hold %s above it: rename or delete %s", r.Name(), name, r.Name())
+		}
+		return nil
+	})
+}
+
+// DropGitRef deletes the ref that keeps git checkpoint commit from git gc in the repository of the
+// work tree dir, loose or packed; a ref already gone is not an error. The commit is left for git gc.
+func DropGitRef(dir, commit string) error {
+	if !commitIDRE.MatchString(commit) {
+		return &ManifestError{Reason: fmt.Sprintf("git checkpoint %q is not a 40-hex commit id", commit)}
+	}
+	repo, err := openGitWorkspace(dir)
+	if err != nil {
+		return fmt.Errorf("opening git workspace %s: %w", dir, err)
+	}
+	if err := repo.Storer.RemoveReference(plumbing.ReferenceName(GitRefPrefix + commit)); err != nil {
+		return fmt.Errorf("deleting the ref of git checkpoint %s: %w", commit, err)
 	}
 	return nil
 }
@@ -61,7 +131,7 @@ type GitCaptured struct {
 // its own ref under GitRefPrefix, but no branch, tag or HEAD moves and the index is not touched. prev is the previous git checkpoint ("" for none): a capture with the same tree
 // returns it. Excluded and deleted tracked files are left out; symlinks are stored as links.
 func CaptureGit(ctx context.Context, dir, prev string, opts CaptureOptions) (GitCaptured, error) {
-	repo, err := git.PlainOpen(dir)
+	repo, err := openGitWorkspace(dir)
 	if err != nil {
 		return GitCaptured{}, fmt.Errorf("opening git workspace %s: %w", dir, err)
 	}
@@ -305,7 +375,7 @@ func GitManifest(dir, commit string) (*Manifest, Blobs, error) {
 	if !commitIDRE.MatchString(commit) {
 		return nil, nil, &ManifestError{Reason: fmt.Sprintf("git checkpoint %q is not a 40-hex commit id", commit)}
 	}
-	repo, err := git.PlainOpen(dir)
+	repo, err := openGitWorkspace(dir)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -408,8 +478,10 @@ func (s *Store) RestoreGit(ctx context.Context, dir, commit string, opts Restore
 
 // CreateGit checkpoints a git workspace as a commit object and records it in the store, so it is
 // listed, addressed, previewed, restored and pruned like any checkpoint. A capture identical to the
-// session's latest git checkpoint writes nothing (seed D2). A directory that is not a git work tree,
-// or whose HEAD is unborn, gets a file checkpoint instead (seed D13a); Created.Stats says which.
+// session's latest git checkpoint writes nothing (seed D2). A linked work tree (`git worktree add`) is
+// checkpointed in the repository it shares. A directory that is not a git work tree, or whose HEAD is
+// unborn, gets a file checkpoint instead (seed D13a); Created.Stats says which. A bare repository is
+// refused (ErrBareRepository).
 func (s *Store) CreateGit(ctx context.Context, dir string, opts CaptureOptions) (Created, error) {
 	list, err := s.list(ctx, true)
 	if err != nil {

@@ -193,11 +193,13 @@ type Summary struct {
 	Files            int   `json:"files"`
 	Bytes            int64 `json:"bytes"`
 	IncrementalBytes int64 `json:"incrementalBytes"`
+	// GitCommit is a git checkpoint's commit, kept from git gc by the ref GitRefPrefix+GitCommit.
+	GitCommit string `json:"gitCommit,omitempty"`
 }
 
 // Summarize describes a manifest whose ID is id.
 func Summarize(id string, m *Manifest) Summary {
-	s := Summary{ID: id, CreatedAt: m.CreatedAt, Anchor: m.Anchor, Reason: m.Reason, Guard: m.Guard || m.Reason == ReasonGuard, Files: len(m.Files), IncrementalBytes: m.IncrementalBytes}
+	s := Summary{ID: id, CreatedAt: m.CreatedAt, Anchor: m.Anchor, Reason: m.Reason, Guard: m.Guard || m.Reason == ReasonGuard, Files: len(m.Files), IncrementalBytes: m.IncrementalBytes, GitCommit: m.GitCommit}
 	for _, e := range m.Files {
 		s.Bytes += e.Size
 	}

@@ -28,6 +28,8 @@ type Deletion struct {
 	Guard            bool      `json:"guard,omitempty"`
 	Rule             PruneRule `json:"rule"`
 	IncrementalBytes int64     `json:"incrementalBytes"`
+	// GitCommit is a git checkpoint's commit: deleting the checkpoint leaves its ref to DropGitRef.
+	GitCommit string `json:"gitCommit,omitempty"`
 }
 
 // PrunePlan is the outcome of Prune: deletions oldest first, and what is kept.
@@ -61,7 +63,7 @@ func Prune(list []Summary, p PrunePolicy) PrunePlan {
 	var kept []Summary // newest first
 	for _, s := range sorted {
 		if p.KeepPerSession > 0 && rank[s.ID] >= p.KeepPerSession {
-			plan.Delete = append(plan.Delete, Deletion{ID: s.ID, Session: s.Anchor.Session, Guard: s.Guard, Rule: RuleKeepPerSession, IncrementalBytes: s.IncrementalBytes})
+			plan.Delete = append(plan.Delete, Deletion{ID: s.ID, Session: s.Anchor.Session, Guard: s.Guard, Rule: RuleKeepPerSession, IncrementalBytes: s.IncrementalBytes, GitCommit: s.GitCommit})
 			continue
 		}
 		kept = append(kept, s)
@@ -74,7 +76,7 @@ func Prune(list []Summary, p PrunePolicy) PrunePlan {
 				if s.Guard != guards || (!s.Guard && rank[s.ID] == 0) {
 					continue
 				}
-				plan.Delete = append(plan.Delete, Deletion{ID: s.ID, Session: s.Anchor.Session, Guard: s.Guard, Rule: RuleMaxBytes, IncrementalBytes: s.IncrementalBytes})
+				plan.Delete = append(plan.Delete, Deletion{ID: s.ID, Session: s.Anchor.Session, Guard: s.Guard, Rule: RuleMaxBytes, IncrementalBytes: s.IncrementalBytes, GitCommit: s.GitCommit})
 				plan.KeptBytes -= s.IncrementalBytes
 			}
 		}

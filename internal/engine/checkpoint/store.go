@@ -157,7 +157,8 @@ func (s *Store) list(ctx context.Context, lenient bool) ([]Summary, error) {
 }
 
 // Delete removes a checkpoint's manifest; its blobs stay for the blob sweep, which knows what else
-// references them.
+// references them. A git checkpoint's ref stays in its repository, which the store does not know:
+// DropGitRef deletes it there (GitRefsToDrop says which refs no kept checkpoint needs).
 func (s *Store) Delete(ctx context.Context, id string) error {
 	if !session.ValidBlobHash(id) {
 		return fmt.Errorf("checkpoint id %q is not a sha256 hex digest", id)
@@ -175,4 +176,23 @@ func latestOf(list []Summary, sessionID string, guard bool) (Summary, bool) {
 		}
 	}
 	return Summary{}, false
+}
+
+// GitRefsToDrop are the commits of the deleted git checkpoints that no kept checkpoint names, sorted:
+// their refs (GitRefPrefix+commit) keep only deleted checkpoints from git gc. kept is every
+// checkpoint that stays, of every session.
+func GitRefsToDrop(deleted []Deletion, kept []Summary) []string {
+	named := map[string]bool{}
+	for _, s := range kept {
+		named[s.GitCommit] = true
+	}
+	var out []string
+	for _, d := range deleted {
+		if d.GitCommit != "" && !named[d.GitCommit] {
+			named[d.GitCommit] = true
+			out = append(out, d.GitCommit)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
