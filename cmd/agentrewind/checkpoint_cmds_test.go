@@ -186,7 +186,7 @@ var checkpointErrors = map[string]struct {
 	"GuardError":             {&checkpoint.GuardError{Err: errors.New("x")}, exitError},
 	"ErrUnbornHead":          {checkpoint.ErrUnbornHead, exitError},
 	"ErrBareRepository":      {checkpoint.ErrBareRepository, exitError},
-	"NameError":              {&checkpoint.NameError{Path: "caf\xe9"}, exitError},
+	"NameError":              {&checkpoint.NameError{Names: []checkpoint.BadName{{Path: "caf\xe9"}}, Count: 1}, exitError},
 	"UnwritableError":        {&checkpoint.UnwritableError{Path: "a", At: ".", Err: errors.New("read-only file system")}, exitError},
 	"AttributeError":         {&checkpoint.AttributeError{Attribute: checkpoint.AttributeAppendOnly}, exitError},
 	"NoSpaceError":           {&checkpoint.NoSpaceError{At: ".", Need: 2, Available: 1}, exitError},

@@ -73,6 +73,13 @@ func Capture(ctx context.Context, dir string, blobs Blobs, opts CaptureOptions) 
 	}
 	m := &Manifest{SchemaVersion: SchemaVersion, CreatedAt: now().UTC(), Anchor: opts.Anchor, Reason: reason, Guard: opts.Guard, Excludes: ex.Patterns(), Files: []Entry{}}
 	uploaded := map[string]bool{}
+	var bad NameError // once a name is bad nothing is stored: the walk only looks for the others
+	badName := func(b BadName) {
+		if len(bad.Names) < MaxBadNames {
+			bad.Names = append(bad.Names, b)
+		}
+		bad.Count++
+	}
 
 	err = fs.WalkDir(root.FS(), ".", func(rel string, d fs.DirEntry, err error) error {
 		if err != nil && rel != "." && errors.Is(err, fs.ErrNotExist) {
@@ -99,7 +106,11 @@ func Capture(ctx context.Context, dir string, blobs Blobs, opts CaptureOptions) 
 			return nil
 		}
 		if !utf8.ValidString(rel) {
-			return &NameError{Path: rel}
+			badName(BadName{Path: rel})
+			if d.IsDir() {
+				return fs.SkipDir // everything below carries the name
+			}
+			return nil
 		}
 		switch {
 		case d.IsDir():
@@ -114,9 +125,12 @@ func Capture(ctx context.Context, dir string, blobs Blobs, opts CaptureOptions) 
 				return err
 			}
 			if !utf8.ValidString(target) {
-				return &NameError{Path: rel, Target: target}
+				badName(BadName{Path: rel, Target: target})
+				return nil
 			}
 			m.Files = append(m.Files, Entry{Path: rel, Type: TypeSymlink, Target: target})
+		case d.Type().IsRegular() && bad.Count > 0:
+			return nil
 		case d.Type().IsRegular():
 			e, gone, err := captureFile(ctx, root, rel, blobs, uploaded, &st)
 			if err != nil {
@@ -138,6 +152,9 @@ func Capture(ctx context.Context, dir string, blobs Blobs, opts CaptureOptions) 
 		}
 		return nil
 	})
+	if err == nil && bad.Count > 0 {
+		err = &bad
+	}
 	if err != nil {
 		return nil, st, fmt.Errorf("capture %s: %w", dir, err)
 	}

@@ -20,18 +20,46 @@ func (e *ManifestError) Error() string {
 	return fmt.Sprintf("checkpoint manifest refused: path %q: %s", e.Path, e.Reason)
 }
 
-// NameError says a capture met a workspace name, or a symbolic link target, that a manifest cannot
-// record: JSON carries only valid UTF-8. Nothing is stored; excluding the path lets the capture pass.
-type NameError struct {
+// BadName is a workspace name, or a symbolic link's target, that a manifest cannot record.
+type BadName struct {
 	Path   string // the workspace path, as its bytes are
 	Target string // the link target at fault, "" when the name itself is
 }
 
-func (e *NameError) Error() string {
-	if e.Target != "" {
-		return fmt.Sprintf("symbolic link %q has a target %q that is not valid UTF-8: a checkpoint manifest cannot record it", e.Path, e.Target)
+func (b BadName) String() string {
+	if b.Target != "" {
+		return fmt.Sprintf("symbolic link %q (target %q)", b.Path, b.Target)
 	}
-	return fmt.Sprintf("file name %q is not valid UTF-8: a checkpoint manifest cannot record it", e.Path)
+	return fmt.Sprintf("%q", b.Path)
+}
+
+// MaxBadNames bounds the names a NameError lists; Count says how many there were.
+const MaxBadNames = 20
+
+// NameError says a capture met workspace names, or symbolic link targets, that a manifest cannot
+// record: JSON carries only valid UTF-8. Nothing is stored; excluding the paths lets the capture pass.
+type NameError struct {
+	// Names are the first MaxBadNames, in walk order; a directory stands for everything below it.
+	Names []BadName
+	Count int
+}
+
+func (e *NameError) Error() string {
+	if len(e.Names) == 1 && e.Count <= 1 {
+		if b := e.Names[0]; b.Target != "" {
+			return fmt.Sprintf("symbolic link %q has a target %q that is not valid UTF-8: a checkpoint manifest cannot record it", b.Path, b.Target)
+		}
+		return fmt.Sprintf("file name %q is not valid UTF-8: a checkpoint manifest cannot record it", e.Names[0].Path)
+	}
+	names := make([]string, len(e.Names))
+	for i, b := range e.Names {
+		names[i] = b.String()
+	}
+	more := ""
+	if e.Count > len(e.Names) {
+		more = fmt.Sprintf(" and %d more", e.Count-len(e.Names))
+	}
+	return fmt.Sprintf("%d file names or link targets are not valid UTF-8, which a checkpoint manifest cannot record: %s%s", e.Count, strings.Join(names, ", "), more)
 }
 
 // TamperedError says a stored manifest's bytes do not hash to the id it is stored under.

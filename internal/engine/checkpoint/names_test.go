@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -170,7 +171,7 @@ func TestANameAManifestCannotCarryIsRefusedByName(t *testing.T) {
 	_, err := store.Restore(ctx, ws, c.ID, RestoreOptions{Guard: GuardRequire, Now: clock()})
 	var ne *NameError
 	var ge *GuardError
-	if !errors.As(err, &ge) || !errors.As(err, &ne) || ne.Path != "latin1-caf\xe9" || !strings.Contains(err.Error(), `"latin1-caf\xe9"`) {
+	if !errors.As(err, &ge) || !errors.As(err, &ne) || ne.Count != 1 || ne.Names[0].Path != "latin1-caf\xe9" || !strings.Contains(err.Error(), `"latin1-caf\xe9"`) {
 		t.Fatalf("restore with a required guard: %v, want a GuardError over a NameError naming the path", err)
 	}
 	if d := cmp.Diff(before, tree(t, ws)); d != "" {
@@ -179,7 +180,41 @@ func TestANameAManifestCannotCarryIsRefusedByName(t *testing.T) {
 
 	must(t, os.Symlink("caf\xe9", filepath.Join(ws, "link")))
 	must(t, os.Remove(filepath.Join(ws, "latin1-caf\xe9")))
-	if _, err := store.Create(ctx, ws, CaptureOptions{Now: clock()}); !errors.As(err, &ne) || ne.Path != "link" || ne.Target != "caf\xe9" {
+	if _, err := store.Create(ctx, ws, CaptureOptions{Now: clock()}); !errors.As(err, &ne) || ne.Count != 1 || ne.Names[0] != (BadName{Path: "link", Target: "caf\xe9"}) {
 		t.Fatalf("capture of a link with a non-UTF-8 target: %v, want a NameError naming link", err)
+	}
+}
+
+// TestEveryNameAManifestCannotCarryIsReported: a capture names every bad name, not just the first, so
+// one run tells the user everything to rename or exclude: up to MaxBadNames of them with the count of
+// all; a directory with a bad name stands for its subtree. No checkpoint is stored.
+func TestEveryNameAManifestCannotCarryIsReported(t *testing.T) {
+	ws, store := t.TempDir(), OpenStore(t.TempDir())
+	write(t, ws, map[string]string{"a.txt": "alpha", "bad\xff/x.txt": "x", "bad\xff/y.txt": "y", "z\xfe.txt": "z"})
+	must(t, os.Symlink("t\xfd", filepath.Join(ws, "link")))
+	_, err := store.Create(ctx, ws, CaptureOptions{Now: clock()})
+	var ne *NameError
+	want := &NameError{Count: 3, Names: []BadName{{Path: "bad\xff"}, {Path: "link", Target: "t\xfd"}, {Path: "z\xfe.txt"}}}
+	if !errors.As(err, &ne) {
+		t.Fatalf("capture: %v, want a NameError", err)
+	}
+	if d := cmp.Diff(want, ne); d != "" {
+		t.Errorf("bad names (-want +got):\n%s", d)
+	}
+	for _, s := range []string{"3 file names or link targets", `"bad\xff"`, `symbolic link "link" (target "t\xfd")`, `"z\xfe.txt"`} {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("the refusal %q does not say %s", err, s)
+		}
+	}
+	if list, err := store.List(ctx); err != nil || len(list) != 0 {
+		t.Errorf("a refused capture stored %d checkpoints, %v", len(list), err)
+	}
+
+	for i := range MaxBadNames + 5 {
+		write(t, ws, map[string]string{fmt.Sprintf("many/%02d-\xff", i): "m"})
+	}
+	_, err = store.Create(ctx, ws, CaptureOptions{Now: clock()})
+	if !errors.As(err, &ne) || ne.Count != 3+MaxBadNames+5 || len(ne.Names) != MaxBadNames || !strings.HasSuffix(err.Error(), fmt.Sprintf(" and %d more", 3+5)) {
+		t.Fatalf("capture of %d bad names: %v, want %d listed and the count", 3+MaxBadNames+5, err, MaxBadNames)
 	}
 }
