@@ -2,7 +2,8 @@
 # Builds the node and control-plane binaries the single-node e2e cluster needs beyond envtest's —
 # kube-controller-manager, kube-scheduler, kubelet and kube-proxy — from the Go module proxy (the tools
 # module in hack/tools) into bin/k8s/<version>/, beside kube-apiserver, etcd and kubectl
-# (hack/build-envtest-assets.sh builds those). Also builds the pause binary for the sandbox image.
+# (hack/build-envtest-assets.sh builds those). Also builds the pause binary for the sandbox image and
+# cluster-dns, the cluster's DNS (Services only, nothing forwarded), both into bin/cluster-tools/.
 #
 # Usage: hack/cluster/build.sh [K8S_VERSION]. Idempotent: binaries already present are not rebuilt.
 # Kubernetes is pinned to 1.37: 1.38 needs a newer containerd (the CRI RuntimeConfig call) and cgroup v2,
@@ -46,11 +47,16 @@ build kube-controller-manager
 build kube-scheduler
 build kube-proxy
 
-# The sandbox ("pause") image's only binary: a static program that sleeps until SIGTERM/SIGINT.
-pause="$root/bin/cluster-tools/pause"
-if [[ ! -x "$pause" ]]; then
-  mkdir -p "$(dirname "$pause")"
-  (cd "$tools" && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$pause.tmp" ./pause)
-  mv "$pause.tmp" "$pause"
-fi
+# tool NAME: a small program of the tools module into bin/cluster-tools/ — pause, the sandbox image's
+# only binary (it sleeps until SIGTERM/SIGINT), and cluster-dns (github.com/miekg/dns, pinned in
+# hack/tools/go.mod, like everything the cluster runs).
+tool() {
+  local bin="$root/bin/cluster-tools/$1"
+  [[ -x "$bin" ]] && return
+  mkdir -p "$(dirname "$bin")"
+  (cd "$tools" && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$bin.tmp" "./$1")
+  mv "$bin.tmp" "$bin"
+}
+tool pause
+tool cluster-dns
 echo "$out"

@@ -71,6 +71,7 @@ if [[ -d $tasks ]]; then
   done
 fi
 stop containerd
+stop cluster-dns
 stop kube-scheduler
 stop kube-controller-manager
 stop kube-apiserver

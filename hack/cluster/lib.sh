@@ -32,7 +32,10 @@ HOST_PATHS=(/run/containerd/fifo /run/containerd/s /run/containerd /var/lib/cni 
 # Host sysctls the kubelet rewrites (protectKernelDefaults is off); saved before its first start.
 KUBELET_SYSCTLS=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops kernel.keys.root_maxkeys kernel.keys.root_maxbytes)
 
-COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-proxy)
+CLUSTER_DOMAIN=cluster.local
+DNS_PORT=53                  # cluster-dns listens on $BRIDGE_IP:$DNS_PORT, the kubelet's clusterDNS
+
+COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler cluster-dns containerd kubelet kube-proxy)
 
 log() { printf 'cluster: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Starts a real single-node Kubernetes cluster for the end-to-end suite, offline: etcd, kube-apiserver
 # (Node,RBAC; NodeRestriction), kube-controller-manager, kube-scheduler, a containerd of its own beside
-# Docker's (own socket, root and state), the kubelet and kube-proxy, with every listener on 127.0.0.1 or
+# Docker's (own socket, root and state), the kubelet and kube-proxy, and a DNS server for Services
+# (cluster-dns: <svc>.<ns>.svc.cluster.local, nothing forwarded), with every listener on 127.0.0.1 or
 # on a bridge this script creates. Binaries come from `make cluster-binaries` (bin/k8s/<version>).
 #
 # Usage: hack/cluster/up.sh (as root). Idempotent: components already running are left alone and data
@@ -15,7 +16,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl; do
   [[ -x $K8S_BIN/$b ]] || die "$K8S_BIN/$b is missing: run 'make cluster-binaries' first"
 done
-[[ -x $root/bin/cluster-tools/pause ]] || die "bin/cluster-tools/pause is missing: run 'make cluster-binaries' first"
+for b in pause cluster-dns; do
+  [[ -x $root/bin/cluster-tools/$b ]] || die "bin/cluster-tools/$b is missing: run 'make cluster-binaries' first"
+done
 start_time=$SECONDS
 
 # --- Host packages: the CNI plugins and conntrack (kube-proxy's cleanup uses it) ---------------------
@@ -80,6 +83,7 @@ cert scheduler system:kube-scheduler
 cert kubelet "system:node:$NODE_NAME" system:nodes
 cert kubelet-serving "system:node:$NODE_NAME" system:nodes "IP:$BRIDGE_IP,DNS:$NODE_NAME" serverAuth
 cert kube-proxy system:kube-proxy
+cert cluster-dns agentrewind:cluster-dns
 chmod 600 "$PKI"/*.key
 
 # kubeconfig NAME CERT: a self-contained kubeconfig for the API server on the bridge.
@@ -106,7 +110,7 @@ current-context: $name@agentrewind-e2e
 EOF
   chmod 600 "$f.tmp"; mv "$f.tmp" "$f"
 }
-for k in admin controller-manager scheduler kubelet kube-proxy; do kubeconfig "$k" "$k"; done
+for k in admin controller-manager scheduler kubelet kube-proxy cluster-dns; do kubeconfig "$k" "$k"; done
 
 # --- The bridge: the node's address (the API server cannot advertise a loopback address) --------------
 if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
@@ -186,6 +190,29 @@ start kube-scheduler "$K8S_BIN/kube-scheduler" \
   --authentication-kubeconfig "$CLUSTER_DIR/kubeconfig/scheduler.kubeconfig" \
   --authorization-kubeconfig "$CLUSTER_DIR/kubeconfig/scheduler.kubeconfig" \
   --bind-address 127.0.0.1 --leader-elect=false --profiling=false --v=1
+
+# --- cluster-dns: Services by name for pods, on the bridge, under its own identity that may only read
+# Services. Nothing else is answered and nothing is forwarded, so no pod's lookup leaves the machine.
+kubectl_admin apply -f - >/dev/null <<EOF
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: "agentrewind:cluster-dns"}
+rules:
+  - apiGroups: [""]
+    resources: [services]
+    verbs: [list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: "agentrewind:cluster-dns"}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "agentrewind:cluster-dns"}
+subjects:
+  - {apiGroup: rbac.authorization.k8s.io, kind: User, name: "agentrewind:cluster-dns"}
+EOF
+start cluster-dns "$root/bin/cluster-tools/cluster-dns" --kubeconfig "$CLUSTER_DIR/kubeconfig/cluster-dns.kubeconfig" \
+  --listen "$BRIDGE_IP:$DNS_PORT" --domain "$CLUSTER_DOMAIN"
+# It listens once its Service cache has synced.
+wait_for cluster-dns 60 bash -c "exec 3<>/dev/tcp/$BRIDGE_IP/$DNS_PORT"
 
 # --- containerd: a second one, never Docker's ---------------------------------------------------------
 cat >"$CLUSTER_DIR/config/containerd.toml" <<EOF
@@ -274,7 +301,7 @@ if ! ctr_k8s images ls -q | grep -qx "$PAUSE_IMAGE"; then
 fi
 
 # --- kubelet and kube-proxy ---------------------------------------------------------------------------
-: >"$CLUSTER_DIR/config/resolv.conf" # pods get no DNS servers: nothing leaves the machine
+: >"$CLUSTER_DIR/config/resolv.conf" # pods get only cluster-dns (clusterDNS), never the host's resolvers
 cat >"$CLUSTER_DIR/config/kubelet.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -299,7 +326,8 @@ failSwapOn: false
 oomScoreAdj: 0
 podLogsDir: $CLUSTER_DIR/pod-logs
 resolvConf: $CLUSTER_DIR/config/resolv.conf
-clusterDomain: cluster.local
+clusterDNS: [$BRIDGE_IP]
+clusterDomain: $CLUSTER_DOMAIN
 serializeImagePulls: false
 maxPods: 110
 # A shared developer machine: do not evict or garbage-collect images for a full-ish disk.
