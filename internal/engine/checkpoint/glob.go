@@ -13,7 +13,9 @@ import (
 //     a leading `/` only anchors it;
 //   - a trailing `/` restricts a pattern to directories, and a directory that matches excludes its
 //     whole subtree (gitignore semantics);
-//   - backslashes are read as `/`; empty patterns match nothing.
+//   - a backslash escapes the next character, as in gitignore: `\*` is a star, `\?` a question mark,
+//     `\\` a backslash (a Linux name may hold one), `\#` a hash; `\/` is a `/`. A pattern ending in a
+//     lone backslash, like an empty one, matches nothing.
 //
 // Matching is segment-wise with single-star backtracking at both levels, so its cost is bounded by
 // the product of the pattern and path lengths: no input can make it blow up.
@@ -31,23 +33,25 @@ type globPattern struct {
 func CompileExcludes(patterns []string) Excludes {
 	ex := Excludes{raw: append([]string(nil), patterns...)}
 	for _, p := range patterns {
-		p = strings.ReplaceAll(p, "\\", "/")
-		var g globPattern
-		if strings.HasSuffix(p, "/") {
-			g.dirOnly = true
-			p = strings.TrimRight(p, "/")
-		}
-		anchored := strings.Contains(p, "/")
-		p = strings.TrimLeft(p, "/")
-		if p == "" {
+		raw, ok := splitPattern(p)
+		if !ok {
 			continue
 		}
+		var g globPattern
+		for len(raw) > 1 && raw[len(raw)-1] == "" { // trailing slashes
+			g.dirOnly = true
+			raw = raw[:len(raw)-1]
+		}
+		anchored := len(raw) > 1 // a slash before the end
 		var segs []string
-		for _, s := range strings.Split(p, "/") {
+		for _, s := range raw {
 			if s == "" || (s == "**" && len(segs) > 0 && segs[len(segs)-1] == "**") {
 				continue // "a//b" is "a/b"; "**/**" is "**"
 			}
 			segs = append(segs, s)
+		}
+		if len(segs) == 0 {
+			continue
 		}
 		if !anchored && segs[0] != "**" {
 			segs = append([]string{"**"}, segs...)
@@ -56,6 +60,32 @@ func CompileExcludes(patterns []string) Excludes {
 		ex.patterns = append(ex.patterns, g)
 	}
 	return ex
+}
+
+// splitPattern cuts a pattern at every `/` that no backslash escapes; an escaped `/` cuts too (a name
+// cannot hold one). Other escapes stay in their segment, for matchSegment. ok is false for a pattern
+// ending in a lone backslash, which gitignore declares invalid.
+func splitPattern(p string) (segs []string, ok bool) {
+	var cur strings.Builder
+	for i := 0; i < len(p); i++ {
+		switch {
+		case p[i] == '\\' && i+1 == len(p):
+			return nil, false
+		case p[i] == '\\' && p[i+1] == '/', p[i] == '/':
+			if p[i] == '\\' {
+				i++
+			}
+			segs = append(segs, cur.String())
+			cur.Reset()
+		case p[i] == '\\':
+			_, w := utf8.DecodeRuneInString(p[i+1:])
+			cur.WriteString(p[i : i+1+w])
+			i += w
+		default:
+			cur.WriteByte(p[i])
+		}
+	}
+	return append(segs, cur.String()), true
 }
 
 // Patterns are the patterns as given.
@@ -128,15 +158,20 @@ func matchSegment(pat, name string, steps *int) bool {
 	for n < len(name) {
 		*steps++
 		_, w := utf8.DecodeRuneInString(name[n:])
+		// An escaped character is a literal: it takes the backslash and the character.
+		lit, lw := p, 0
+		if p < len(pat) && pat[p] == '\\' && p+1 < len(pat) {
+			lit, lw = p+1, 1
+		}
 		switch {
-		case p < len(pat) && pat[p] == '*':
+		case lw == 0 && p < len(pat) && pat[p] == '*':
 			starP, starN = p, n
 			p++
-		case p < len(pat) && pat[p] == '?':
+		case lw == 0 && p < len(pat) && pat[p] == '?':
 			p++
 			n += w
-		case p < len(pat) && strings.HasPrefix(pat[p:], name[n:n+w]):
-			p += w
+		case p < len(pat) && strings.HasPrefix(pat[lit:], name[n:n+w]):
+			p += lw + w
 			n += w
 		case starP >= 0:
 			_, sw := utf8.DecodeRuneInString(name[starN:])

@@ -38,7 +38,24 @@ func TestExcludesFollowTheSeedSemantics(t *testing.T) {
 		{"a trailing slash matches directories only", []string{"cache/"}, "cache", false, false},
 		{"a trailing slash matches a directory", []string{"cache/"}, "a/cache", true, true},
 		{"a trailing slash covers files in that directory", []string{"cache/"}, "a/cache/f", false, true},
-		{"backslashes are read as slashes", []string{`src\gen`}, "src/gen/x", false, true},
+		{"a backslash is not a slash", []string{`src\gen`}, "src/gen/x", false, false},
+		{"a backslash escapes an ordinary character", []string{`src\gen`}, "srcgen", false, true},
+		{"an escaped star is a star", []string{`\*.log`}, "*.log", false, true},
+		{"an escaped star matches nothing else", []string{`\*.log`}, "a.log", false, false},
+		{"an escaped question mark is one", []string{`why\?`}, "whyx", false, false},
+		{"an escaped question mark matches itself", []string{`why\?`}, "why?", false, true},
+		{"an escaped backslash matches a backslash in a name", []string{`a\\b`}, `x/a\b`, false, true},
+		{"an escaped backslash is not a separator", []string{`a\\b`}, "a/b", false, false},
+		{"an escaped hash is a hash", []string{`\#notes`}, "#notes", false, true},
+		{"an escaped slash is a slash", []string{`src\/gen`}, "src/gen/x", false, true},
+		{"an escaped slash anchors", []string{`src\/gen`}, "lib/src/gen", false, false},
+		{"escaped stars are not a globstar", []string{`a/\*\*/b`}, "a/x/b", false, false},
+		{"escaped stars match two stars", []string{`a/\*\*/b`}, "a/**/b", false, true},
+		{"a trailing lone backslash matches nothing", []string{`build\`}, "build", true, false},
+		{"an escape before a multibyte character", []string{`caf\é`}, "café", false, true},
+		{"several trailing slashes are one", []string{"cache//"}, "a/cache", true, true},
+		{"a star then an escaped star", []string{`*\*`}, "ab*", false, true},
+		{"a star then an escaped star needs the star", []string{`*\*`}, "abc", false, false},
 		{"an empty pattern matches nothing", []string{""}, "anything", false, false},
 		{"a lone slash matches nothing", []string{"/"}, "anything", false, false},
 		{"no patterns match nothing", nil, "a/b", false, false},
@@ -63,11 +80,17 @@ func oracle(segs []string) *regexp.Regexp {
 			b.WriteString("(?:[^/]+/)*")
 			continue
 		}
+		escaped := false
 		for _, r := range s {
-			switch r {
-			case '*':
+			switch {
+			case escaped:
+				b.WriteString(regexp.QuoteMeta(string(r)))
+				escaped = false
+			case r == '\\':
+				escaped = true
+			case r == '*':
 				b.WriteString("[^/]*")
-			case '?':
+			case r == '?':
 				b.WriteString("[^/]")
 			default:
 				b.WriteString(regexp.QuoteMeta(string(r)))
@@ -86,6 +109,12 @@ func FuzzMatch(f *testing.F) {
 	f.Add(strings.Repeat("**/a/", 30)+"b", strings.Repeat("a/", 200)+"c")
 	f.Add("?*?*?*?*?*?*x", strings.Repeat("é", 300))
 	f.Add("a/**/b/**/c/**/d", strings.Repeat("b/c/", 100)+"e")
+	f.Add(`\*\?\\x`, `*?\x`)
+	f.Add(`*\**\**\*`, strings.Repeat("*", 300)+"a")
+	f.Add(`a\/b/\*\*/c`, "a/b/**/c")
+	f.Add(`caf\é\`, "café")
+	f.Add(`\`, `\`)
+	f.Add(`**/\**/x\`, `a/*b/x`)
 	f.Fuzz(func(t *testing.T, pattern, p string) {
 		if !utf8.ValidString(pattern) || !utf8.ValidString(p) || len(pattern) > 2000 || len(p) > 4000 {
 			return
