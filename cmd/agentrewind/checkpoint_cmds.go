@@ -90,7 +90,7 @@ func (f *checkpointFlags) open(ctx context.Context, workspace string) (*checkpoi
 	if workspace != "" {
 		// Checked before the store directory is made, so a refused store leaves nothing behind.
 		ws, store := realPath(workspace), realPath(f.storeDir)
-		if within(store, ws) || within(ws, store) {
+		if within(store, ws) || within(ws, store) || sameOrBelow(store, ws) || sameOrBelow(ws, store) {
 			return nil, fmt.Errorf("the store %s and the workspace %s overlap: keep the store outside the workspace", f.storeDir, workspace)
 		}
 		if err := os.MkdirAll(f.storeDir, 0o755); err != nil {
@@ -117,6 +117,24 @@ func realPath(p string) string {
 			return abs
 		}
 		rest, cur = filepath.Join(filepath.Base(cur), rest), parent
+	}
+}
+
+// sameOrBelow reports whether the directory dir is p or one of p's existing ancestors, compared by
+// device and inode: a bind mount (or any other alias a path comparison cannot see through) of the
+// workspace still names the same directory. p is a resolved path, so its parents are its real ones.
+func sameOrBelow(p, dir string) bool {
+	di, err := os.Stat(dir)
+	if err != nil {
+		return false
+	}
+	for cur := p; ; cur = filepath.Dir(cur) {
+		if fi, err := os.Stat(cur); err == nil && os.SameFile(fi, di) {
+			return true
+		}
+		if filepath.Dir(cur) == cur {
+			return false
+		}
 	}
 }
 
@@ -166,7 +184,8 @@ never followed. With --git, a git work tree's tracked files become a commit obje
 (parent HEAD, kept from git gc by its own ref refs/agentrewind/checkpoints/<commit>; no branch, tag,
 HEAD, index or work-tree file changes). A capture identical to the session's latest checkpoint writes nothing and names that
 checkpoint. --exclude takes globs: * and ? within a path segment, ** across segments; a pattern
-without / matches a name at any depth, a trailing / only directories.`,
+without / matches a name at any depth, a trailing / only directories; a backslash escapes the next
+character, as in gitignore (\* is a star, \\ a backslash).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := f.context(cmd.Context())

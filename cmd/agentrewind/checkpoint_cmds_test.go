@@ -595,6 +595,55 @@ func TestCheckpointPruneDeletesTheRefsOfPrunedGitCheckpoints(t *testing.T) {
 	}
 }
 
+// TestCheckpointAStoreReachedThroughABindMountOfTheWorkspaceIsRefused: a bind mount shows the
+// workspace under another path that no symlink resolution leads back to; the store must still be
+// seen inside it (the capture would read its own output), by device and inode, either way round.
+func TestCheckpointAStoreReachedThroughABindMountOfTheWorkspaceIsRefused(t *testing.T) {
+	t.Setenv(envStore, "")
+	if os.Geteuid() != 0 {
+		t.Skip("a bind mount needs root")
+	}
+	bind := func(src string) string {
+		t.Helper()
+		alias := filepath.Join(t.TempDir(), "alias")
+		if err := os.Mkdir(alias, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command("mount", "--bind", src, alias).CombinedOutput(); err != nil {
+			t.Skipf("cannot bind-mount here: %v %s", err, out)
+		}
+		t.Cleanup(func() {
+			if exec.Command("umount", alias).Run() != nil {
+				_ = exec.Command("umount", "-l", alias).Run()
+			}
+		})
+		return alias
+	}
+	ws, store := t.TempDir(), t.TempDir()
+	writeFiles(t, ws, map[string]string{"a.txt": "alpha"})
+	wsAlias, storeAlias := bind(ws), bind(store)
+	if err := os.Mkdir(filepath.Join(store, "ws"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, ws, store string }{
+		{"the store inside the workspace's alias", ws, filepath.Join(wsAlias, "store")},
+		{"the workspace inside the store's alias", filepath.Join(storeAlias, "ws"), store},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := runCheckpoint(t, "create", tc.ws, "--store-dir", tc.store)
+			if exitCode(err) != exitError || err == nil || !strings.Contains(err.Error(), "overlap") {
+				t.Fatalf("create %s --store-dir %s: exit %d, %v; want the overlap refused", tc.ws, tc.store, exitCode(err), err)
+			}
+		})
+	}
+	if _, err := os.Stat(filepath.Join(ws, "store")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the refused store was created in the workspace: %v", err)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(store, "ws")); len(ents) != 0 {
+		t.Errorf("the refused capture wrote into the store: %v", ents)
+	}
+}
+
 func TestCheckpointRestoringTheSameStepTwiceDoesNotUndoIt(t *testing.T) {
 	t.Setenv(envStore, "")
 	ws, store := t.TempDir(), t.TempDir()
