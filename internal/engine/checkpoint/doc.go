@@ -5,7 +5,8 @@
 // prefix, step or "latest", and the pure prune plan.
 //
 // What it must not do: delete a workspace file, follow or write through a symbolic link, write
-// anything before every manifest path, blob hash and destination's writability has been checked, or
-// trust a stored manifest whose bytes do not hash to its id. Sweeping unreferenced blobs and the Checkpoint controller live
-// elsewhere.
+// anything before every manifest path, blob hash, destination's writability (permissions, read-only
+// mounts, append-only and immutable attributes) and file system's free space has been checked, or
+// trust a stored manifest whose bytes do not hash to its id. Sweeping unreferenced blobs and the
+// Checkpoint controller live elsewhere.
 package checkpoint
