@@ -68,6 +68,7 @@ type controllerOptions struct {
 	jobSecretToken                       string
 	storeSyncNamespace                   string
 	storeSyncInterval                    time.Duration
+	upstreams                            controller.Upstreams
 	gc                                   controller.GCOptions
 }
 
@@ -90,6 +91,8 @@ func (o *controllerOptions) register(f *pflag.FlagSet) {
 	f.StringVar(&o.storeSyncNamespace, "store-sync-namespace", "",
 		"namespace whose prefix of the default store (<store-prefix>/<namespace>/) the store sync lists, creating an AgentSession there for every committed session none records (sessions pushed from outside the cluster); empty disables the sync")
 	f.DurationVar(&o.storeSyncInterval, "store-sync-interval", 5*time.Minute, "time between two passes of the store sync, the first at leader election; 0 disables the sync")
+	f.StringVar(&o.upstreams.Anthropic, "anthropic-upstream", "", "base URL of the Anthropic-compatible provider or gateway the proxies of forks and recordings call live (default: the provider's own API)")
+	f.StringVar(&o.upstreams.OpenAI, "openai-upstream", "", "base URL of the OpenAI-compatible provider or gateway the proxies of forks and recordings call live (default: the provider's own API)")
 	o.gc.BindFlags(f)
 }
 
@@ -110,6 +113,9 @@ func (o *controllerOptions) setup(ctx context.Context, mgr ctrl.Manager) error {
 	if err := (blobstore.Config{Endpoint: cfg.Endpoint, Bucket: cfg.Bucket, Prefix: cfg.Prefix, Credentials: creds}).Validate(); err != nil {
 		return fmt.Errorf("the default store: %w", err)
 	}
+	if err := o.upstreams.Check(); err != nil {
+		return err
+	}
 	if o.storeSyncInterval < 0 {
 		return errors.New("--store-sync-interval cannot be negative (0 disables the store sync)")
 	}
@@ -126,7 +132,7 @@ func (o *controllerOptions) setup(ctx context.Context, mgr ctrl.Manager) error {
 		Scheme:    mgr.GetScheme(),
 		Clock:     clock.RealClock{},
 		Stores:    &controller.Stores{Config: cfg, Secrets: mgr.GetAPIReader()},
-		Jobs:      controller.JobSettings{Image: o.engineImage, TTLAfterFinished: o.jobTTL, ActiveDeadline: o.jobDeadline, RetryAfter: o.jobRetryAfter},
+		Jobs:      controller.JobSettings{Image: o.engineImage, TTLAfterFinished: o.jobTTL, ActiveDeadline: o.jobDeadline, RetryAfter: o.jobRetryAfter, Upstreams: o.upstreams},
 		Metrics:   metrics,
 	}
 	sessions := &controller.AgentSessionReconciler{Deps: deps}

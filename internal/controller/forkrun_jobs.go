@@ -127,6 +127,7 @@ func (r *ForkRunReconciler) proxyArgs(fr *v1alpha1.ForkRun, s *v1alpha1.AgentSes
 		if err != nil {
 			return nil, &specError{fmt.Sprintf("spec.fork.tools.onMiss: %v", err)}
 		}
+		args = append(args, r.Jobs.Upstreams.proxyArgs()...)
 		args = append(args, "--drift-policy", strings.ToLower(string(p)), "--at-step", strconv.FormatInt(start.step, 10),
 			"--child-session-id", childSessionName(fr), "--on-miss", string(onMiss))
 		if hasOverrides(f.Overrides) {

@@ -29,6 +29,8 @@ type JobSettings struct {
 	// RetryAfter is how long after a Job failed for a reason that may pass (the store was unavailable,
 	// the session not yet pushed) it is run again.
 	RetryAfter time.Duration
+	// Upstreams are where the proxies of ForkRun and recording Jobs send live calls.
+	Upstreams Upstreams
 }
 
 func (s JobSettings) spec() jobs.Spec {

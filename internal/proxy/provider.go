@@ -3,7 +3,10 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
+	"net/url"
 
 	"github.com/agentrewind/agentrewind/internal/engine/codec/anthropic"
 	"github.com/agentrewind/agentrewind/internal/engine/codec/openai"
@@ -190,4 +193,36 @@ func marshalNoEscape(v any) []byte {
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(v)
 	return bytes.TrimSuffix(b.Bytes(), []byte{'\n'})
+}
+
+// CheckUpstream refuses a base URL the proxy could not forward to safely: it must be an absolute http
+// or https URL with a host, and carry no credentials, query or fragment, since a base URL travels in
+// pod specs and logs and every endpoint path is appended to it.
+func CheckUpstream(raw string) error {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		// url.Error repeats the whole input, which may hold a password: keep only the reason.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return fmt.Errorf("not a URL: %w", err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("%q: the scheme must be http or https", raw)
+	case u.Host == "":
+		return fmt.Errorf("%q has no host", raw)
+	case u.User != nil:
+		return fmt.Errorf("%q carries credentials: give the key as a Secret, never in the URL", redactUserinfo(u))
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		return fmt.Errorf("%q: a base URL takes no query or fragment", raw)
+	}
+	return nil
+}
+
+// redactUserinfo is u with its user info masked, for an error message.
+func redactUserinfo(u *url.URL) string {
+	c := *u
+	c.User = url.User("REDACTED")
+	return c.String()
 }
