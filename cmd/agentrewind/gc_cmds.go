@@ -189,17 +189,31 @@ type gcReport struct {
 }
 
 func newGCReportCommand() *cobra.Command {
-	var o sweepOptions
+	var (
+		o        sweepOptions
+		sessions sessionsReportOptions
+	)
 	cmd := &cobra.Command{
-		Use:   "report --store S [--margin D] [-o json]",
-		Short: "List the blobs a sweep would delete now, and why (a dry run: nothing is deleted)",
-		Long: `List the blobs a sweep of the store would delete now and the unreferenced blobs it would keep, with
-the reason for each: Unreferenced (no session or checkpoint references it and it is older than
+		Use:   "report (--store S [--margin D] | --sessions [-n NS] [--grace D]) [-o json]",
+		Short: "List what the garbage collector would delete now, and why: the store's blobs, or (--sessions) the cluster's AgentSessions",
+		Long: `List what garbage collection would delete now, and why. Both are dry runs: nothing is deleted and
+no lock is taken.
+
+With --store: the blobs a sweep of the store would delete and the unreferenced blobs it would keep,
+with the reason for each: Unreferenced (no session or checkpoint references it and it is older than
 --margin: deleted), UnreferencedYoung (stored within the margin: kept, it may belong to an upload in
-flight), AgeUnknown (kept). Referenced blobs are only counted. This is a dry run: it takes no lock and
-deletes nothing.`,
+flight), AgeUnknown (kept). Referenced blobs are only counted.
+
+With --sessions: every AgentSession of the cluster in KUBECONFIG (or of the namespaces given), decided
+exactly as a GC pass decides: Reachable (kept however old, with the root that keeps it: Pinned,
+Recording, ReadByUnfinishedForkRun, a resumable verdict, ...) or Collectible (why), and when a
+collectible session is deleted: now, or when its grace ends. Pass the manager's --gc-grace as --grace;
+a session's spec.retention.gracePeriodSeconds overrides it as in the controller.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if sessions.enabled {
+				return sessions.run(cmd)
+			}
 			if err := o.validate(); err != nil {
 				return err
 			}
@@ -224,6 +238,7 @@ deletes nothing.`,
 		},
 	}
 	o.register(cmd)
+	sessions.register(cmd)
 	return cmd
 }
 

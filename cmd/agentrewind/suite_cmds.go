@@ -11,8 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/agentrewind/agentrewind/api/v1alpha1"
@@ -74,26 +72,9 @@ func (o *suiteStatusOptions) validate() error {
 	return checkOutput(o.output)
 }
 
-// client connects as kubectl would: --kubeconfig, else $KUBECONFIG or ~/.kube/config, else in-cluster.
+// client connects as kubectl would (see clusterFlags.client).
 func (o *suiteStatusOptions) client() (client.Client, string, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = o.kubeconfig
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{Context: clientcmdapi.Context{Namespace: o.namespace}})
-	cfg, err := cc.ClientConfig()
-	if err != nil {
-		return nil, "", fmt.Errorf("loading the cluster configuration: %w (set --kubeconfig or KUBECONFIG)", err)
-	}
-	ns := o.namespace
-	if ns == "" {
-		if ns, _, err = cc.Namespace(); err != nil {
-			return nil, "", err
-		}
-	}
-	c, err := client.New(cfg, client.Options{Scheme: newScheme()})
-	if err != nil {
-		return nil, "", err
-	}
-	return c, ns, nil
+	return clusterFlags{kubeconfig: o.kubeconfig, namespace: o.namespace}.client()
 }
 
 // suiteRun is one ForkRun of a suite as the command reports it.

@@ -12,27 +12,27 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/agentrewind/agentrewind/api/v1alpha1"
 	"github.com/agentrewind/agentrewind/internal/testenv"
 )
 
-// TestSuiteStatusReadsTheSuitesForkRuns runs `agentrewind suite status` against a real API server
-// holding ForkRuns with the statuses the controller writes (the CRD's rules admit only consistent
-// ones): a suite whose runs all passed exits 0; one with a diverged or unfinished run exits 3 and
-// names the first divergence; a suite with no ForkRuns exits 1.
-func TestSuiteStatusReadsTheSuitesForkRuns(t *testing.T) {
+// apiServerWithKubeconfig starts a real API server with the CRDs for the test and returns a client and
+// the path of a kubeconfig of user, an administrator, for the command under test.
+func apiServerWithKubeconfig(t *testing.T, user string) (client.Client, string) {
+	t.Helper()
 	api, err := testenv.StartAPIServer()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = api.Stop() })
-	user, err := api.Environment().AddUser(envtest.User{Name: "suite-reader", Groups: []string{"system:masters"}}, nil)
+	u, err := api.Environment().AddUser(envtest.User{Name: user, Groups: []string{"system:masters"}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	kc, err := user.KubeConfig()
+	kc, err := u.KubeConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,8 +40,16 @@ func TestSuiteStatusReadsTheSuitesForkRuns(t *testing.T) {
 	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return api.Client, kubeconfig
+}
+
+// TestSuiteStatusReadsTheSuitesForkRuns runs `agentrewind suite status` against a real API server
+// holding ForkRuns with the statuses the controller writes (the CRD's rules admit only consistent
+// ones): a suite whose runs all passed exits 0; one with a diverged or unfinished run exits 3 and
+// names the first divergence; a suite with no ForkRuns exits 1.
+func TestSuiteStatusReadsTheSuitesForkRuns(t *testing.T) {
+	c, kubeconfig := apiServerWithKubeconfig(t, "suite-reader")
 	ctx := context.Background()
-	c := api.Client
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "suite-"}}
 	if err := c.Create(ctx, ns); err != nil {
 		t.Fatal(err)

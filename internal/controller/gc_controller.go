@@ -110,7 +110,7 @@ type PassReport struct {
 func (g *GarbageCollector) Pass(ctx context.Context) (PassReport, error) {
 	start := g.Clock.Now()
 	var rep PassReport
-	objs, err := g.list(ctx)
+	objs, err := listGC(ctx, g.Client, g.Options.Namespaces)
 	if err != nil {
 		return rep, err
 	}
@@ -151,10 +151,20 @@ func (g *GarbageCollector) Pass(ctx context.Context) (PassReport, error) {
 	return rep, errors.Join(errs...)
 }
 
-// list reads every object a pass gathers facts from, in the watched namespaces.
-func (g *GarbageCollector) list(ctx context.Context) (gcObjects, error) {
+// PlanSessions is what a GC pass with grace would decide at now over the AgentSessions of namespaces
+// (all when empty), read through r: the same facts and the same decision as a pass, without writing
+// anything. `agentrewind gc report --sessions` shows it; Decisions are in the order of sessions.
+func PlanSessions(ctx context.Context, r client.Reader, namespaces []string, grace time.Duration, now time.Time) (gc.Plan, []v1alpha1.AgentSession, error) {
+	objs, err := listGC(ctx, r, namespaces)
+	if err != nil {
+		return gc.Plan{}, nil, err
+	}
+	return gc.Collect(gather(objs), gc.Policy{Grace: grace}, now), objs.sessions, nil
+}
+
+// listGC reads every object a pass gathers facts from, in namespaces (all when empty).
+func listGC(ctx context.Context, r client.Reader, namespaces []string) (gcObjects, error) {
 	var objs gcObjects
-	namespaces := g.Options.Namespaces
 	if len(namespaces) == 0 {
 		namespaces = []string{""}
 	}
@@ -166,7 +176,7 @@ func (g *GarbageCollector) list(ctx context.Context) (gcObjects, error) {
 			cks      v1alpha1.CheckpointList
 		)
 		for _, l := range []client.ObjectList{&sessions, &plans, &runs, &cks} {
-			if err := g.List(ctx, l, client.InNamespace(ns)); err != nil {
+			if err := r.List(ctx, l, client.InNamespace(ns)); err != nil {
 				return objs, fmt.Errorf("listing %T: %w", l, err)
 			}
 		}
