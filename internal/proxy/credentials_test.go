@@ -126,3 +126,27 @@ func TestEncodedSecretsAreStoredNowhere(t *testing.T) {
 		t.Errorf("secrets stored: %v", hits)
 	}
 }
+
+// TestTheQueryStringGoesUpstreamAndIsNeverRecorded: a gateway may take an API version or a key in
+// the query (here set through the official SDK's WithQuery, on its beta client); the upstream gets
+// the query as the agent sent it, and no stored byte holds it.
+func TestTheQueryStringGoesUpstreamAndIsNeverRecorded(t *testing.T) {
+	up := newUpstream(t, weatherScript)
+	dir := filepath.Join(t.TempDir(), "s")
+	r := start(t, Options{Mode: Record, Dir: dir, ID: "s", Upstreams: map[string]string{"anthropic": up.url}})
+	c := sdk.NewClient(option.WithBaseURL(r.url), option.WithAPIKey("placeholder"), option.WithMaxRetries(0),
+		option.WithQuery("gateway-key", canary))
+	_, err := c.Beta.Messages.New(context.Background(), sdk.BetaMessageNewParams{Model: "claude-x", MaxTokens: 10,
+		Messages: []sdk.BetaMessageParam{sdk.NewBetaUserMessage(sdk.NewBetaTextBlock("hello"))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := r.stop(t); out.Err != nil {
+		t.Fatal(out.Err)
+	}
+	got := up.receivedQueries()
+	if len(got) != 1 || !strings.Contains(got[0], "gateway-key="+canary) {
+		t.Errorf("the upstream got queries %q, want the agent's gateway-key", got)
+	}
+	assertNoCanary(t, dir)
+}

@@ -170,7 +170,7 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, p *Provider, defa
 		return nil, nil, "", s.writeError(w, p, http.StatusBadRequest, HeaderLane+": "+err.Error()), false
 	}
 	s.learnCredentials(p, r.Header)
-	return ac, withCall(ctx, callInfo{header: r.Header}), site, "", true
+	return ac, withCall(ctx, callInfo{header: r.Header, query: r.URL.RawQuery}), site, "", true
 }
 
 // reservedSite reports whether site is the default call site of some endpoint (a model or token

@@ -74,6 +74,8 @@ type fakeUpstream struct {
 	url  string
 	mu   sync.Mutex
 	keys []string
+	// queries are the query strings the requests carried, in order.
+	queries []string
 	// hang makes the next streams stop after their first event until the proxy gives the call up.
 	hang     atomic.Bool
 	canceled chan struct{}
@@ -88,6 +90,7 @@ func newUpstream(t *testing.T, script fakellm.Script) *fakeUpstream {
 			key = strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
 		}
 		u.keys = append(u.keys, key)
+		u.queries = append(u.queries, r.URL.RawQuery)
 		u.mu.Unlock()
 		if u.hang.Load() {
 			w = &holdingWriter{ResponseWriter: w, r: r, u: u}
@@ -101,6 +104,12 @@ func newUpstream(t *testing.T, script fakellm.Script) *fakeUpstream {
 
 // calls is how many requests reached the upstream, on any path.
 func (u *fakeUpstream) calls() int64 { return u.Requests() }
+
+func (u *fakeUpstream) receivedQueries() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]string(nil), u.queries...)
+}
 
 func (u *fakeUpstream) receivedKeys() []string {
 	u.mu.Lock()

@@ -46,10 +46,12 @@ type upstream struct {
 type callKey struct{}
 
 // callInfo is the part of the agent's request that travels upstream but is never recorded: its
-// credential and forwarded headers.
+// credential and forwarded headers, and its query string (the Anthropic SDK's ?beta=true, a
+// gateway's api-version, or a key some gateways take there: routing, never part of the call).
 type callInfo struct {
 	header http.Header
 	path   string
+	query  string
 }
 
 func withCall(ctx context.Context, c callInfo) context.Context {
@@ -61,7 +63,11 @@ func (u *upstream) request(ctx context.Context, path string, body []byte) (*http
 	if path == "" {
 		path = u.p.Path
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(u.base, "/")+path, bytes.NewReader(body))
+	target := strings.TrimSuffix(u.base, "/") + path
+	if info.query != "" {
+		target += "?" + info.query
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
