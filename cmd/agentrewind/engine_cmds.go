@@ -212,6 +212,12 @@ func describeSession(dir string, v *task.VerifyResult) error {
 			v.Bytes += info.Size()
 		}
 	}
+	// Bytes is the session's stored size: the blobs it references, and its log, meta.json and vault.
+	for _, name := range []string{session.MetaFile, session.EventsFile, session.VaultFile} {
+		if info, err := os.Stat(filepath.Join(dir, name)); err == nil && info.Mode().IsRegular() {
+			v.Bytes += info.Size()
+		}
+	}
 	for name, n := range m.Redaction.Counts {
 		v.Redactions = append(v.Redactions, task.PatternCount{Pattern: name, Count: int64(n)})
 	}

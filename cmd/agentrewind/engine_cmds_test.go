@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,7 +55,8 @@ func jobResultFrom(t *testing.T, srv interface {
 func TestEngineTasksWriteTheirResultsToTheStore(t *testing.T) {
 	srv := storeServer(t)
 	const store = "s3://engine-bucket/team"
-	if _, _, err := runStoreCommand(t, newPushCommand, storeFixture(t, "run-1"), "--store", store, "--create-bucket"); err != nil {
+	fixture := storeFixture(t, "run-1")
+	if _, _, err := runStoreCommand(t, newPushCommand, fixture, "--store", store, "--create-bucket"); err != nil {
 		t.Fatal(err)
 	}
 	termLog := filepath.Join(t.TempDir(), "termination-log")
@@ -74,6 +76,9 @@ func TestEngineTasksWriteTheirResultsToTheStore(t *testing.T) {
 	v := res.Verify
 	if res.Outcome != task.Succeeded || v == nil || !v.Intact || !v.Ended || v.Events != 3 || v.ToolCalls != 1 || v.Blobs != 1 || !v.Vault || v.EventsHash == "" {
 		t.Fatalf("verify result %+v: %+v", res, v)
+	}
+	if want := sessionBytes(t, fixture); v.Bytes != want {
+		t.Errorf("verify result: %d bytes, want %d, the session's log, meta.json, vault and blobs", v.Bytes, want)
 	}
 	summary, err := os.ReadFile(termLog)
 	if err != nil {
@@ -384,4 +389,22 @@ func TestVerifyListsOnlyTheRecordersAnchors(t *testing.T) {
 	if a, ok := v.ParkedAt(); !ok || a != want[1] {
 		t.Errorf("ParkedAt = %+v, %v; want the latest anchor", a, ok)
 	}
+}
+
+// sessionBytes is the size of a session directory's files: meta.json, events.jsonl, vault.enc, blobs/*.
+func sessionBytes(t *testing.T, dir string) int64 {
+	t.Helper()
+	var n int64
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		n += info.Size()
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
