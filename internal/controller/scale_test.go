@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -696,6 +698,9 @@ func runScale(tb testing.TB, side scaleSide, n, workers int, timeout time.Durati
 	}
 	watchFinal(tb, ctx, e.ns, state)
 
+	if path := os.Getenv("ARW_SCALE_APISERVER_PROFILE"); path != "" && side == sideControllers {
+		go profileAPIServer(tb, ctx, path+"."+string(side), 30*time.Second)
+	}
 	cpu := controlPlaneCPU(tb)
 	start := time.Now()
 	createSessions(tb, ctx, e.ns, n)
@@ -822,6 +827,33 @@ func controlPlaneCPU(tb testing.TB) time.Duration {
 		}
 	}
 	return time.Duration(ticks) * (time.Second / 100)
+}
+
+// profileAPIServer writes a CPU profile of kube-apiserver (its /debug/pprof, on by default) over the
+// first seconds of a run to path, for `go tool pprof`; a failure is logged, not fatal.
+func profileAPIServer(tb testing.TB, ctx context.Context, path string, d time.Duration) {
+	hc, err := rest.HTTPClientFor(apiServer.Config)
+	if err == nil {
+		var req *http.Request
+		req, err = http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(apiServer.Config.Host, "/")+fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(d.Seconds())), nil)
+		if err == nil {
+			var resp *http.Response
+			if resp, err = hc.Do(req); err == nil {
+				var b []byte
+				b, err = io.ReadAll(resp.Body)
+				_ = resp.Body.Close()
+				if err == nil && resp.StatusCode != http.StatusOK {
+					err = fmt.Errorf("%s: %.200s", resp.Status, b)
+				}
+				if err == nil {
+					err = os.WriteFile(path, b, 0o644)
+				}
+			}
+		}
+	}
+	if err != nil {
+		tb.Logf("profiling kube-apiserver: %v", err)
+	}
 }
 
 // watchFinal runs an informer of the test's own over the run's sessions and plans, feeding state.
