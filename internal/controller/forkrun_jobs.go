@@ -4,13 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/agentrewind/agentrewind/api/v1alpha1"
@@ -20,19 +18,9 @@ import (
 	"github.com/agentrewind/agentrewind/internal/engine/task"
 )
 
-// The pod of a ForkRun Job: the agent container and the rewind proxy beside it as a native sidecar (an
-// init container with restartPolicy Always). The kubelet starts the proxy first and the agent only once
-// the proxy's startup probe passed; when the agent exits, the kubelet stops the proxy with SIGTERM, and
-// the proxy commits the run and writes its result (results/<job-uid>.json and its termination message).
+// A ForkRun's Job is an agent beside the rewind proxy in replay or fork mode (agentpod.go); a fork's
+// overrides reach the proxy through the downward API.
 const (
-	// ProxyContainer and AgentContainer name the two containers.
-	ProxyContainer = jobs.SidecarContainerName
-	AgentContainer = "agent"
-	// ProxyPort is where the proxy serves the model APIs and its probes.
-	ProxyPort = 8787
-	// ProxyHealthPort serves only the proxy's probes and metrics on the pod network; the model API
-	// listens on loopback, where only the agent beside it can reach it (it spends the provider key).
-	ProxyHealthPort = 8788
 	// AnnotationOverrides holds a fork's overrides as JSON on the pod template; the downward API hands
 	// them to the proxy as a file (--overrides).
 	AnnotationOverrides = "agentrewind.io/overrides"
@@ -41,21 +29,8 @@ const (
 
 	overridesDir  = "/etc/agentrewind/overrides"
 	overridesFile = "overrides.json"
-	learnDir      = "/var/run/agentrewind/learn"
 	// maxOverridesBytes keeps the overrides annotation well inside the 256 KiB all annotations share.
 	maxOverridesBytes = 192 << 10
-	// placeholderKey is the API key the agent's SDK sends: the proxy replaces it with the provider key
-	// in Fork mode, and a replay never goes upstream at all.
-	placeholderKey = "agentrewind-placeholder"
-)
-
-// The agent's environment the operator sets, over anything of the same name in spec.agent.env.
-const (
-	EnvAnthropicBaseURL = "ANTHROPIC_BASE_URL"
-	EnvOpenAIBaseURL    = "OPENAI_BASE_URL"
-	EnvProxy            = "AGENTREWIND_PROXY"
-	EnvAnthropicAPIKey  = "ANTHROPIC_API_KEY"
-	EnvOpenAIAPIKey     = "OPENAI_API_KEY"
 )
 
 // specError is a spec the operator cannot run, whatever happens elsewhere: the ForkRun stalls with
@@ -104,8 +79,7 @@ func agentOf(fr *v1alpha1.ForkRun, s *v1alpha1.AgentSession) (v1alpha1.AgentSpec
 // proxyArgs are the proxy's flags for a ForkRun, after `engine replay` or `engine fork` (the proxy in
 // that mode, named like the other engine tasks).
 func (r *ForkRunReconciler) proxyArgs(fr *v1alpha1.ForkRun, s *v1alpha1.AgentSession, loc Location, start forkStart) ([]string, error) {
-	args := []string{"--listen", fmt.Sprintf("127.0.0.1:%d", ProxyPort), "--health-listen", fmt.Sprintf(":%d", ProxyHealthPort)}
-	args = append(args, r.Stores.jobArgs(loc, s.Spec.SessionID)...)
+	args := append(proxyListenArgs(), r.Stores.jobArgs(loc, s.Spec.SessionID)...)
 	args = append(args, "--job-uid", "$("+jobs.EnvJobUID+")")
 	switch fr.Spec.Mode {
 	case v1alpha1.ModeReplay:
@@ -171,30 +145,13 @@ func (r *ForkRunReconciler) forkRunJob(fr *v1alpha1.ForkRun, s *v1alpha1.AgentSe
 	spec.Env = r.Stores.jobEnv(loc)
 	if fr.Spec.Mode == v1alpha1.ModeFork {
 		// The provider keys reach the proxy only; a replay gets none, as it never goes upstream.
-		k := fr.Spec.Fork.ProviderKeys
-		if k.Anthropic.Name != "" {
-			spec.Env = append(spec.Env, jobs.SecretEnv(EnvAnthropicAPIKey, k.Anthropic.Name, k.Anthropic.Key, false))
-		}
-		if k.OpenAI.Name != "" {
-			spec.Env = append(spec.Env, jobs.SecretEnv(EnvOpenAIAPIKey, k.OpenAI.Name, k.OpenAI.Key, false))
-		}
+		spec.Env = append(spec.Env, providerKeyEnv(fr.Spec.Fork.ProviderKeys)...)
 	}
 	job, err := jobs.Build(spec, r.Scheme)
 	if err != nil {
 		return nil, err
 	}
-	pod := &job.Spec.Template.Spec
-
-	proxy := pod.Containers[0]
-	proxy.Name = ProxyContainer
-	proxy.RestartPolicy = new(corev1.ContainerRestartPolicyAlways)
-	proxy.Ports = []corev1.ContainerPort{{Name: "health", ContainerPort: ProxyHealthPort, Protocol: corev1.ProtocolTCP}}
-	ready := corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt32(ProxyHealthPort)}}
-	// The startup probe holds the agent back until the proxy pulled the session and serves; pulling a
-	// large session may take a while, hence up to five minutes.
-	proxy.StartupProbe = &corev1.Probe{ProbeHandler: ready, PeriodSeconds: 1, FailureThreshold: 300, TimeoutSeconds: 2}
-	proxy.ReadinessProbe = &corev1.Probe{ProbeHandler: ready, PeriodSeconds: 5, TimeoutSeconds: 2}
-
+	p := newAgentPod(job, agent)
 	if fr.Spec.Mode == v1alpha1.ModeFork && hasOverrides(fr.Spec.Fork.Overrides) {
 		data, err := json.Marshal(fr.Spec.Fork.Overrides)
 		if err != nil {
@@ -207,135 +164,22 @@ func (r *ForkRunReconciler) forkRunJob(fr *v1alpha1.ForkRun, s *v1alpha1.AgentSe
 			job.Spec.Template.Annotations = map[string]string{}
 		}
 		job.Spec.Template.Annotations[AnnotationOverrides] = string(data)
-		pod.Volumes = append(pod.Volumes, corev1.Volume{Name: "overrides", VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{
+		p.pod.Volumes = append(p.pod.Volumes, corev1.Volume{Name: "overrides", VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{
 			Items: []corev1.DownwardAPIVolumeFile{{Path: overridesFile, FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations['" + AnnotationOverrides + "']"}}}}}})
-		proxy.VolumeMounts = append(proxy.VolumeMounts, corev1.VolumeMount{Name: "overrides", MountPath: overridesDir, ReadOnly: true})
-	}
-
-	agentEnv := agentEnv(agent.Env)
-	// Every Secret key the agent sees, the proxy learns as a secret to redact from the recording.
-	for i, sv := range learnedSecrets(agentEnv) {
-		name := fmt.Sprintf("learn-%d", i)
-		dir := fmt.Sprintf("%s/%d", learnDir, i)
-		pod.Volumes = append(pod.Volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-			SecretName: sv.name, Items: sv.items, Optional: new(sv.optional)}}})
-		proxy.VolumeMounts = append(proxy.VolumeMounts, corev1.VolumeMount{Name: name, MountPath: dir, ReadOnly: true})
-		proxy.Args = append(proxy.Args, "--learn-secrets-from", dir)
-	}
-
-	agentTmp := corev1.Volume{Name: "agent-tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
-	pod.Volumes = append(pod.Volumes, agentTmp)
-	a := corev1.Container{
-		Name:                     AgentContainer,
-		Image:                    agent.Image,
-		Command:                  agent.Command,
-		Args:                     agent.Args,
-		Env:                      agentEnv,
-		VolumeMounts:             []corev1.VolumeMount{{Name: agentTmp.Name, MountPath: jobs.TmpDir}},
-		TerminationMessagePath:   corev1.TerminationMessagePathDefault,
-		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-		SecurityContext:          proxy.SecurityContext.DeepCopy(),
+		p.proxy.VolumeMounts = append(p.proxy.VolumeMounts, corev1.VolumeMount{Name: "overrides", MountPath: overridesDir, ReadOnly: true})
 	}
 	w := agent.Workspace
-	switch {
-	case w.ClaimName != "":
-		pod.Volumes = append(pod.Volumes, corev1.Volume{Name: workspaceVolume, VolumeSource: corev1.VolumeSource{
-			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: w.ClaimName}}})
-	case start.manifest != "":
-		pod.Volumes = append(pod.Volumes, corev1.Volume{Name: workspaceVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	ws := p.mountWorkspace(w, start.manifest != "")
+	if start.manifest == "" {
+		p.place()
+		return job, nil
 	}
-	ws := corev1.VolumeMount{Name: workspaceVolume, MountPath: workspaceMount, SubPath: w.SubPath}
-	if w.ClaimName != "" || start.manifest != "" {
-		a.VolumeMounts = append(a.VolumeMounts, ws)
-	}
-	pod.InitContainers = []corev1.Container{proxy}
-	if start.manifest != "" {
-		restore := r.restoreContainer(s, loc, start, w.ClaimName != "", proxy.SecurityContext)
-		restore.VolumeMounts = append(restore.VolumeMounts, ws)
-		// Before the proxy: init containers run in order, so the proxy, and the agent after its startup
-		// probe, start only once every file is back.
-		pod.InitContainers = []corev1.Container{restore, proxy}
-	}
-	pod.Containers = []corev1.Container{a}
+	restore := r.restoreContainer(s, loc, start, w.ClaimName != "", p.proxy.SecurityContext)
+	restore.VolumeMounts = append(restore.VolumeMounts, *ws)
+	// Before the proxy: init containers run in order, so the proxy, and the agent after its startup
+	// probe, start only once every file is back.
+	p.place(restore)
 	return job, nil
-}
-
-// agentEnv is the agent's environment: spec.agent.env, then the SDKs' base URLs pointing at the proxy
-// and placeholder API keys, which replace any of the same name (a provider key in spec.agent.env
-// never reaches the agent: the proxy holds the keys).
-func agentEnv(user []corev1.EnvVar) []corev1.EnvVar {
-	base := fmt.Sprintf("http://127.0.0.1:%d", ProxyPort)
-	ours := []corev1.EnvVar{
-		{Name: EnvAnthropicBaseURL, Value: base},
-		{Name: EnvOpenAIBaseURL, Value: base + "/v1"},
-		{Name: EnvProxy, Value: base},
-		{Name: EnvAnthropicAPIKey, Value: placeholderKey},
-		{Name: EnvOpenAIAPIKey, Value: placeholderKey},
-		{Name: jobs.EnvTmpDir, Value: jobs.TmpDir},
-		{Name: "HOME", Value: jobs.TmpDir},
-	}
-	set := map[string]bool{}
-	for _, v := range ours {
-		set[v.Name] = true
-	}
-	var out []corev1.EnvVar
-	for _, v := range user {
-		if !set[v.Name] {
-			out = append(out, *v.DeepCopy())
-		}
-	}
-	return append(out, ours...)
-}
-
-// learnedSecret is one Secret the agent reads keys of, as a volume of those keys for the proxy.
-type learnedSecret struct {
-	name     string
-	items    []corev1.KeyToPath
-	optional bool // every reference to it is optional, so a missing Secret must not hold the pod back
-}
-
-// learnedSecrets groups the agent's Secret key references by Secret, in a stable order.
-func learnedSecrets(env []corev1.EnvVar) []learnedSecret {
-	bySecret := map[string]*learnedSecret{}
-	var names []string
-	for _, v := range env {
-		if v.ValueFrom == nil || v.ValueFrom.SecretKeyRef == nil {
-			continue
-		}
-		ref := v.ValueFrom.SecretKeyRef
-		optional := ref.Optional != nil && *ref.Optional
-		ls, ok := bySecret[ref.Name]
-		if !ok {
-			ls = &learnedSecret{name: ref.Name, optional: true}
-			bySecret[ref.Name] = ls
-			names = append(names, ref.Name)
-		}
-		ls.optional = ls.optional && optional
-		if !containsKey(ls.items, ref.Key) {
-			ls.items = append(ls.items, corev1.KeyToPath{Key: ref.Key})
-		}
-	}
-	sort.Strings(names)
-	out := make([]learnedSecret, 0, len(names))
-	for _, n := range names {
-		ls := bySecret[n]
-		sort.Slice(ls.items, func(i, j int) bool { return ls.items[i].Key < ls.items[j].Key })
-		for i := range ls.items {
-			// Numbered files: a key such as ".token" would be a dot file, which the proxy skips.
-			ls.items[i].Path = fmt.Sprintf("key-%d", i)
-		}
-		out = append(out, *ls)
-	}
-	return out
-}
-
-func containsKey(items []corev1.KeyToPath, key string) bool {
-	for _, it := range items {
-		if it.Key == key {
-			return true
-		}
-	}
-	return false
 }
 
 // isSpecError reports whether err is a spec the operator cannot run.

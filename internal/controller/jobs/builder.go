@@ -49,7 +49,9 @@ type Spec struct {
 	Inputs []string
 	// Image is the engine image.
 	Image string
-	// Args are the engine arguments, after the image's entrypoint.
+	// Command is the engine command Args follow; unset, it is engine <Purpose>.
+	Command []string
+	// Args are the engine arguments, after the image's entrypoint and Command.
 	Args []string
 	// Env are extra variables, credentials among them as Secret key references.
 	Env []corev1.EnvVar
@@ -87,6 +89,10 @@ func Build(spec Spec, scheme *runtime.Scheme) (*batchv1.Job, error) {
 	}, spec.Env...)
 	volumes := append([]corev1.Volume{{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}, spec.Volumes...)
 	mounts := append([]corev1.VolumeMount{{Name: "tmp", MountPath: TmpDir}}, spec.Mounts...)
+	command := spec.Command
+	if len(command) == 0 {
+		command = []string{"engine", spec.Purpose}
+	}
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      Name(owner.GetName(), spec.Purpose, spec.Inputs...),
@@ -113,7 +119,7 @@ func Build(spec Spec, scheme *runtime.Scheme) (*batchv1.Job, error) {
 					Containers: []corev1.Container{{
 						Name:                     ContainerName,
 						Image:                    spec.Image,
-						Args:                     append([]string{"engine", spec.Purpose}, spec.Args...),
+						Args:                     append(append([]string{}, command...), spec.Args...),
 						Env:                      env,
 						VolumeMounts:             mounts,
 						TerminationMessagePath:   corev1.TerminationMessagePathDefault,

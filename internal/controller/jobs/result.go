@@ -112,16 +112,43 @@ func Read(ctx context.Context, pods client.Reader, store ResultStore, job *batch
 // terminationMessage is the termination message of the Job's engine: its engine container, or the
 // engine running as the proxy sidecar beside an agent (an init container); "" when no pod has one.
 func terminationMessage(ctx context.Context, pods client.Reader, job *batchv1.Job) (string, error) {
-	var list corev1.PodList
-	if err := pods.List(ctx, &list, client.InNamespace(job.Namespace), client.MatchingLabels{LabelJobUID: string(job.UID)}); err != nil {
-		return "", fmt.Errorf("listing the pods of Job %s: %w", job.Name, err)
+	ts, err := Terminations(ctx, pods, job)
+	if err != nil {
+		return "", err
 	}
-	for _, pod := range list.Items {
-		for _, cs := range slices.Concat(pod.Status.ContainerStatuses, pod.Status.InitContainerStatuses) {
-			if (cs.Name == ContainerName || cs.Name == SidecarContainerName) && cs.State.Terminated != nil && cs.State.Terminated.Message != "" {
-				return cs.State.Terminated.Message, nil
-			}
+	for _, t := range ts {
+		if (t.Container == ContainerName || t.Container == SidecarContainerName) && t.Message != "" {
+			return t.Message, nil
 		}
 	}
 	return "", nil
+}
+
+// Termination is how one container of a Job's pod ended.
+type Termination struct {
+	Container string
+	ExitCode  int32
+	// Reason is the kubelet's, such as Error or OOMKilled.
+	Reason string
+	// Message is the container's termination message: what it wrote to its termination log, or the
+	// tail of its log where its policy says so.
+	Message string
+}
+
+// Terminations lists how the containers of a finished Job's pods ended, init containers (a native
+// sidecar) included, in the pod's order; containers that did not terminate are left out.
+func Terminations(ctx context.Context, pods client.Reader, job *batchv1.Job) ([]Termination, error) {
+	var list corev1.PodList
+	if err := pods.List(ctx, &list, client.InNamespace(job.Namespace), client.MatchingLabels{LabelJobUID: string(job.UID)}); err != nil {
+		return nil, fmt.Errorf("listing the pods of Job %s: %w", job.Name, err)
+	}
+	var out []Termination
+	for _, pod := range list.Items {
+		for _, cs := range slices.Concat(pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses) {
+			if t := cs.State.Terminated; t != nil {
+				out = append(out, Termination{Container: cs.Name, ExitCode: t.ExitCode, Reason: t.Reason, Message: t.Message})
+			}
+		}
+	}
+	return out, nil
 }

@@ -1,0 +1,217 @@
+package controller
+
+import (
+	"fmt"
+	"sort"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/agentrewind/agentrewind/api/v1alpha1"
+	"github.com/agentrewind/agentrewind/internal/controller/jobs"
+)
+
+// The pod of every Job that runs an agent (a ForkRun's replay or fork, an AgentSession's recording):
+// the agent container and the rewind proxy beside it as a native sidecar (an init container with
+// restartPolicy Always). The kubelet starts the proxy first and the agent only once the proxy's
+// startup probe passed; when the agent exits, the kubelet stops the proxy with SIGTERM, and the proxy
+// commits the run (and, replaying or forking, writes its result: results/<job-uid>.json and its
+// termination message).
+const (
+	// ProxyContainer and AgentContainer name the two containers.
+	ProxyContainer = jobs.SidecarContainerName
+	AgentContainer = "agent"
+	// ProxyPort is where the proxy serves the model APIs and its probes.
+	ProxyPort = 8787
+	// ProxyHealthPort serves only the proxy's probes and metrics on the pod network; the model API
+	// listens on loopback, where only the agent beside it can reach it (it spends the provider key).
+	ProxyHealthPort = 8788
+
+	learnDir = "/var/run/agentrewind/learn"
+	// placeholderKey is the API key the agent's SDK sends: the proxy replaces it with the provider key
+	// when it goes upstream, and a replay never goes upstream at all.
+	placeholderKey = "agentrewind-placeholder"
+)
+
+// The agent's environment the operator sets, over anything of the same name in spec.agent.env.
+const (
+	EnvAnthropicBaseURL = "ANTHROPIC_BASE_URL"
+	EnvOpenAIBaseURL    = "OPENAI_BASE_URL"
+	EnvProxy            = "AGENTREWIND_PROXY"
+	EnvAnthropicAPIKey  = "ANTHROPIC_API_KEY"
+	EnvOpenAIAPIKey     = "OPENAI_API_KEY"
+)
+
+// proxyListenArgs are the proxy's addresses: the model API on loopback, beside the agent only; the
+// probes on the pod network.
+func proxyListenArgs() []string {
+	return []string{"--listen", fmt.Sprintf("127.0.0.1:%d", ProxyPort), "--health-listen", fmt.Sprintf(":%d", ProxyHealthPort)}
+}
+
+// providerKeyEnv gives the proxy the providers' API keys as Secret key references; the agent never
+// sees them.
+func providerKeyEnv(k v1alpha1.ProviderKeys) []corev1.EnvVar {
+	var env []corev1.EnvVar
+	if k.Anthropic.Name != "" {
+		env = append(env, jobs.SecretEnv(EnvAnthropicAPIKey, k.Anthropic.Name, k.Anthropic.Key, false))
+	}
+	if k.OpenAI.Name != "" {
+		env = append(env, jobs.SecretEnv(EnvOpenAIAPIKey, k.OpenAI.Name, k.OpenAI.Key, false))
+	}
+	return env
+}
+
+// agentPod is a Job's pod while it is made into an agent beside the proxy: the pod, and its two
+// containers until place puts them into it.
+type agentPod struct {
+	pod   *corev1.PodSpec
+	proxy corev1.Container
+	agent corev1.Container
+}
+
+// newAgentPod takes a Job built by jobs.Build for the proxy and makes its engine container the proxy
+// sidecar, probed on /readyz, and adds the agent container: agent's image, command and arguments,
+// its SDKs pointed at the proxy with a placeholder key, the same restricted security as the proxy, a
+// writable /tmp of its own. Every Secret key the agent reads, the proxy learns as a secret to redact
+// from the recording (--learn-secrets-from, the keys mounted for the proxy only).
+func newAgentPod(job *batchv1.Job, agent v1alpha1.AgentSpec) *agentPod {
+	p := &agentPod{pod: &job.Spec.Template.Spec}
+	proxy := p.pod.Containers[0]
+	proxy.Name = ProxyContainer
+	proxy.RestartPolicy = new(corev1.ContainerRestartPolicyAlways)
+	proxy.Ports = []corev1.ContainerPort{{Name: "health", ContainerPort: ProxyHealthPort, Protocol: corev1.ProtocolTCP}}
+	ready := corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt32(ProxyHealthPort)}}
+	// The startup probe holds the agent back until the proxy pulled the session and serves; pulling a
+	// large session may take a while, hence up to five minutes.
+	proxy.StartupProbe = &corev1.Probe{ProbeHandler: ready, PeriodSeconds: 1, FailureThreshold: 300, TimeoutSeconds: 2}
+	proxy.ReadinessProbe = &corev1.Probe{ProbeHandler: ready, PeriodSeconds: 5, TimeoutSeconds: 2}
+
+	env := agentEnv(agent.Env)
+	for i, sv := range learnedSecrets(env) {
+		name := fmt.Sprintf("learn-%d", i)
+		dir := fmt.Sprintf("%s/%d", learnDir, i)
+		p.pod.Volumes = append(p.pod.Volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: sv.name, Items: sv.items, Optional: new(sv.optional)}}})
+		proxy.VolumeMounts = append(proxy.VolumeMounts, corev1.VolumeMount{Name: name, MountPath: dir, ReadOnly: true})
+		proxy.Args = append(proxy.Args, "--learn-secrets-from", dir)
+	}
+
+	agentTmp := corev1.Volume{Name: "agent-tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
+	p.pod.Volumes = append(p.pod.Volumes, agentTmp)
+	p.agent = corev1.Container{
+		Name:                     AgentContainer,
+		Image:                    agent.Image,
+		Command:                  agent.Command,
+		Args:                     agent.Args,
+		Env:                      env,
+		VolumeMounts:             []corev1.VolumeMount{{Name: agentTmp.Name, MountPath: jobs.TmpDir}},
+		TerminationMessagePath:   corev1.TerminationMessagePathDefault,
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		SecurityContext:          proxy.SecurityContext.DeepCopy(),
+	}
+	p.proxy = proxy
+	return p
+}
+
+// mountWorkspace mounts the agent's workspace at /workspace: its claim, else, with scratch, an empty
+// directory (a checkpoint is restored into it). It returns the mount, nil when there is none.
+func (p *agentPod) mountWorkspace(w v1alpha1.WorkspaceVolume, scratch bool) *corev1.VolumeMount {
+	switch {
+	case w.ClaimName != "":
+		p.pod.Volumes = append(p.pod.Volumes, corev1.Volume{Name: workspaceVolume, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: w.ClaimName}}})
+	case scratch:
+		p.pod.Volumes = append(p.pod.Volumes, corev1.Volume{Name: workspaceVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	default:
+		return nil
+	}
+	m := corev1.VolumeMount{Name: workspaceVolume, MountPath: workspaceMount, SubPath: w.SubPath}
+	p.agent.VolumeMounts = append(p.agent.VolumeMounts, m)
+	return &m
+}
+
+// place puts the containers into the pod: first the init containers that must finish before the
+// proxy starts, then the proxy sidecar; the agent is the pod's one container.
+func (p *agentPod) place(before ...corev1.Container) {
+	p.pod.InitContainers = append(before, p.proxy)
+	p.pod.Containers = []corev1.Container{p.agent}
+}
+
+// agentEnv is the agent's environment: spec.agent.env, then the SDKs' base URLs pointing at the proxy
+// and placeholder API keys, which replace any of the same name (a provider key in spec.agent.env
+// never reaches the agent: the proxy holds the keys).
+func agentEnv(user []corev1.EnvVar) []corev1.EnvVar {
+	base := fmt.Sprintf("http://127.0.0.1:%d", ProxyPort)
+	ours := []corev1.EnvVar{
+		{Name: EnvAnthropicBaseURL, Value: base},
+		{Name: EnvOpenAIBaseURL, Value: base + "/v1"},
+		{Name: EnvProxy, Value: base},
+		{Name: EnvAnthropicAPIKey, Value: placeholderKey},
+		{Name: EnvOpenAIAPIKey, Value: placeholderKey},
+		{Name: jobs.EnvTmpDir, Value: jobs.TmpDir},
+		{Name: "HOME", Value: jobs.TmpDir},
+	}
+	set := map[string]bool{}
+	for _, v := range ours {
+		set[v.Name] = true
+	}
+	var out []corev1.EnvVar
+	for _, v := range user {
+		if !set[v.Name] {
+			out = append(out, *v.DeepCopy())
+		}
+	}
+	return append(out, ours...)
+}
+
+// learnedSecret is one Secret the agent reads keys of, as a volume of those keys for the proxy.
+type learnedSecret struct {
+	name     string
+	items    []corev1.KeyToPath
+	optional bool // every reference to it is optional, so a missing Secret must not hold the pod back
+}
+
+// learnedSecrets groups the agent's Secret key references by Secret, in a stable order.
+func learnedSecrets(env []corev1.EnvVar) []learnedSecret {
+	bySecret := map[string]*learnedSecret{}
+	var names []string
+	for _, v := range env {
+		if v.ValueFrom == nil || v.ValueFrom.SecretKeyRef == nil {
+			continue
+		}
+		ref := v.ValueFrom.SecretKeyRef
+		optional := ref.Optional != nil && *ref.Optional
+		ls, ok := bySecret[ref.Name]
+		if !ok {
+			ls = &learnedSecret{name: ref.Name, optional: true}
+			bySecret[ref.Name] = ls
+			names = append(names, ref.Name)
+		}
+		ls.optional = ls.optional && optional
+		if !containsKey(ls.items, ref.Key) {
+			ls.items = append(ls.items, corev1.KeyToPath{Key: ref.Key})
+		}
+	}
+	sort.Strings(names)
+	out := make([]learnedSecret, 0, len(names))
+	for _, n := range names {
+		ls := bySecret[n]
+		sort.Slice(ls.items, func(i, j int) bool { return ls.items[i].Key < ls.items[j].Key })
+		for i := range ls.items {
+			// Numbered files: a key such as ".token" would be a dot file, which the proxy skips.
+			ls.items[i].Path = fmt.Sprintf("key-%d", i)
+		}
+		out = append(out, *ls)
+	}
+	return out
+}
+
+func containsKey(items []corev1.KeyToPath, key string) bool {
+	for _, it := range items {
+		if it.Key == key {
+			return true
+		}
+	}
+	return false
+}
