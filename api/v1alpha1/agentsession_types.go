@@ -6,6 +6,7 @@ import (
 
 // AgentSessionSpec identifies a recorded run and where its data lives. What identifies the recording
 // (sessionID, storage, parentRef, forkedAtStep) cannot change once set, nor be added or removed later.
+// +kubebuilder:validation:XValidation:rule="!has(self.providerKeys) || (has(self.agent) && !has(self.parentRef))",message="providerKeys are for recording a session with spec.agent, which a fork (parentRef) never does"
 // +kubebuilder:validation:XValidation:rule="has(self.parentRef) == has(self.forkedAtStep)",message="parentRef and forkedAtStep are set together: a fork names its parent session and the step it was forked at"
 // +kubebuilder:validation:XValidation:rule="has(self.storage) == has(oldSelf.storage) && (!has(self.storage) || self.storage == oldSelf.storage)",message="storage is immutable: create a new AgentSession to point at another store"
 // +kubebuilder:validation:XValidation:rule="has(self.parentRef) == has(oldSelf.parentRef) && (!has(self.parentRef) || self.parentRef == oldSelf.parentRef)",message="parentRef is immutable: a session's parent is part of its history"
@@ -36,9 +37,17 @@ type AgentSessionSpec struct {
 	// +kubebuilder:validation:Maximum=9007199254740991
 	ForkedAtStep *int64 `json:"forkedAtStep,omitempty"`
 
-	// agent describes how to run the agent again, for forks and resumes.
+	// agent describes how to run the agent. When the session is not in the store yet and this is no
+	// fork (no parentRef), the operator records it: one Job runs the agent beside the rewind proxy in
+	// record mode, which commits the run under sessionID. ForkRuns run it again for forks and replays.
 	// +optional
 	Agent AgentSpec `json:"agent,omitzero"`
+
+	// providerKeys are the API keys the recording's proxy sends to the providers. They reach only the
+	// proxy container; the agent gets a placeholder, and the keys never enter the recording. The
+	// recording speaks the OpenAI API when only openAI is given, else the Anthropic API.
+	// +optional
+	ProviderKeys ProviderKeys `json:"providerKeys,omitzero"`
 
 	// retention controls garbage collection of this session.
 	// +optional
@@ -85,6 +94,10 @@ const (
 	ReasonSessionCorrupt = "SessionCorrupt"
 	// ReasonSessionNotFound is set while the session is not committed in storage.
 	ReasonSessionNotFound = "SessionNotFound"
+	// ReasonRecording is set on Reconciling while the session's recording Job runs its agent.
+	ReasonRecording = "Recording"
+	// ReasonRecordingFailed is set on Stalled when the recording Job failed; it is not run again.
+	ReasonRecordingFailed = "RecordingFailed"
 )
 
 // LogState says whether a recording's event log was closed by the recorder.

@@ -97,6 +97,7 @@ func (in *AgentSessionSpec) DeepCopyInto(out *AgentSessionSpec) {
 		**out = **in
 	}
 	in.Agent.DeepCopyInto(&out.Agent)
+	out.ProviderKeys = in.ProviderKeys
 	in.Retention.DeepCopyInto(&out.Retention)
 }
 

@@ -21,13 +21,14 @@ const SessionFinalizer = "agentrewind.io/session-data"
 // sessionIDField indexes AgentSessions by spec.sessionID, to find the sessions sharing a recording.
 const sessionIDField = "spec.sessionID"
 
-// AgentSessionReconciler verifies a recorded session in a Job, writes what it found into status,
-// creates the session's ResumePlan, and deletes the session's stored objects when it is deleted.
+// AgentSessionReconciler records a session whose spec asks for it in a Job, verifies the recorded
+// session in a Job, writes what it found into status, creates the session's ResumePlan, and deletes
+// the session's stored objects when it is deleted.
 type AgentSessionReconciler struct {
 	Deps
 }
 
-// SetupWithManager registers the reconciler: it owns its verify Jobs and its ResumePlan.
+// SetupWithManager registers the reconciler: it owns its recording and verify Jobs and its ResumePlan.
 func (r *AgentSessionReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.AgentSession{}, sessionIDField, func(o client.Object) []string {
 		return []string{o.(*v1alpha1.AgentSession).Spec.SessionID}
@@ -42,7 +43,7 @@ func (r *AgentSessionReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 		Complete(r)
 }
 
-// AgentSession: verify Jobs, its ResumePlan, the Checkpoints of its anchors, the finalizer. Pods are
+// AgentSession: recording and verify Jobs, its ResumePlan, the Checkpoints of its anchors, the finalizer. Pods are
 // read (never watched) for Job termination messages; Secrets are read (never listed) only to open a
 // tenant's own bucket (spec.storage.credentials) when the finalizer deletes a session: Jobs get every
 // credential as a Secret key reference, so the manager never reads the values it hands them.
@@ -55,7 +56,8 @@ func (r *AgentSessionReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 
-// Reconcile is get → finalizer → deletion → ResumePlan → verify, with one status patch at the end.
+// Reconcile is get → finalizer → deletion → ResumePlan → recording → verify, with one status patch
+// at the end.
 func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
 	var s v1alpha1.AgentSession
 	if err := r.Get(ctx, req.NamespacedName, &s); err != nil {
@@ -84,6 +86,9 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, err
 	}
 	if err := r.mirrorResumePlan(ctx, &s); err != nil {
+		return ctrl.Result{}, err
+	}
+	if proceed, err := r.record(ctx, &s); !proceed || err != nil {
 		return ctrl.Result{}, err
 	}
 	return r.verify(ctx, &s)

@@ -1,0 +1,190 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/agentrewind/agentrewind/api/v1alpha1"
+	"github.com/agentrewind/agentrewind/internal/apimap"
+	"github.com/agentrewind/agentrewind/internal/controller/conditions"
+	"github.com/agentrewind/agentrewind/internal/controller/jobs"
+)
+
+// recordPurpose names an AgentSession's recording Job: its agent beside the rewind proxy in record
+// mode, which commits the run to the store under spec.sessionID when the agent exits.
+const recordPurpose = "record"
+
+// wantsRecording says whether the spec asks the operator to record the session: an agent to run, and
+// no parent (a fork's child is recorded by its ForkRun's proxy).
+func wantsRecording(s *v1alpha1.AgentSession) bool {
+	return s.Spec.Agent.Image != "" && s.Spec.ParentRef.Name == ""
+}
+
+// recordJobName names the session's one recording Job: deterministic per AgentSession (its UID, so
+// one deleted and created again under the same name may record again) and session id. The
+// generation is left out: a spec changed while the agent runs must not start a second recording.
+func recordJobName(s *v1alpha1.AgentSession) string {
+	return jobs.Name(s.Name, recordPurpose, string(s.UID), s.Spec.SessionID)
+}
+
+// recordProvider is the model API the recording speaks: OpenAI's when only its key is given.
+func recordProvider(k v1alpha1.ProviderKeys) string {
+	if k.OpenAI.Name != "" && k.Anthropic.Name == "" {
+		return "openai"
+	}
+	return "anthropic"
+}
+
+// recordJob builds the recording Job on the shared engine Job (name, owner, labels, backoffLimit 0,
+// TTL, deadline, restricted security, store credentials): its engine container becomes the proxy in
+// record mode with the provider keys, the agent runs beside it, with its workspace claim if it has one.
+func (r *AgentSessionReconciler) recordJob(s *v1alpha1.AgentSession, loc Location) (*batchv1.Job, error) {
+	spec := r.Jobs.spec()
+	spec.Owner = s
+	spec.Purpose = recordPurpose
+	spec.Inputs = []string{string(s.UID), s.Spec.SessionID}
+	spec.Command = []string{"proxy", "--mode", "record"}
+	spec.Args = append(append(append(proxyListenArgs(), r.Stores.jobArgs(loc, s.Spec.SessionID)...),
+		"--provider", recordProvider(s.Spec.ProviderKeys)), r.Jobs.Upstreams.proxyArgs()...)
+	spec.Env = append(r.Stores.jobEnv(loc), providerKeyEnv(s.Spec.ProviderKeys)...)
+	job, err := jobs.Build(spec, r.Scheme)
+	if err != nil {
+		return nil, err
+	}
+	if job.Name != recordJobName(s) {
+		return nil, fmt.Errorf("recording Job %s is not named %s", job.Name, recordJobName(s)) // the two must agree: one is looked up, the other created
+	}
+	p := newAgentPod(job, s.Spec.Agent)
+	p.mountWorkspace(s.Spec.Agent.Workspace, false)
+	p.place()
+	return job, nil
+}
+
+// record runs the session's recording Job when the spec asks for one and the session is not in the
+// store yet, and follows it. proceed is true when verification may go on: no recording was asked
+// for, the session was verified or in the store already, or the recording Job completed (the proxy
+// committed the session before it exited).
+func (r *AgentSessionReconciler) record(ctx context.Context, s *v1alpha1.AgentSession) (proceed bool, err error) {
+	if !wantsRecording(s) || meta.IsStatusConditionTrue(s.Status.Conditions, v1alpha1.SessionConditionVerified) {
+		return true, nil
+	}
+	name := recordJobName(s)
+	var job batchv1.Job
+	err = r.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: name}, &job)
+	switch {
+	case err == nil:
+		r.Metrics.jobFinished(&job, jobs.StateOf(&job))
+		return r.followRecording(ctx, s, &job)
+	case !apierrors.IsNotFound(err):
+		return false, err
+	}
+	if recordingFailed(s, name) {
+		stillStalled(s) // its Job is gone after its TTL; a failed recording is never run again
+		return false, nil
+	}
+	// No Job, or none any more: a session in the store (recorded by this Job before its TTL ran out,
+	// or from anywhere else) is never recorded again.
+	loc := r.Stores.LocationOf(s)
+	stored, err := r.sessionStored(ctx, loc, s.Spec.SessionID)
+	if err != nil {
+		conditions.MarkReconciling(&s.Status.Conditions, s.Generation, v1alpha1.ReasonStorageUnavailable,
+			fmt.Sprintf("cannot tell whether session %s is in %s yet: %v", s.Spec.SessionID, loc, err))
+		return false, err
+	}
+	if stored {
+		return true, nil
+	}
+	desired, err := r.recordJob(s, loc)
+	if err != nil {
+		return false, err
+	}
+	step, err := r.ensureJob(ctx, s, desired)
+	if err != nil {
+		return false, err
+	}
+	return r.followRecording(ctx, s, step.job)
+}
+
+// sessionStored says whether anything of the session is in the store: a committed session, or an
+// upload that stopped before meta.json, which a recording must not overwrite either.
+func (r *AgentSessionReconciler) sessionStored(ctx context.Context, loc Location, id string) (bool, error) {
+	st, err := r.Stores.Open(ctx, loc)
+	if err != nil {
+		return false, err
+	}
+	objs, err := st.objects.List(ctx, st.sessions.Layout().SessionsPrefix()+id+"/")
+	return len(objs) > 0, err
+}
+
+// followRecording writes where the recording Job stands: running, completed (proceed to verify), or
+// failed (stalled, with what the Job and its containers said).
+func (r *AgentSessionReconciler) followRecording(ctx context.Context, s *v1alpha1.AgentSession, job *batchv1.Job) (bool, error) {
+	switch jobs.StateOf(job) {
+	case jobs.Succeeded:
+		return true, nil
+	case jobs.Running:
+		conditions.MarkReconciling(&s.Status.Conditions, s.Generation, v1alpha1.ReasonRecording,
+			fmt.Sprintf("recording Job %s is running agent %s", job.Name, s.Spec.Agent.Image))
+		return false, nil
+	}
+	if recordingFailed(s, job.Name) {
+		stillStalled(s)
+		return false, nil
+	}
+	ts, err := jobs.Terminations(ctx, r.APIReader, job)
+	if err != nil {
+		return false, err
+	}
+	msg := recordingFailure(job, ts)
+	conditions.MarkStalled(&s.Status.Conditions, s.Generation, v1alpha1.ReasonRecordingFailed, msg)
+	r.Recorder.Eventf(s, job, corev1.EventTypeWarning, v1alpha1.ReasonRecordingFailed, "Record", "%s", apimap.Message(msg))
+	ctrl.LoggerFrom(ctx).Info("Recording failed", "job", job.Name, "sessionID", s.Spec.SessionID)
+	return false, reconcile.TerminalError(errors.New(msg))
+}
+
+// recordingFailed says whether the session stalled on this recording Job already.
+func recordingFailed(s *v1alpha1.AgentSession, job string) bool {
+	c := meta.FindStatusCondition(s.Status.Conditions, v1alpha1.ConditionStalled)
+	return c != nil && c.Status == metav1.ConditionTrue && c.Reason == v1alpha1.ReasonRecordingFailed && strings.Contains(c.Message, job)
+}
+
+// stillStalled keeps a failed recording's Stalled condition for the current generation: said once,
+// it keeps its time and message, and the event is not repeated on every pass.
+func stillStalled(s *v1alpha1.AgentSession) {
+	c := meta.FindStatusCondition(s.Status.Conditions, v1alpha1.ConditionStalled)
+	conditions.MarkStalled(&s.Status.Conditions, s.Generation, v1alpha1.ReasonRecordingFailed, c.Message)
+}
+
+// recordingFailure says why a recording Job failed: the Job's own condition, then every container
+// that exited non-zero with its termination message (the agent's says why it failed, or ends its log).
+func recordingFailure(job *batchv1.Job, ts []jobs.Termination) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "recording Job %s failed", job.Name)
+	if m := jobs.FailedMessage(job); m != "" {
+		fmt.Fprintf(&b, " (%s)", m)
+	}
+	for _, t := range ts {
+		if t.ExitCode == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "; %s exited %d", t.Container, t.ExitCode)
+		if t.Reason != "" {
+			fmt.Fprintf(&b, " (%s)", t.Reason)
+		}
+		if m := strings.TrimSpace(t.Message); m != "" {
+			fmt.Fprintf(&b, ": %s", m)
+		}
+	}
+	return b.String()
+}
