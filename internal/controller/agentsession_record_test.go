@@ -347,3 +347,32 @@ func (e *env) storedSize(prefix string, names ...string) int64 {
 	}
 	return n
 }
+
+// TestARecordingSpeaksItsKeysProviderThroughTheOperatorsUpstreams: the recording Job's proxy sends
+// live calls to the operator's upstreams and records the OpenAI API when only an OpenAI key is given.
+func TestARecordingSpeaksItsKeysProviderThroughTheOperatorsUpstreams(t *testing.T) {
+	r := &AgentSessionReconciler{Deps: Deps{Scheme: apiServer.Scheme,
+		Stores: &Stores{Config: StoreConfig{Endpoint: "http://store:7070", Bucket: "b"}},
+		Jobs:   JobSettings{Image: "engine:1", Upstreams: Upstreams{Anthropic: "http://llm-gateway.llm.svc:8080"}}}}
+	for _, c := range []struct {
+		keys     v1alpha1.ProviderKeys
+		provider string
+	}{
+		{v1alpha1.ProviderKeys{}, "anthropic"},
+		{v1alpha1.ProviderKeys{OpenAI: v1alpha1.SecretKeyReference{Name: "llm-keys", Key: "openai"}}, "openai"},
+		{v1alpha1.ProviderKeys{Anthropic: v1alpha1.SecretKeyReference{Name: "llm-keys", Key: "anthropic"}, OpenAI: v1alpha1.SecretKeyReference{Name: "llm-keys", Key: "openai"}}, "anthropic"},
+	} {
+		s := recordingSession("rec")
+		s.Namespace, s.UID, s.Spec.ProviderKeys = "ns", "uid-1", c.keys
+		job, err := r.recordJob(s, r.Stores.LocationOf(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		joined := strings.Join(job.Spec.Template.Spec.InitContainers[0].Args, " ")
+		for _, want := range []string{"--provider " + c.provider, "--anthropic-upstream http://llm-gateway.llm.svc:8080"} {
+			if !strings.Contains(joined, want) {
+				t.Errorf("keys %+v: proxy args %q lack %q", c.keys, joined, want)
+			}
+		}
+	}
+}
