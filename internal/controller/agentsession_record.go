@@ -66,6 +66,9 @@ func (r *AgentSessionReconciler) recordJob(s *v1alpha1.AgentSession, loc Locatio
 		return nil, fmt.Errorf("recording Job %s is not named %s", job.Name, recordJobName(s)) // the two must agree: one is looked up, the other created
 	}
 	p := newAgentPod(job, s.Spec.Agent)
+	// A recording writes no task result, nor a termination message (the committed session is its
+	// output): when the proxy fails, the tail of its log is what says why.
+	p.proxy.TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
 	p.mountWorkspace(s.Spec.Agent.Workspace, false)
 	p.place()
 	return job, nil

@@ -250,6 +250,9 @@ func checkRecordPod(t *testing.T, job *batchv1.Job, s *v1alpha1.AgentSession) {
 		!slices.Equal(proxy.Args[:3], []string{"proxy", "--mode", "record"}) {
 		t.Errorf("proxy container %s: restart policy %v, args %v", proxy.Name, proxy.RestartPolicy, proxy.Args)
 	}
+	if proxy.TerminationMessagePolicy != corev1.TerminationMessageFallbackToLogsOnError {
+		t.Errorf("proxy termination message policy %s: a recording writes no termination message, its log says why it failed", proxy.TerminationMessagePolicy)
+	}
 	for _, want := range [][]string{{"--session-id", s.Spec.SessionID}, {"--listen", "127.0.0.1:8787"}, {"--provider", "anthropic"}, {"--learn-secrets-from", learnDir + "/0"}} {
 		if i := slices.Index(proxy.Args, want[0]); i < 0 || proxy.Args[i+1] != want[1] {
 			t.Errorf("proxy args %v: want %s %s", proxy.Args, want[0], want[1])
