@@ -51,8 +51,18 @@ func TestASessionThatAsksForARecordingRecordsItsAgent(t *testing.T) {
 	stop, job := e.startRecording("rec")
 	checkRecordPod(t, job, e.session("rec"))
 	e.waitSession("rec", v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonRecording)
-	if n := len(e.jobsOf("rec", "verify")); n != 0 {
-		t.Errorf("%d verify Jobs while the session is being recorded", n)
+
+	// A manager restarted while the agent runs, with the spec changed meanwhile, follows the same Job.
+	stop()
+	stop = e.startManager(nil)
+	s := e.session("rec")
+	s.Spec.Retention = v1alpha1.RetentionSpec{GracePeriodSeconds: new(int64(60))}
+	if err := e.c.Update(e.ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	e.waitSession("rec", v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonRecording) // for generation 2
+	if r, v := len(e.jobsOf("rec", recordPurpose)), len(e.jobsOf("rec", "verify")); r != 1 || v != 0 {
+		t.Errorf("%d recording and %d verify Jobs while the session is being recorded, want 1 and 0", r, v)
 	}
 
 	fake, upstream := fakeLLM(t, hiThere)
@@ -83,7 +93,7 @@ func TestASessionThatAsksForARecordingRecordsItsAgent(t *testing.T) {
 		t.Errorf("a secret is in the recording: %v", leaked)
 	}
 	e.runJob(e.waitJob("rec", "verify"))
-	s := e.waitSession("rec", v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonVerified)
+	s = e.waitSession("rec", v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonVerified)
 	rec := s.Status.Recording
 	size := e.storedSize(e.storeKey("sessions", "rec")+"/", "meta.json", "events.jsonl", "vault.enc")
 	if rec.EventsHash != stored.EventsHash || *rec.Events != 3 || *rec.ModelCalls != 1 || *rec.Blobs != 0 || *rec.Bytes != size || rec.LogState != v1alpha1.LogClosed {
