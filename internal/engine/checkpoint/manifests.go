@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
@@ -24,6 +26,13 @@ type Manifests interface {
 	// Delete removes a manifest; deleting a missing one is not an error.
 	Delete(ctx context.Context, id string) error
 }
+
+// MaxManifestBytes bounds the encoding of one manifest (over a million entries): Save refuses a larger
+// one and a local store never reads more, so a file swapped in for a manifest cannot exhaust memory.
+const MaxManifestBytes = 256 << 20
+
+// manifestLimit is MaxManifestBytes, lowered by tests.
+var manifestLimit int64 = MaxManifestBytes
 
 // DirManifests keeps manifests at <Dir>/checkpoints/<id>/manifest.json, the layout of the S3 store.
 type DirManifests struct{ Dir string }
@@ -59,13 +68,41 @@ func (d DirManifests) Put(_ context.Context, id string, data []byte) error {
 	return os.Rename(tmp.Name(), p)
 }
 
-// Get implements Manifests.
+// Get implements Manifests. Only a regular file of at most MaxManifestBytes is read: a named pipe
+// put where a manifest belongs would block the read forever (and a command's --timeout or SIGTERM
+// with it), and a link to a device such as /dev/zero would be read until memory ran out; both, and
+// any other link, are refused as corrupt without being waited on or followed.
 func (d DirManifests) Get(_ context.Context, id string) ([]byte, error) {
 	p, err := d.path(id)
 	if err != nil {
 		return nil, err
 	}
-	return os.ReadFile(p)
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, &ManifestError{Reason: fmt.Sprintf("%s is a symbolic link, which is not followed", p)}
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, &ManifestError{Reason: fmt.Sprintf("%s is not a regular file (%s)", p, fi.Mode().Type())}
+	}
+	if fi.Size() > manifestLimit {
+		return nil, &ManifestError{Reason: fmt.Sprintf("%s holds %d bytes, more than a manifest may (%d)", p, fi.Size(), manifestLimit)}
+	}
+	data, err := io.ReadAll(io.LimitReader(f, manifestLimit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > manifestLimit {
+		return nil, &ManifestError{Reason: fmt.Sprintf("%s grew past %d bytes while it was read", p, manifestLimit)}
+	}
+	return data, nil
 }
 
 // List implements Manifests: every checkpoints/<id> directory whose name is a digest.

@@ -68,6 +68,9 @@ func (s *Store) Save(ctx context.Context, m *Manifest) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if int64(len(data)) > manifestLimit {
+		return "", fmt.Errorf("checkpoint manifest of %d files is %d bytes, more than a manifest may hold (%d): exclude some of them", len(m.Files), len(data), manifestLimit)
+	}
 	if err := s.Manifests.Put(ctx, id, data); err != nil {
 		return "", fmt.Errorf("storing checkpoint %s: %w", id, err)
 	}
