@@ -201,3 +201,9 @@ func short(id string) string {
 	}
 	return id
 }
+
+// ErrRestoreInProgress says another restore into the same workspace is running. Two restores at once
+// would interleave their writes (each file atomic, the workspace neither checkpoint) and the second
+// guard would hold the first restore half done, so the second is refused before it reads or writes
+// anything.
+var ErrRestoreInProgress = errors.New("another restore into this workspace is running: wait for it to finish, then restore again")

@@ -433,6 +433,13 @@ func (s *Store) restore(ctx context.Context, dir, id string, m *Manifest, src Bl
 		return RestoreResult{}, err
 	}
 	defer root.Close()
+	// One restore at a time: the plan, the guard and the writes must all see the workspace this
+	// restore alone changes.
+	lock, err := lockWorkspace(root)
+	if err != nil {
+		return RestoreResult{}, fmt.Errorf("restore into %s: %w", dir, err)
+	}
+	defer lock.Close()
 	full := len(opts.Files) == 0
 	facts, err := gather(root, m, sel, full)
 	if err != nil {

@@ -57,3 +57,34 @@ func statFS(p string) (FreeSpace, error) {
 	}
 	return FreeSpace{Bytes: st.Bavail * uint64(st.Bsize), BlockSize: int64(st.Bsize), Inodes: st.Ffree, InodesLimited: st.Files > 0}, nil
 }
+
+// lockWorkspace takes the workspace's restore lock, an exclusive flock(2) on its top directory, without
+// waiting: ErrRestoreInProgress when another restore holds it. The lock goes with the returned file
+// (closing it releases it, and so does the death of the process holding it, even by SIGKILL).
+func lockWorkspace(root *os.Root) (*os.File, error) {
+	f, err := root.Open(".")
+	if err != nil {
+		return nil, err
+	}
+	conn, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	var ferr error
+	if err := conn.Control(func(fd uintptr) { ferr = unix.Flock(int(fd), unix.LOCK_EX|unix.LOCK_NB) }); err != nil {
+		f.Close()
+		return nil, err
+	}
+	switch {
+	case errors.Is(ferr, unix.EWOULDBLOCK):
+		f.Close()
+		return nil, ErrRestoreInProgress
+	case errors.Is(ferr, unix.ENOLCK), errors.Is(ferr, unix.EOPNOTSUPP), errors.Is(ferr, unix.ENOSYS):
+		return f, nil // a file system without locks: nothing to serialise on
+	case ferr != nil:
+		f.Close()
+		return nil, ferr
+	}
+	return f, nil
+}

@@ -19,3 +19,6 @@ func inodeFlags(*os.Root, string, bool) (uint32, error) { return 0, nil }
 func statFS(string) (FreeSpace, error) {
 	return FreeSpace{Bytes: math.MaxUint64, BlockSize: 1}, nil
 }
+
+// lockWorkspace is the restore lock; off Linux restores are not serialised.
+func lockWorkspace(root *os.Root) (*os.File, error) { return root.Open(".") }
