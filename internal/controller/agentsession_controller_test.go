@@ -84,6 +84,17 @@ func (e *env) kstatusOf(obj client.Object, kind string) status.Status {
 
 // eventReasons lists the reasons of the events about an object.
 func (e *env) eventReasons(name string) []string {
+	out := e.eventsAbout(name, func(ev eventsv1.Event) string { return ev.Reason })
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// eventMessages are the notes of the events about the object name, in the order listed.
+func (e *env) eventMessages(name string) []string {
+	return e.eventsAbout(name, func(ev eventsv1.Event) string { return ev.Note })
+}
+
+func (e *env) eventsAbout(name string, field func(eventsv1.Event) string) []string {
 	e.t.Helper()
 	var list eventsv1.EventList
 	if err := e.c.List(e.ctx, &list, client.InNamespace(e.ns)); err != nil {
@@ -92,11 +103,10 @@ func (e *env) eventReasons(name string) []string {
 	var out []string
 	for _, ev := range list.Items {
 		if ev.Regarding.Name == name {
-			out = append(out, ev.Reason)
+			out = append(out, field(ev))
 		}
 	}
-	slices.Sort(out)
-	return slices.Compact(out)
+	return out
 }
 
 var jobNameRE = regexp.MustCompile(`^[a-z0-9.-]+-verify-[0-9a-f]{10}$`)

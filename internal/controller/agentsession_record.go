@@ -170,7 +170,9 @@ func stillStalled(s *v1alpha1.AgentSession) {
 }
 
 // recordingFailure says why a recording Job failed: the Job's own condition, then every container
-// that exited non-zero with its termination message (the agent's says why it failed, or ends its log).
+// that exited non-zero, with the proxy's termination message. The agent's is left out: it is the end of
+// the agent's own log, which may print any secret the agent was given, and status and events are read
+// far more widely than the pod's log; the message points there instead.
 func recordingFailure(job *batchv1.Job, ts []jobs.Termination) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "recording Job %s failed", job.Name)
@@ -184,6 +186,10 @@ func recordingFailure(job *batchv1.Job, ts []jobs.Termination) string {
 		fmt.Fprintf(&b, "; %s exited %d", t.Container, t.ExitCode)
 		if t.Reason != "" {
 			fmt.Fprintf(&b, " (%s)", t.Reason)
+		}
+		if t.Container == AgentContainer {
+			fmt.Fprintf(&b, ": its log says why (kubectl logs -n %s job/%s -c %s)", job.Namespace, job.Name, AgentContainer)
+			continue
 		}
 		if m := strings.TrimSpace(t.Message); m != "" {
 			fmt.Fprintf(&b, ": %s", m)

@@ -132,9 +132,10 @@ func TestASessionThatAsksForARecordingRecordsItsAgent(t *testing.T) {
 	}
 }
 
-// TestAFailedRecordingStallsAndIsNeverRunAgain: the agent exits 1 with a termination message; the
-// session stalls with RecordingFailed and what the agent said, runs no verify Job, and records no
-// second time, even once its Job is gone and a restarted manager sees a new generation.
+// TestAFailedRecordingStallsAndIsNeverRunAgain: the agent exits 1 with a termination message (the end
+// of its log, holding a secret it printed); the session stalls with RecordingFailed, its exit code and
+// where its log is, never the log itself, runs no verify Job, and records no second time, even once
+// its Job is gone and a restarted manager sees a new generation.
 func TestAFailedRecordingStallsAndIsNeverRunAgain(t *testing.T) {
 	e := newEnv(t)
 	stop, job := e.startRecording("broken")
@@ -145,7 +146,7 @@ func TestAFailedRecordingStallsAndIsNeverRunAgain(t *testing.T) {
 	pod.Status = corev1.PodStatus{Phase: corev1.PodFailed,
 		InitContainerStatuses: []corev1.ContainerStatus{{Name: ProxyContainer, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0}}}},
 		ContainerStatuses: []corev1.ContainerStatus{{Name: AgentContainer, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-			ExitCode: 1, Reason: "Error", Message: "the triage tool is unreachable"}}}}}
+			ExitCode: 1, Reason: "Error", Message: "the triage tool is unreachable with token agent-secret-7c1f"}}}}}
 	if err := e.c.Status().Update(e.ctx, pod); err != nil {
 		t.Fatal(err)
 	}
@@ -153,10 +154,13 @@ func TestAFailedRecordingStallsAndIsNeverRunAgain(t *testing.T) {
 
 	s := e.waitSession("broken", v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonRecordingFailed)
 	c := meta.FindStatusCondition(s.Status.Conditions, v1alpha1.ConditionStalled)
-	for _, want := range []string{job.Name, "BackoffLimitExceeded", "agent exited 1 (Error): the triage tool is unreachable"} {
+	for _, want := range []string{job.Name, "BackoffLimitExceeded", "agent exited 1 (Error): its log says why (kubectl logs -n " + e.ns + " job/" + job.Name + " -c agent)"} {
 		if !strings.Contains(c.Message, want) {
 			t.Errorf("Stalled message %q does not say %q", c.Message, want)
 		}
+	}
+	if strings.Contains(c.Message, "agent-secret-7c1f") || slices.ContainsFunc(e.eventMessages("broken"), func(m string) bool { return strings.Contains(m, "agent-secret-7c1f") }) {
+		t.Errorf("the agent's log tail, with the secret it printed, reached the status or an event: %q", c.Message)
 	}
 	if strings.Contains(c.Message, "proxy exited") {
 		t.Errorf("Stalled message %q blames the proxy, which exited 0", c.Message)
