@@ -141,6 +141,13 @@ start() {
   setsid "$bin" "$@" </dev/null >>"$LOGS/$name.log" 2>&1 &
   echo $! >"$RUN/$name.pid"
 }
+# write_config FILE: writes stdin to FILE only when it differs, so that a second run leaves running
+# components alone (kube-proxy exits when its configuration file is written, even with the same content).
+write_config() {
+  local f=$1
+  cat >"$f.new"
+  if cmp -s "$f.new" "$f"; then rm -f "$f.new"; else mv "$f.new" "$f"; fi
+}
 # wait_for NAME SECONDS CMD...: polls CMD until it succeeds; on timeout shows NAME's log and fails.
 wait_for() {
   local name=$1 timeout=$2 deadline; shift 2
@@ -215,7 +222,7 @@ start cluster-dns "$root/bin/cluster-tools/cluster-dns" --kubeconfig "$CLUSTER_D
 wait_for cluster-dns 60 bash -c "exec 3<>/dev/tcp/$BRIDGE_IP/$DNS_PORT"
 
 # --- containerd: a second one, never Docker's ---------------------------------------------------------
-cat >"$CLUSTER_DIR/config/containerd.toml" <<EOF
+write_config "$CLUSTER_DIR/config/containerd.toml" <<EOF
 version = 2
 root = "$CLUSTER_DIR/containerd/root"
 state = "$CLUSTER_DIR/containerd/state"
@@ -260,7 +267,7 @@ EOF
 
 # Pods on the bridge's subnet, routes only to the pod and service subnets (no default route, no DNS),
 # no masquerading; the firewall plugin lets pod traffic through Docker's FORWARD DROP policy.
-cat >"$CLUSTER_DIR/cni/net.d/10-$CNI_NETWORK.conflist" <<EOF
+write_config "$CLUSTER_DIR/cni/net.d/10-$CNI_NETWORK.conflist" <<EOF
 {
   "cniVersion": "0.4.0",
   "name": "$CNI_NETWORK",
@@ -301,8 +308,8 @@ if ! ctr_k8s images ls -q | grep -qx "$PAUSE_IMAGE"; then
 fi
 
 # --- kubelet and kube-proxy ---------------------------------------------------------------------------
-: >"$CLUSTER_DIR/config/resolv.conf" # pods get only cluster-dns (clusterDNS), never the host's resolvers
-cat >"$CLUSTER_DIR/config/kubelet.yaml" <<EOF
+write_config "$CLUSTER_DIR/config/resolv.conf" </dev/null # pods get only cluster-dns (clusterDNS), never the host's resolvers
+write_config "$CLUSTER_DIR/config/kubelet.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: $BRIDGE_IP
@@ -337,7 +344,7 @@ imageGCLowThresholdPercent: 99
 rotateCertificates: false
 serverTLSBootstrap: false
 EOF
-cat >"$CLUSTER_DIR/config/kube-proxy.yaml" <<EOF
+write_config "$CLUSTER_DIR/config/kube-proxy.yaml" <<EOF
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 clientConnection:
