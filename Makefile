@@ -186,13 +186,17 @@ demo: manifests build envtest-assets s3-server ## Run the local demo: control pl
 CLUSTER_KUBECONFIG ?= $(LOCALBIN)/cluster/admin.kubeconfig
 # A fresh tag per e2e build: the kubelet never pulls (imagePullPolicy: Never), so a reused tag could run
 # an older image.
-ifeq ($(origin E2E_IMG),undefined)
-E2E_IMG := agentrewind:e2e-$(shell date +%Y%m%d%H%M%S)
+ifeq ($(origin E2E_TAG),undefined)
+E2E_TAG := e2e-$(shell date +%Y%m%d%H%M%S)
 endif
+E2E_IMG       ?= agentrewind:$(E2E_TAG)
+E2E_AGENT_IMG ?= agentrewind-proxy-agent:$(E2E_TAG)
+# The in-cluster S3 server (hack/cluster/addons/store.yaml): bin/versitygw FROM scratch, one tag per version.
+E2E_STORE_IMG ?= agentrewind.local/versitygw:$(VERSITYGW_VERSION)
 E2E_FLAGS ?= -count=1 -timeout 20m -v
 
 .PHONY: cluster-binaries
-cluster-binaries: envtest-assets ## Build kube-controller-manager, kube-scheduler, kubelet, kube-proxy (and the pause binary) into bin/.
+cluster-binaries: envtest-assets ## Build kube-controller-manager, kube-scheduler, kubelet, kube-proxy (and the pause and cluster-dns binaries) into bin/.
 	hack/cluster/build.sh $(K8S_VERSION) >/dev/null
 
 .PHONY: cluster-up
@@ -207,12 +211,22 @@ cluster-down: ## Stop the single-node cluster and remove everything it created (
 cluster-import: ## Copy the Docker image IMG into the cluster's containerd (pods use it with imagePullPolicy: Never).
 	hack/cluster/import-image.sh $(IMG)
 
-# With KUBECONFIG set the suite runs against that cluster, which must already hold E2E_IMG; otherwise it
-# starts the local cluster when needed and imports the freshly built image into it.
+# The store image: versitygw FROM scratch (hack/cluster/addons/versitygw), built once per version.
+.PHONY: store-image
+store-image: $(VERSITYGW) ## Build the in-cluster S3 server image E2E_STORE_IMG from bin/versitygw-*.
+	@mkdir -p $(LOCALBIN)/store-image && cp $(VERSITYGW) $(LOCALBIN)/store-image/versitygw
+	DOCKER_BUILDKIT=0 docker build -q -f hack/cluster/addons/versitygw/Dockerfile -t $(E2E_STORE_IMG) $(LOCALBIN)/store-image >/dev/null
+
+# With KUBECONFIG set the suite runs against that cluster, which must already hold E2E_IMG, E2E_AGENT_IMG
+# and E2E_STORE_IMG; otherwise it starts the local cluster when needed and imports the freshly built
+# images into it. The suite records on this machine with bin/agentrewind and the agent's binary.
 .PHONY: e2e
 e2e: ## Run the end-to-end suite (test/e2e) on the single-node cluster, or on the cluster in KUBECONFIG.
 	@if [ -z "$$KUBECONFIG" ]; then $(MAKE) --no-print-directory cluster-up; fi
-	$(MAKE) --no-print-directory docker-build IMG=$(E2E_IMG)
-	@if [ -z "$$KUBECONFIG" ]; then hack/cluster/import-image.sh $(E2E_IMG) && docker rmi $(E2E_IMG) >/dev/null; fi
-	E2E_IMAGE=$(E2E_IMG) KUBECTL=$(ENVTEST_ASSETS)/kubectl E2E_KUBECONFIG=$(CLUSTER_KUBECONFIG) \
+	$(MAKE) --no-print-directory docker-build store-image IMG=$(E2E_IMG) AGENT_IMG=$(E2E_AGENT_IMG)
+	@if [ -z "$$KUBECONFIG" ]; then hack/cluster/import-image.sh $(E2E_IMG) $(E2E_AGENT_IMG) $(E2E_STORE_IMG) && \
+		docker rmi $(E2E_IMG) $(E2E_AGENT_IMG) >/dev/null; fi
+	E2E_IMAGE=$(E2E_IMG) E2E_AGENT_IMAGE=$(E2E_AGENT_IMG) E2E_STORE_IMAGE=$(E2E_STORE_IMG) \
+		E2E_AGENTREWIND=$(LOCALBIN)/agentrewind E2E_AGENT=$(LOCALBIN)/proxy-agent-image/proxy-agent \
+		KUBECTL=$(ENVTEST_ASSETS)/kubectl E2E_KUBECONFIG=$(CLUSTER_KUBECONFIG) \
 		go test -tags e2e $(E2E_FLAGS) ./test/e2e/...

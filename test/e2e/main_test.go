@@ -38,6 +38,9 @@ const (
 	// The manager's own store credentials (config/manager). The suite creates the Secret with test values.
 	managerStoreSecret = "agentrewind-manager-store"
 	fieldOwner         = "agentrewind-e2e"
+	// syncNamespace is the manager's --store-sync-namespace: sessions pushed under its prefix of the
+	// default store appear there as AgentSessions.
+	syncNamespace = "e2e-sync"
 )
 
 // The suite's environment, set up once by TestMain.
@@ -46,6 +49,11 @@ var (
 	kubeconfig string // KUBECONFIG when set, else the single-node cluster's admin kubeconfig
 	kubectlBin string
 	image      string // the freshly built agentrewind image (E2E_IMAGE), already on the node
+	agentImage string // the proxy-agent example's image (E2E_AGENT_IMAGE), already on the node
+	storeImage string // versitygw FROM scratch (E2E_STORE_IMAGE), already on the node
+	// The binaries the suite records with on this machine: agentrewind (E2E_AGENTREWIND) and the
+	// proxy-agent example (E2E_AGENT), as `make docker-build` leaves them in bin/.
+	agentrewindBin, agentBin string
 
 	restConfig *rest.Config
 	k8s        client.Client
@@ -64,7 +72,15 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		os.Exit(1)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if code != 0 {
+		logs, _ := kubectl("logs", "-n", systemNamespace, "deployment/"+managerName, "--tail", "80")
+		fmt.Fprintf(os.Stderr, "e2e: the manager's last log lines:\n%s\n", logs)
+	}
+	if recordingDir != "" {
+		_ = os.RemoveAll(recordingDir)
+	}
+	os.Exit(code)
 }
 
 func setUp() error {
@@ -85,8 +101,20 @@ func setUp() error {
 	if _, err := os.Stat(strings.Split(kubeconfig, string(os.PathListSeparator))[0]); err != nil {
 		return fmt.Errorf("no kubeconfig at %s: start the single-node cluster with 'make cluster-up' or set KUBECONFIG", kubeconfig)
 	}
-	if image = os.Getenv("E2E_IMAGE"); image == "" {
-		return errors.New("E2E_IMAGE is not set: run 'make e2e', which builds the image and loads it into the cluster")
+	for _, v := range []struct {
+		into *string
+		env  string
+	}{{&image, "E2E_IMAGE"}, {&agentImage, "E2E_AGENT_IMAGE"}, {&storeImage, "E2E_STORE_IMAGE"}} {
+		if *v.into = os.Getenv(v.env); *v.into == "" {
+			return fmt.Errorf("%s is not set: run 'make e2e', which builds the images and loads them into the cluster", v.env)
+		}
+	}
+	agentrewindBin = envOr("E2E_AGENTREWIND", filepath.Join(repoRoot, "bin", "agentrewind"))
+	agentBin = envOr("E2E_AGENT", filepath.Join(repoRoot, "bin", "proxy-agent-image", "proxy-agent"))
+	for _, b := range []string{agentrewindBin, agentBin} {
+		if _, err := os.Stat(b); err != nil {
+			return fmt.Errorf("%s is missing: run 'make e2e' (make docker-build builds it)", b)
+		}
 	}
 	if kubectlBin, err = findKubectl(); err != nil {
 		return err
@@ -109,7 +137,17 @@ func setUp() error {
 	if err := clientset.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Error(); err != nil {
 		return fmt.Errorf("the cluster in %s does not answer: %w", kubeconfig, err)
 	}
-	return deploy()
+	if err := deploy(); err != nil {
+		return err
+	}
+	return recordSession(context.Background())
+}
+
+func envOr(name, fallback string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return fallback
 }
 
 func findKubectl() (string, error) {
@@ -143,6 +181,17 @@ func deploy() error {
 	if err := k8s.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
+	// The store sync's namespace, with the store Secret its sessions' engine Jobs read.
+	sync := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: syncNamespace, Labels: restrictedLabels()}}
+	if err := k8s.Create(ctx, sync); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	if err := k8s.Create(ctx, storeSecret(syncNamespace)); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	if err := deployAddons(ctx); err != nil {
+		return err
+	}
 
 	overlay, err := writeOverlay()
 	if err != nil {
@@ -162,7 +211,9 @@ func deploy() error {
 }
 
 // writeOverlay writes a kustomization over config/default that sets the image under test, in a
-// temporary directory under bin/ (kustomize wants a relative path to config/default).
+// temporary directory under bin/ (kustomize wants a relative path to config/default), and adds the
+// manager flags the suite needs: the store sync into syncNamespace every few seconds, the counted fake
+// model as every proxy's Anthropic upstream, and a short retry after a Job failed for a passing reason.
 func writeOverlay() (string, error) {
 	if err := os.MkdirAll(filepath.Join(repoRoot, "bin"), 0o755); err != nil {
 		return "", err
@@ -198,8 +249,33 @@ replacements:
         options:
           delimiter: "="
           index: 1
-`, rel, name, tag, managerName, managerName)
+patches:
+  - target:
+      kind: Deployment
+      name: %s
+    patch: |-
+%s`, rel, name, tag, managerName, managerName, managerName, argPatches(managerArgs()))
 	return dir, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644)
+}
+
+// managerArgs are the flags the suite adds to config/manager's.
+func managerArgs() []string {
+	return []string{
+		"--store-sync-namespace=" + syncNamespace,
+		"--store-sync-interval=3s",
+		"--anthropic-upstream=" + countedLLMURL(),
+		"--job-retry-after=5s",
+	}
+}
+
+// argPatches are JSON patch operations appending args to the manager container, indented for the
+// overlay's patch block.
+func argPatches(args []string) string {
+	var b strings.Builder
+	for _, a := range args {
+		fmt.Fprintf(&b, "      - op: add\n        path: /spec/template/spec/containers/0/args/-\n        value: %q\n", a)
+	}
+	return b.String()
 }
 
 // splitImage splits NAME[:TAG] (NAME may hold a host:port) into name and tag ("latest" when absent).

@@ -1,0 +1,227 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// The session every scenario starts from: the proxy-agent example triaging issue #42, recorded once on
+// this machine through `agentrewind proxy --mode record` in front of the add-on fake model, then
+// pushed to the in-cluster store by each test under its own namespace's prefix, as a user would.
+// recordedID is the session's id, new in every run: the store sync's namespace and the store outlive a
+// run when the cluster is reused, and the sync test must see this run's push.
+var recordedID = fmt.Sprintf("triage-%04x", rand.IntN(1<<16))
+
+const (
+	// The recording's steps (agentrewind inspect): 0 session_start, 1 START, 2 entropy, 3 INTENT,
+	// 4 model call (plan), 5 search_issues, 6 STEP_CLAIMED, 7 model call (the labelling decision),
+	// 8 add_label, 9 STEP_CLAIMED, 10 model call (report), 11 SUSPEND, 12 session_end.
+	recordedEvents   = 13
+	recordedModels   = 3
+	recordedTools    = 2
+	decisionStep     = 7  // the flawed decision a fork at this step fixes
+	firstModelStep   = 4  // where a changed agent's first request leaves the recording
+	suspendStep      = 11 // the recorder's SUSPEND anchor: the Checkpoint's step
+	providerKeyValue = "sk-ant-e2e-provider-key-0123456789"
+	workspaceHead    = "4a4b4c4d4e4f505152535455565758595a5b5c5d"
+)
+
+// The agent's one-line fix (examples/proxy-agent FixedPrompt): the flawed prompt plus the CODEOWNERS
+// rule the fake model's script answers with needs-owner-review.
+const (
+	flawedPrompt = "You are the triage bot of the editor team. Search for related issues, then label the new issue."
+	fixedPrompt  = flawedPrompt + " Check CODEOWNERS: a crash in owned code is labelled needs-owner-review."
+)
+
+// recordingDir holds sessions/<recordedID>, recorded by TestMain.
+var recordingDir string
+
+// recordedSession is the committed session directory.
+func recordedSession() string { return filepath.Join(recordingDir, "sessions", recordedID) }
+
+// recordSession records the agent's run: the proxy in record mode on loopback, its upstream the add-on
+// fake model's Service, its tools the agent's stand-in tracker, then SIGTERM commits the session.
+func recordSession(ctx context.Context) error {
+	start := time.Now()
+	var err error
+	if recordingDir, err = os.MkdirTemp("", "agentrewind-e2e-"); err != nil {
+		return err
+	}
+	var svc corev1.Service
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: systemNamespace, Name: fakeLLMService}, &svc); err != nil {
+		return err
+	}
+	upstream := fmt.Sprintf("http://%s:%d", svc.Spec.ClusterIP, fakeLLMPort)
+	trackerAddr, proxyAddr := freeAddr(), freeAddr()
+	logs := &bytes.Buffer{}
+
+	tracker := exec.Command(agentBin, "tracker", trackerAddr)
+	tracker.Stdout, tracker.Stderr = logs, logs
+	if err := tracker.Start(); err != nil {
+		return err
+	}
+	defer func() { _ = tracker.Process.Kill(); _ = tracker.Wait() }()
+
+	proxy := exec.Command(agentrewindBin, "proxy", "--mode", "record", "--listen", proxyAddr,
+		"--session-dir", filepath.Join(recordingDir, "sessions"), "--session-id", recordedID,
+		"--anthropic-upstream", upstream, "--workspace-head", workspaceHead,
+		"--tool", "search_issues=http://"+trackerAddr+"/search", "--tool", "add_label=http://"+trackerAddr+"/label")
+	proxy.Env = append(os.Environ(), "ANTHROPIC_API_KEY="+providerKeyValue)
+	proxy.Stdout, proxy.Stderr = logs, logs
+	if err := proxy.Start(); err != nil {
+		return err
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			_ = proxy.Process.Kill()
+			_ = proxy.Wait()
+		}
+	}()
+	if err := waitHTTP(ctx, "http://"+proxyAddr+"/readyz", 30*time.Second); err != nil {
+		return fmt.Errorf("the recording proxy: %w\n%s", err, logs)
+	}
+
+	agent := exec.CommandContext(ctx, agentBin)
+	agent.Env = append(os.Environ(), "ANTHROPIC_BASE_URL=http://"+proxyAddr, "ANTHROPIC_API_KEY=placeholder")
+	out, err := agent.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("the agent under the recording proxy: %w\n%s\n%s", err, out, logs)
+	}
+	if !strings.Contains(string(out), "labelled bug") {
+		return fmt.Errorf("the recorded agent should make its flawed decision (label bug), it printed:\n%s", out)
+	}
+	_ = proxy.Process.Signal(syscall.SIGTERM)
+	stopped = true
+	if err := proxy.Wait(); err != nil {
+		return fmt.Errorf("committing the recording: %w\n%s", err, logs)
+	}
+	meta, err := readMeta(recordedSession())
+	if err != nil {
+		return err
+	}
+	if meta.Events != recordedEvents {
+		return fmt.Errorf("the recording holds %d events, want %d (did the agent or the script change?)", meta.Events, recordedEvents)
+	}
+	fmt.Fprintf(os.Stderr, "e2e: recorded %s (%d events) in %s\n", recordedID, meta.Events, time.Since(start).Round(100*time.Millisecond))
+	return nil
+}
+
+// sessionMeta is what the suite reads of a session's meta.json.
+type sessionMeta struct {
+	ID         string `json:"id"`
+	EventsHash string `json:"eventsHash"`
+	Events     int64  `json:"events"`
+}
+
+func readMeta(dir string) (sessionMeta, error) {
+	var m sessionMeta
+	raw, err := os.ReadFile(filepath.Join(dir, "meta.json"))
+	if err != nil {
+		return m, err
+	}
+	return m, json.Unmarshal(raw, &m)
+}
+
+// pushSession pushes a session directory to the in-cluster store under namespace ns's prefix of the
+// default store, with the agentrewind CLI.
+func pushSession(t *testing.T, dir, ns string) {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), agentrewindBin, "push", dir, "--store", "s3://"+storeBucket+"/"+ns,
+		"--endpoint", storeEndpoint, "--create-bucket")
+	cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID="+storeAccessKey, "AWS_SECRET_ACCESS_KEY="+storeSecretKey)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("agentrewind push %s: %v\n%s", dir, err, out)
+	}
+}
+
+// parkedSession is a copy of the recording cut after its SUSPEND anchor, as a run the recorder never
+// closed leaves it (the agent parked, then its pod died): without session_end the anchor is where
+// the run stands, so the operator snapshots the workspace for the Checkpoint it mints there.
+func parkedSession(t *testing.T) string {
+	t.Helper()
+	src := recordedSession()
+	dst := filepath.Join(t.TempDir(), recordedID)
+	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
+		t.Fatal(err)
+	}
+	events, err := os.ReadFile(filepath.Join(src, "events.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.SplitAfter(bytes.TrimSuffix(events, []byte("\n")), []byte("\n"))
+	last := lines[len(lines)-1]
+	if !bytes.Contains(last, []byte(`"kind":"session_end"`)) {
+		t.Fatalf("the recording's last event is not session_end: %s", last)
+	}
+	cut := bytes.Join(lines[:len(lines)-1], nil)
+	if err := os.WriteFile(filepath.Join(dst, "events.jsonl"), cut, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	meta, err := readMeta(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(src, "meta.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(cut)
+	fixed := strings.Replace(string(raw), meta.EventsHash, hex.EncodeToString(sum[:]), 1)
+	fixed = strings.Replace(fixed, fmt.Sprintf(`"events": %d`, meta.Events), fmt.Sprintf(`"events": %d`, meta.Events-1), 1)
+	if fixed == string(raw) || !strings.Contains(fixed, fmt.Sprintf(`"events": %d`, meta.Events-1)) {
+		t.Fatalf("could not rewrite meta.json for the cut log:\n%s", raw)
+	}
+	if err := os.WriteFile(filepath.Join(dst, "meta.json"), []byte(fixed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// freeAddr is a loopback address with a port that was free a moment ago.
+func freeAddr() string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func waitHTTP(ctx context.Context, url string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = fmt.Errorf("%s: %s", url, resp.Status)
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
