@@ -90,7 +90,7 @@ func (f *checkpointFlags) open(ctx context.Context, workspace string) (*checkpoi
 	if workspace != "" {
 		// Checked before the store directory is made, so a refused store leaves nothing behind.
 		ws, store := realPath(workspace), realPath(f.storeDir)
-		if within(store, ws) || within(ws, store) || sameOrBelow(store, ws) || sameOrBelow(ws, store) {
+		if within(store, ws) || within(ws, store) || sameOrBelow(store, ws) || sameOrBelow(ws, store) || overlapThroughMounts(store, ws) {
 			return nil, fmt.Errorf("the store %s and the workspace %s overlap: keep the store outside the workspace", f.storeDir, workspace)
 		}
 		if err := os.MkdirAll(f.storeDir, 0o755); err != nil {

@@ -766,3 +766,68 @@ func TestCheckpointTextOutputEscapesControlCharacters(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckpointAStoreReachedThroughABindMountOfASubdirectoryIsRefused: a bind mount of a directory
+// inside the workspace (or the store) shows it under a path whose parents are not its real ones, so
+// neither path resolution nor walking up by device and inode finds the other; the file system's own
+// path of each, from the mount table, does. The store inside the workspace used to be accepted, and
+// every capture read the store's own blobs and manifests into the checkpoint.
+func TestCheckpointAStoreReachedThroughABindMountOfASubdirectoryIsRefused(t *testing.T) {
+	t.Setenv(envStore, "")
+	if os.Geteuid() != 0 {
+		t.Skip("a bind mount needs root")
+	}
+	bind := func(src string) string {
+		t.Helper()
+		alias := filepath.Join(t.TempDir(), "alias")
+		if err := os.Mkdir(alias, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command("mount", "--bind", src, alias).CombinedOutput(); err != nil {
+			t.Skipf("cannot bind-mount here: %v %s", err, out)
+		}
+		t.Cleanup(func() {
+			if exec.Command("umount", alias).Run() != nil {
+				_ = exec.Command("umount", "-l", alias).Run()
+			}
+		})
+		return alias
+	}
+	ws, store := t.TempDir(), t.TempDir()
+	writeFiles(t, ws, map[string]string{"a.txt": "alpha", "sub/b.txt": "beta"})
+	if err := os.MkdirAll(filepath.Join(store, "deep", "ws"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	wsSub, storeSub := bind(filepath.Join(ws, "sub")), bind(filepath.Join(store, "deep"))
+	for _, tc := range []struct{ name, ws, store string }{
+		{"the store inside a bind mount of a workspace subdirectory", ws, filepath.Join(wsSub, "store")},
+		{"the workspace inside a bind mount of a store subdirectory", filepath.Join(storeSub, "ws"), store},
+		{"the store a bind mount of a workspace subdirectory", ws, wsSub},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := runCheckpoint(t, "create", tc.ws, "--store-dir", tc.store)
+			if exitCode(err) != exitError || err == nil || !strings.Contains(err.Error(), "overlap") {
+				t.Fatalf("create %s --store-dir %s: exit %d, %v; want the overlap refused", tc.ws, tc.store, exitCode(err), err)
+			}
+		})
+	}
+	if ents, _ := os.ReadDir(filepath.Join(ws, "sub")); len(ents) != 1 {
+		t.Errorf("the refused store was created in the workspace: %v", ents)
+	}
+	// Side by side on one file system, or under aliases that do not nest, is still fine.
+	other := t.TempDir()
+	if _, err := runCheckpoint(t, "create", filepath.Join(store, "deep", "ws"), "--store-dir", other); err != nil {
+		t.Errorf("a store beside the workspace was refused: %v", err)
+	}
+	if _, err := runCheckpoint(t, "create", wsSub, "--store-dir", filepath.Join(store, "s")); err != nil {
+		t.Errorf("a workspace reached through a bind mount, with its store outside it, was refused: %v", err)
+	}
+}
+
+func TestUnescapeMountInfoPaths(t *testing.T) {
+	for in, want := range map[string]string{`/a\040b`: "/a b", `/x\134y`: `/x\y`, `/n\012`: "/n\n", `/plain`: "/plain", `/trail\04`: `/trail\04`} {
+		if got := unescapeMount(in); got != want {
+			t.Errorf("unescapeMount(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
