@@ -190,6 +190,7 @@ var checkpointErrors = map[string]struct {
 	"UnwritableError":        {&checkpoint.UnwritableError{Path: "a", At: ".", Err: errors.New("read-only file system")}, exitError},
 	"AttributeError":         {&checkpoint.AttributeError{Attribute: checkpoint.AttributeAppendOnly}, exitError},
 	"NoSpaceError":           {&checkpoint.NoSpaceError{At: ".", Need: 2, Available: 1}, exitError},
+	"ErrRestoreInProgress":   {checkpoint.ErrRestoreInProgress, exitError},
 }
 
 func TestCheckpointExitCodesCoverEveryErrorType(t *testing.T) {
