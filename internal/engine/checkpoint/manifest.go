@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"math"
 	"path"
 	"path/filepath"
 	"sort"
@@ -122,6 +123,9 @@ func (m *Manifest) Validate() error {
 		}
 	}
 	seen := make(map[string]EntryType, len(m.Files))
+	// total is the bytes of all files and link targets, which a capture's incremental bytes never
+	// exceed.
+	var total int64
 	for _, e := range m.Files {
 		if err := ValidPath(e.Path); err != nil {
 			return err
@@ -138,13 +142,23 @@ func (m *Manifest) Validate() error {
 			if e.Size < 0 || e.Mode&^uint32(fs.ModePerm) != 0 {
 				return &ManifestError{Path: e.Path, Reason: "negative size or mode bits beyond permissions"}
 			}
+			if total > math.MaxInt64-e.Size {
+				return &ManifestError{Path: e.Path, Reason: "the sizes of the files add up past 2^63-1 bytes"}
+			}
+			total += e.Size
 		case TypeSymlink:
 			if e.Target == "" || strings.ContainsRune(e.Target, 0) || !utf8.ValidString(e.Target) {
 				return &ManifestError{Path: e.Path, Reason: "symlink without a usable target"}
 			}
+			// A git checkpoint counts a changed link's target as new bytes.
+			total = min(total, math.MaxInt64-int64(len(e.Target))) + int64(len(e.Target))
 		default:
 			return &ManifestError{Path: e.Path, Reason: fmt.Sprintf("unknown entry type %q", e.Type)}
 		}
+	}
+	// Listing and pruning add these numbers up: one no capture can have uploaded would skew them.
+	if m.IncrementalBytes < 0 || m.IncrementalBytes > total {
+		return &ManifestError{Reason: fmt.Sprintf("%d incremental bytes, outside 0 to the %d bytes its files hold", m.IncrementalBytes, total)}
 	}
 	// No entry may sit below a file or a link: restoring it would need to write through one.
 	for p := range seen {

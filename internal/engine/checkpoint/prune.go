@@ -1,6 +1,10 @@
 package checkpoint
 
-import "sort"
+import (
+	"math"
+	"math/bits"
+	"sort"
+)
 
 // PrunePolicy bounds how many checkpoints are kept (seed D7/D9). Zero disables a rule. Guards are a
 // class of their own: they never count against the captures a session keeps.
@@ -60,6 +64,7 @@ func Prune(list []Summary, p PrunePolicy) PrunePlan {
 		perClass[c]++
 	}
 	var plan PrunePlan
+	var keptBytes byteSum
 	var kept []Summary // newest first
 	for _, s := range sorted {
 		if p.KeepPerSession > 0 && rank[s.ID] >= p.KeepPerSession {
@@ -67,25 +72,53 @@ func Prune(list []Summary, p PrunePolicy) PrunePlan {
 			continue
 		}
 		kept = append(kept, s)
-		plan.KeptBytes += s.IncrementalBytes
+		keptBytes.add(s.IncrementalBytes)
 	}
 	if p.MaxBytes > 0 {
 		for _, guards := range []bool{true, false} {
-			for i := len(kept) - 1; i >= 0 && plan.KeptBytes > p.MaxBytes; i-- {
+			for i := len(kept) - 1; i >= 0 && keptBytes.over(p.MaxBytes); i-- {
 				s := kept[i]
 				if s.Guard != guards || (!s.Guard && rank[s.ID] == 0) {
 					continue
 				}
 				plan.Delete = append(plan.Delete, Deletion{ID: s.ID, Session: s.Anchor.Session, Guard: s.Guard, Rule: RuleMaxBytes, IncrementalBytes: s.IncrementalBytes, GitCommit: s.GitCommit})
-				plan.KeptBytes -= s.IncrementalBytes
+				keptBytes.sub(s.IncrementalBytes)
 			}
 		}
-		plan.OverQuota = plan.KeptBytes > p.MaxBytes
+		plan.OverQuota = keptBytes.over(p.MaxBytes)
 	}
+	plan.KeptBytes = keptBytes.int64()
 	order := map[string]int{}
 	for i, s := range sorted {
 		order[s.ID] = i
 	}
 	sort.SliceStable(plan.Delete, func(i, j int) bool { return order[plan.Delete[i].ID] > order[plan.Delete[j].ID] })
 	return plan
+}
+
+// byteSum adds up incremental bytes without overflowing: 128 bits, a negative count taken as none.
+// An int64 total wrapped past 2^63-1 to a negative number that fit any quota, so nothing was pruned.
+type byteSum struct{ hi, lo uint64 }
+
+func (s *byteSum) add(n int64) {
+	var c uint64
+	s.lo, c = bits.Add64(s.lo, uint64(max(n, 0)), 0)
+	s.hi += c
+}
+
+func (s *byteSum) sub(n int64) {
+	var b uint64
+	s.lo, b = bits.Sub64(s.lo, uint64(max(n, 0)), 0)
+	s.hi -= b
+}
+
+// over reports whether the sum exceeds limit.
+func (s byteSum) over(limit int64) bool { return s.hi > 0 || s.lo > uint64(max(limit, 0)) }
+
+// int64 is the sum, 2^63-1 when it is larger.
+func (s byteSum) int64() int64 {
+	if s.hi > 0 || s.lo > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(s.lo)
 }
