@@ -129,6 +129,37 @@ type AgentSpec struct {
 	// workspace is mounted into the agent container at /workspace.
 	// +optional
 	Workspace WorkspaceVolume `json:"workspace,omitzero"`
+
+	// tools are the HTTP backends of the tools the agent calls through the rewind proxy's tool
+	// gateway (POST /v1/tools/{name}). A live call (while recording, or in a fork's tail) is forwarded
+	// to the tool's URL and recorded; a replay serves every call from the recording and calls none.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	Tools []ToolBackend `json:"tools,omitempty"`
+}
+
+// ToolBackend is where the rewind proxy sends the live calls of one tool.
+type ToolBackend struct {
+	// name is the tool's name as the agent calls it: 1 to 64 letters, digits, '.', '_' or '-',
+	// starting with a letter or digit.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][A-Za-z0-9_.-]*$`
+	Name string `json:"name,omitempty"`
+
+	// url receives each call's arguments as a JSON POST body and answers with the tool's result. It
+	// is an http or https URL without credentials: a key the backend needs belongs in a Secret the
+	// backend reads, never in a URL that pod specs and logs show.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https'] && url(self).getHostname() != ''",message="url must be an absolute http or https URL with a host"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[a-zA-Z]+://[^/?#]*@')",message="url must not carry credentials: give the backend its key through a Secret it reads"
+	URL string `json:"url,omitempty"`
 }
 
 // ResumeVerdict is the judgement on whether a recorded run can still make progress.

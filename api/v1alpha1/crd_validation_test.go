@@ -145,6 +145,15 @@ func TestInvalidObjectsAreRejectedWithTheirMessage(t *testing.T) {
 		{"agent command list over its bound", session("long-command", func(s *v1.AgentSession) {
 			s.Spec.Agent = v1.AgentSpec{Image: "a:1", Command: longList}
 		}), "spec.agent.command", "must have at most 64 items"},
+		{"tool backend URL with credentials", session("tool-creds", func(s *v1.AgentSession) {
+			s.Spec.Agent = v1.AgentSpec{Image: "a:1", Tools: []v1.ToolBackend{{Name: "search", URL: "https://bot:hunter2@tracker.example/search"}}}
+		}), "spec.agent.tools[0].url", "url must not carry credentials"},
+		{"tool backend URL that is not http", fork("tool-file", func(f *v1.ForkRun) {
+			f.Spec.Agent = v1.AgentSpec{Image: "a:1", Tools: []v1.ToolBackend{{Name: "search", URL: "file:///etc/passwd"}}}
+		}), "spec.agent.tools[0].url", "url must be an absolute http or https URL with a host"},
+		{"tool name the gateway cannot route", session("tool-name", func(s *v1.AgentSession) {
+			s.Spec.Agent = v1.AgentSpec{Image: "a:1", Tools: []v1.ToolBackend{{Name: "../admin", URL: "http://tracker/x"}}}
+		}), "spec.agent.tools[0].name", "should match"},
 		{"workspace subPath escaping the claim", session("escape-subpath", func(s *v1.AgentSession) {
 			s.Spec.Agent = v1.AgentSpec{Image: "a:1", Workspace: v1.WorkspaceVolume{ClaimName: "w", SubPath: "../etc"}}
 		}), "spec.agent.workspace.subPath", "subPath must not contain a '..' segment"},
@@ -268,6 +277,9 @@ func TestValidObjectsAreAccepted(t *testing.T) {
 			f.Spec.Fork.AtStep, f.Spec.Fork.CheckpointRef = nil, v1.LocalObjectReference{Name: "s-step-4"}
 		}),
 		validReplay("ok-bare-replay"),
+		session("ok-tool-backends", func(s *v1.AgentSession) {
+			s.Spec.Agent = v1.AgentSpec{Image: "a:1", Tools: []v1.ToolBackend{{Name: "search_issues", URL: "http://tracker.demo.svc:8090/search"}, {Name: "add.label-2", URL: "https://10.0.0.9/label?x=1"}}}
+		}),
 		checkpoint("ok-turn-zero", func(c *v1.Checkpoint) { c.Spec.Step, c.Spec.TurnIndex = ptr.To[int64](0), ptr.To[int32](0) }),
 	} {
 		t.Run(obj.GetName(), func(t *testing.T) {

@@ -345,8 +345,11 @@ func (o *proxyOptions) options() (proxy.Options, error) {
 	}
 	for _, t := range o.tools {
 		name, url, ok := strings.Cut(t, "=")
-		if !ok || !proxy.ToolName.MatchString(name) || !(strings.HasPrefix(url, "http://") || strings.HasPrefix(url, "https://")) {
-			return opts, fmt.Errorf("--tool %q: use name=http(s)://host/path, the name 1 to 64 of A-Z a-z 0-9 . _ -", t)
+		if !ok || !proxy.ToolName.MatchString(name) {
+			return opts, fmt.Errorf("--tool %s: use name=http(s)://host/path, the name 1 to 64 of A-Z a-z 0-9 . _ -", name)
+		}
+		if err := proxy.CheckToolURL(url); err != nil {
+			return opts, fmt.Errorf("--tool %s: %w", name, err)
 		}
 		opts.Tools[name] = url
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentrewind/agentrewind/api/v1alpha1"
 	"github.com/agentrewind/agentrewind/internal/controller/jobs"
+	"github.com/agentrewind/agentrewind/internal/proxy"
 )
 
 // The pod of every Job that runs an agent (a ForkRun's replay or fork, an AgentSession's recording):
@@ -47,6 +48,24 @@ const (
 // probes on the pod network.
 func proxyListenArgs() []string {
 	return []string{"--listen", fmt.Sprintf("127.0.0.1:%d", ProxyPort), "--health-listen", fmt.Sprintf(":%d", ProxyHealthPort)}
+}
+
+// liveToolArgs are the proxy's --tool flags for the agent's tool backends, for a proxy that calls live
+// (recording, or a fork's tail); a replay's proxy gets none, so it can call no tool by construction.
+// The API server admits only names and URLs the proxy takes; the URL is checked again here so that a
+// backend carrying credentials never reaches a pod spec, whatever admitted it.
+func liveToolArgs(tools []v1alpha1.ToolBackend) ([]string, error) {
+	var args []string
+	for i, t := range tools {
+		if !proxy.ToolName.MatchString(t.Name) {
+			return nil, &specError{fmt.Sprintf("spec.agent.tools[%d].name %q: use 1 to 64 of A-Z a-z 0-9 . _ -, starting with a letter or digit", i, t.Name)}
+		}
+		if err := proxy.CheckToolURL(t.URL); err != nil {
+			return nil, &specError{fmt.Sprintf("spec.agent.tools[%d].url: %v", i, err)}
+		}
+		args = append(args, "--tool", t.Name+"="+t.URL)
+	}
+	return args, nil
 }
 
 // providerKeyEnv gives the proxy the providers' API keys as Secret key references; the agent never

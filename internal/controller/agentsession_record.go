@@ -55,8 +55,12 @@ func (r *AgentSessionReconciler) recordJob(s *v1alpha1.AgentSession, loc Locatio
 	spec.Purpose = recordPurpose
 	spec.Inputs = []string{string(s.UID), s.Spec.SessionID}
 	spec.Command = []string{"proxy", "--mode", "record"}
-	spec.Args = append(append(append(proxyListenArgs(), r.Stores.jobArgs(loc, s.Spec.SessionID)...),
-		"--provider", recordProvider(s.Spec.ProviderKeys)), r.Jobs.Upstreams.proxyArgs()...)
+	tools, err := liveToolArgs(s.Spec.Agent.Tools)
+	if err != nil {
+		return nil, err
+	}
+	spec.Args = append(append(append(append(proxyListenArgs(), r.Stores.jobArgs(loc, s.Spec.SessionID)...),
+		"--provider", recordProvider(s.Spec.ProviderKeys)), r.Jobs.Upstreams.proxyArgs()...), tools...)
 	spec.Env = append(r.Stores.jobEnv(loc), providerKeyEnv(s.Spec.ProviderKeys)...)
 	job, err := jobs.Build(spec, r.Scheme)
 	if err != nil {
@@ -109,6 +113,10 @@ func (r *AgentSessionReconciler) record(ctx context.Context, s *v1alpha1.AgentSe
 		return true, nil
 	}
 	desired, err := r.recordJob(s, loc)
+	if se := (*specError)(nil); errors.As(err, &se) {
+		conditions.MarkStalled(&s.Status.Conditions, s.Generation, v1alpha1.ReasonInvalidSpec, se.Error())
+		return false, nil
+	}
 	if err != nil {
 		return false, err
 	}

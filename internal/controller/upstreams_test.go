@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -66,5 +67,50 @@ func TestUpstreamsRefuseUnusableBaseURLs(t *testing.T) {
 	}
 	if err := (Upstreams{Anthropic: "http://10.96.0.80:8080", OpenAI: "https://gateway.example/openai"}).Check(); err != nil {
 		t.Errorf("usable base URLs refused: %v", err)
+	}
+}
+
+// The agent's tool backends reach the proxy of a recording and of a fork as --tool flags; a replay's
+// proxy gets none, so it can call no tool. A backend URL with credentials is a spec error, never a pod
+// spec, whatever admitted it.
+func TestToolBackendsReachOnlyProxiesThatCallLive(t *testing.T) {
+	tools := []v1alpha1.ToolBackend{{Name: "search_issues", URL: "http://tracker.demo.svc:8090/search"}, {Name: "add_label", URL: "https://tracker.example/label?team=editor"}}
+	want := "--tool search_issues=http://tracker.demo.svc:8090/search --tool add_label=https://tracker.example/label?team=editor"
+	deps := Deps{Scheme: apiServer.Scheme, Stores: &Stores{Config: StoreConfig{Endpoint: "http://store:7070", Bucket: "b"}}, Jobs: JobSettings{Image: "engine:1"}}
+
+	rec := recordingSession("rec")
+	rec.Namespace, rec.UID, rec.Spec.Agent.Tools = "ns", "uid-1", tools
+	sessions := &AgentSessionReconciler{Deps: deps}
+	job, err := sessions.recordJob(rec, deps.Stores.LocationOf(rec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(job.Spec.Template.Spec.InitContainers[0].Args, " "); !strings.Contains(got, want) {
+		t.Errorf("recording proxy args %q lack %q", got, want)
+	}
+
+	runs := &ForkRunReconciler{Deps: deps}
+	parent := &v1alpha1.AgentSession{Spec: v1alpha1.AgentSessionSpec{SessionID: "parent"}}
+	parent.Namespace, parent.Name = "ns", "parent"
+	for _, mode := range []v1alpha1.ForkMode{v1alpha1.ModeFork, v1alpha1.ModeReplay} {
+		fr := &v1alpha1.ForkRun{Spec: v1alpha1.ForkRunSpec{Mode: mode, Agent: v1alpha1.AgentSpec{Image: "agent:1", Tools: tools}}}
+		fr.Namespace, fr.Name, fr.UID = "ns", "run-"+strings.ToLower(string(mode)), "uid-2"
+		job, err := runs.forkRunJob(fr, parent, fr.Spec.Agent, forkStart{step: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := strings.Join(job.Spec.Template.Spec.InitContainers[0].Args, " ")
+		if has := strings.Contains(got, "--tool"); has != (mode == v1alpha1.ModeFork) {
+			t.Errorf("%s proxy args %q: --tool present %v", mode, got, has)
+		} else if mode == v1alpha1.ModeFork && !strings.Contains(got, want) {
+			t.Errorf("fork proxy args %q lack %q", got, want)
+		}
+	}
+
+	rec.Spec.Agent.Tools = []v1alpha1.ToolBackend{{Name: "search_issues", URL: "http://user:hunter2@tracker/search"}}
+	_, err = sessions.recordJob(rec, deps.Stores.LocationOf(rec))
+	var se *specError
+	if !errors.As(err, &se) || !strings.Contains(err.Error(), "spec.agent.tools[0].url") || strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("a backend with credentials: error %v, want a spec error naming spec.agent.tools[0].url without the password", err)
 	}
 }

@@ -199,6 +199,16 @@ func marshalNoEscape(v any) []byte {
 // or https URL with a host, and carry no credentials, query or fragment, since a base URL travels in
 // pod specs and logs and every endpoint path is appended to it.
 func CheckUpstream(raw string) error {
+	return checkURL(raw, false)
+}
+
+// CheckToolURL refuses a tool backend URL the proxy could not call safely: an absolute http or https
+// URL with a host and no credentials. Unlike a base URL it may carry a query, which is sent as it is.
+func CheckToolURL(raw string) error {
+	return checkURL(raw, true)
+}
+
+func checkURL(raw string, queryAllowed bool) error {
 	u, err := url.Parse(raw)
 	switch {
 	case err != nil:
@@ -214,8 +224,8 @@ func CheckUpstream(raw string) error {
 		return fmt.Errorf("%q has no host", raw)
 	case u.User != nil:
 		return fmt.Errorf("%q carries credentials: give the key as a Secret, never in the URL", redactUserinfo(u))
-	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
-		return fmt.Errorf("%q: a base URL takes no query or fragment", raw)
+	case !queryAllowed && (u.RawQuery != "" || u.ForceQuery), u.Fragment != "":
+		return fmt.Errorf("%q: takes no fragment, and a base URL no query", raw)
 	}
 	return nil
 }
