@@ -144,7 +144,8 @@ func (e *AttributeError) Error() string {
 // NoSpaceError says a file system a restore writes to lacks the free space or inodes the restore
 // needs. It is found before anything is written, so a restore never stops halfway for it.
 type NoSpaceError struct {
-	// At is the workspace directory on that file system ("." for the workspace itself).
+	// At is the workspace directory on that file system ("." for the workspace itself), or the
+	// store's directory when only the guard goes there.
 	At string
 	// Need and Available are bytes, or inodes when Inodes is set. GuardNeed is the part of Need the
 	// guard checkpoint takes, when the store shares the file system.
@@ -159,7 +160,7 @@ func (e *NoSpaceError) Error() string {
 	}
 	guard := ""
 	if e.GuardNeed > 0 {
-		guard = fmt.Sprintf(" (%d of them for the guard checkpoint in the store on the same file system)", e.GuardNeed)
+		guard = fmt.Sprintf(" (%d of them for the guard checkpoint stored there)", e.GuardNeed)
 	}
 	return fmt.Sprintf("restore refused: it needs %d free %s on the file system of %q%s, and %d are available; nothing was written", e.Need, unit, e.At, guard, e.Available)
 }

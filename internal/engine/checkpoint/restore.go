@@ -467,11 +467,26 @@ func (s *Store) restore(ctx context.Context, dir, id string, m *Manifest, src Bl
 	if statfs == nil {
 		statfs = statFS
 	}
-	var guardDev *uint64
-	if dev, ok := localStoreDevice(s); ok && mode != GuardOff {
-		guardDev = &dev
+	// A guard stored in a local store needs room there too: for every file of the workspace whose
+	// blob the store lacks, leftovers included, or it fails halfway and --guard warn restores with
+	// no guard. Counting every file not known stored is cheap; only when that does not fit are the
+	// files read to leave out those the store already holds.
+	var guard *guardSpace
+	if dev, at, ok := localStoreDevice(s); ok && mode != GuardOff {
+		gp, err := planGuard(ctx, root, m, sel, p, s.Blobs, false)
+		if err != nil {
+			return RestoreResult{}, err
+		}
+		guard = &guardSpace{dev: dev, at: at, plan: gp}
 	}
-	if err := checkSpace(dir, root, l, p, len(facts.files), guardDev, statfs); err != nil {
+	err = checkSpace(dir, root, l, p, guard, statfs)
+	if ns := (*NoSpaceError)(nil); errors.As(err, &ns) && ns.GuardNeed > 0 {
+		if guard.plan, err = planGuard(ctx, root, m, sel, p, s.Blobs, true); err != nil {
+			return RestoreResult{}, err
+		}
+		err = checkSpace(dir, root, l, p, guard, statfs)
+	}
+	if err != nil {
 		return RestoreResult{}, err
 	}
 	res := RestoreResult{Preview: p}
@@ -488,8 +503,8 @@ func (s *Store) restore(ctx context.Context, dir, id string, m *Manifest, src Bl
 		}
 		// The guard took space of its own, maybe more than foreseen (new files elsewhere in the
 		// workspace): the writes must still fit now, before the first one.
-		if guardDev != nil {
-			if err := checkSpace(dir, root, l, p, 0, nil, statfs); err != nil {
+		if guard != nil {
+			if err := checkSpace(dir, root, l, p, nil, statfs); err != nil {
 				return res, err
 			}
 		}

@@ -1,7 +1,11 @@
 package checkpoint
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -50,19 +54,109 @@ func writeNeed(changes []Change, newDirs int, bs int64) spaceNeed {
 	return n
 }
 
-// guardNeed is what a guard checkpoint stored on the same file system takes at most for the files a
-// restore replaces: a blob each (in a directory of its own) and the manifest listing them with the
-// rest of the workspace (files entries). Blobs the store already holds make it less; a guard that
-// takes more (new files elsewhere in the workspace) is caught by the check after it.
-func guardNeed(changes []Change, files int, bs int64) spaceNeed {
-	var n spaceNeed
-	for _, c := range changes {
-		if c.Action == ActionOverwrite && c.Type == TypeFile {
-			n.guardBytes += roundUp(c.CurrentSize, bs) + uint64(bs)
-			n.guardInodes += 2
+// guardPlan is what a guard checkpoint of the workspace would store: the sizes of the files whose
+// blobs the store may not hold yet, and the entries of its manifest.
+type guardPlan struct {
+	sizes   []int64
+	entries int
+}
+
+// guardSpace is a guard a restore takes into a local store: the device and directory of its blobs,
+// and what it would store there.
+type guardSpace struct {
+	dev  uint64
+	at   string
+	plan guardPlan
+}
+
+// planGuard walks the workspace as the guard's capture will (the guard's excludes, no restore
+// temporaries) and lists what it would upload: every regular file — the files the restore replaces,
+// and every other one in the workspace, leftovers included — but those the store is known to hold:
+// a file a file checkpoint restores unchanged and, when exact, any file whose blob the store has
+// (which takes reading it).
+func planGuard(ctx context.Context, root *os.Root, m *Manifest, sel []Entry, p Preview, blobs Blobs, exact bool) (guardPlan, error) {
+	stored := map[string]bool{}
+	if m.GitCommit == "" { // a git checkpoint's unchanged files are in the repository, not the store
+		for _, c := range p.Changes {
+			if c.Action == ActionUnchanged && c.Type == TypeFile {
+				stored[c.Path] = true
+			}
 		}
 	}
-	n.guardBytes += roundUp(int64(files+len(changes))*manifestEntryBytes, bs) + uint64(bs)
+	ex := CompileExcludes(guardExcludes(m.Excludes, sel))
+	var g guardPlan
+	err := fs.WalkDir(root.FS(), ".", func(rel string, d fs.DirEntry, err error) error {
+		if err != nil && rel != "." && errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil || rel == "." {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if ex.Match(rel, d.IsDir()) {
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() || IsRestoreTemporary(rel) {
+			return nil
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			g.entries++
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		g.entries++
+		if stored[rel] {
+			return nil
+		}
+		fi, err := d.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if exact && holdsBlob(ctx, root, rel, blobs) {
+			return nil
+		}
+		g.sizes = append(g.sizes, fi.Size())
+		return nil
+	})
+	return g, err
+}
+
+// holdsBlob reports whether the store holds the bytes of the workspace file rel now; a file that
+// cannot be read is counted as not held.
+func holdsBlob(ctx context.Context, root *os.Root, rel string, blobs Blobs) bool {
+	f, _, err := openRegular(root, rel)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return false
+	}
+	has, err := blobs.Has(ctx, hex.EncodeToString(h.Sum(nil)))
+	return err == nil && has
+}
+
+// guardNeed is what a guard checkpoint takes at most in a store on a file system with blocks of bs
+// bytes: a blob (in a directory of its own) for every file it uploads, and its manifest, counted
+// with room for an entry per change besides the workspace's. A guard that takes more (files written
+// meanwhile) is caught by the check after it.
+func guardNeed(g guardPlan, changes int, bs int64) spaceNeed {
+	var n spaceNeed
+	for _, size := range g.sizes {
+		n.guardBytes += roundUp(size, bs) + uint64(bs)
+		n.guardInodes += 2
+	}
+	n.guardBytes += roundUp(int64(g.entries+changes)*manifestEntryBytes, bs) + uint64(bs)
 	n.guardInodes += 2
 	return n
 }
@@ -78,7 +172,7 @@ func roundUp(n, bs int64) uint64 {
 // changes are grouped by the device of the directory they land in, and each group's writes (plus,
 // on the file system of a local store, the guard's) must fit the space statfs reports.
 // guardDev is that store's device when a guard will be written there.
-func checkSpace(dir string, root *os.Root, l landings, p Preview, files int, guardDev *uint64, statfs StatFS) error {
+func checkSpace(dir string, root *os.Root, l landings, p Preview, guard *guardSpace, statfs StatFS) error {
 	type group struct {
 		at      string
 		changes []Change
@@ -117,40 +211,54 @@ func checkSpace(dir string, root *os.Root, l landings, p Preview, files int, gua
 		}
 		g.newDirs++
 	}
+	storeAt := ""
+	if guard != nil {
+		if _, ok := groups[guard.dev]; !ok {
+			// The store is on a file system the restore does not write to: the guard alone must fit.
+			groups[guard.dev] = &group{}
+			order = append(order, guard.dev)
+			storeAt = guard.at
+		}
+	}
 	for _, dev := range order {
 		g := groups[dev]
-		free, err := statfs(abs(dir, g.at))
+		where, at := abs(dir, g.at), g.at
+		if g.at == "" {
+			where, at = storeAt, storeAt
+		}
+		free, err := statfs(where)
 		if err != nil {
 			return err
 		}
 		n := writeNeed(g.changes, g.newDirs, free.BlockSize)
-		if guardDev != nil && *guardDev == dev {
-			gn := guardNeed(g.changes, files, free.BlockSize)
+		if guard != nil && guard.dev == dev {
+			gn := guardNeed(guard.plan, len(p.Changes), free.BlockSize)
 			n.guardBytes, n.guardInodes = gn.guardBytes, gn.guardInodes
 		}
 		if need := n.bytes + n.guardBytes; need > free.Bytes {
-			return &NoSpaceError{At: g.at, Need: need, GuardNeed: n.guardBytes, Available: free.Bytes}
+			return &NoSpaceError{At: at, Need: need, GuardNeed: n.guardBytes, Available: free.Bytes}
 		}
 		if need := n.inodes + n.guardInodes; free.InodesLimited && need > free.Inodes {
-			return &NoSpaceError{At: g.at, Need: need, GuardNeed: n.guardInodes, Available: free.Inodes, Inodes: true}
+			return &NoSpaceError{At: at, Need: need, GuardNeed: n.guardInodes, Available: free.Inodes, Inodes: true}
 		}
 	}
 	return nil
 }
 
-// localStoreDevice is the device a local store keeps its blobs on; ok is false for a remote store.
-func localStoreDevice(s *Store) (dev uint64, ok bool) {
+// localStoreDevice is the device a local store keeps its blobs on, and the deepest existing directory
+// of it there; ok is false for a remote store.
+func localStoreDevice(s *Store) (dev uint64, at string, ok bool) {
 	b, isDir := s.Blobs.(DirBlobs)
 	if !isDir {
-		return 0, false
+		return 0, "", false
 	}
 	for p := filepath.Clean(b.Dir); ; p = filepath.Dir(p) {
 		fi, err := os.Stat(p)
 		if err == nil {
-			return deviceOf(fi), true
+			return deviceOf(fi), p, true
 		}
 		if !errors.Is(err, fs.ErrNotExist) || filepath.Dir(p) == p {
-			return 0, false
+			return 0, "", false
 		}
 	}
 }
