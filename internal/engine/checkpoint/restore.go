@@ -463,10 +463,7 @@ func (s *Store) restore(ctx context.Context, dir, id string, m *Manifest, src Bl
 	if err := refuseUnwritable(p, problems); err != nil {
 		return RestoreResult{}, err
 	}
-	statfs := opts.StatFS
-	if statfs == nil {
-		statfs = statFS
-	}
+	statfs := opts.StatFS // nil: statfs(2) of each directory, through its descriptor
 	// A guard stored in a local store needs room there too: for every file of the workspace whose
 	// blob the store lacks, leftovers included, or it fails halfway and --guard warn restores with
 	// no guard. Counting every file not known stored is cheap; only when that does not fit are the

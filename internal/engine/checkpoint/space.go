@@ -222,11 +222,22 @@ func checkSpace(dir string, root *os.Root, l landings, p Preview, guard *guardSp
 	}
 	for _, dev := range order {
 		g := groups[dev]
-		where, at := abs(dir, g.at), g.at
-		if g.at == "" {
-			where, at = storeAt, storeAt
+		at := g.at
+		var free FreeSpace
+		var err error
+		switch {
+		case g.at == "" && statfs == nil:
+			at = storeAt
+			free, err = statFS(storeAt)
+		case g.at == "":
+			at = storeAt
+			free, err = statfs(storeAt)
+		case statfs == nil:
+			// Through the directory's descriptor: its absolute path may be longer than PATH_MAX.
+			free, err = statFSAt(dir, root, g.at)
+		default:
+			free, err = statfs(abs(dir, g.at))
 		}
-		free, err := statfs(where)
 		if err != nil {
 			return err
 		}

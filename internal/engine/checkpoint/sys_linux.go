@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"errors"
 	"os"
+	"path"
 
 	"golang.org/x/sys/unix"
 )
@@ -55,7 +56,7 @@ func statFS(p string) (FreeSpace, error) {
 	if err := unix.Statfs(p, &st); err != nil {
 		return FreeSpace{}, &os.PathError{Op: "statfs", Path: p, Err: err}
 	}
-	return FreeSpace{Bytes: st.Bavail * uint64(st.Bsize), BlockSize: int64(st.Bsize), Inodes: st.Ffree, InodesLimited: st.Files > 0}, nil
+	return freeSpaceOf(st), nil
 }
 
 // lockWorkspace takes the workspace's restore lock, an exclusive flock(2) on its top directory, without
@@ -87,4 +88,47 @@ func lockWorkspace(root *os.Root) (*os.File, error) {
 		return nil, ferr
 	}
 	return f, nil
+}
+
+// accessAt is access(2) of the workspace path rel (of the workspace dir), asked through the descriptor
+// of the directory holding it: an absolute path longer than PATH_MAX (ENAMETOOLONG), which the
+// restore's own writes through the os.Root never meet, must not refuse the restore.
+func accessAt(_ string, root *os.Root, rel string, mode uint32) error {
+	parent, base := path.Dir(rel), path.Base(rel)
+	if rel == "." {
+		parent, base = ".", "."
+	}
+	d, err := root.Open(parent)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	conn, err := d.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var aerr error
+	if err := conn.Control(func(fd uintptr) { aerr = unix.Faccessat(int(fd), base, mode, 0) }); err != nil {
+		return err
+	}
+	return aerr
+}
+
+// statFSAt is statFS of the workspace directory rel, through its descriptor (fstatfs(2)), however long
+// its absolute path.
+func statFSAt(_ string, root *os.Root, rel string) (FreeSpace, error) {
+	d, err := root.Open(rel)
+	if err != nil {
+		return FreeSpace{}, err
+	}
+	defer d.Close()
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(int(d.Fd()), &st); err != nil {
+		return FreeSpace{}, &os.PathError{Op: "fstatfs", Path: rel, Err: err}
+	}
+	return freeSpaceOf(st), nil
+}
+
+func freeSpaceOf(st unix.Statfs_t) FreeSpace {
+	return FreeSpace{Bytes: st.Bavail * uint64(st.Bsize), BlockSize: int64(st.Bsize), Inodes: st.Ffree, InodesLimited: st.Files > 0}
 }

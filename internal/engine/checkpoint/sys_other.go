@@ -5,6 +5,7 @@ package checkpoint
 import (
 	"math"
 	"os"
+	"syscall"
 )
 
 // Inode flags are a Linux ext2-family notion; elsewhere a file has none that a restore reads.
@@ -22,3 +23,11 @@ func statFS(string) (FreeSpace, error) {
 
 // lockWorkspace is the restore lock; off Linux restores are not serialised.
 func lockWorkspace(root *os.Root) (*os.File, error) { return root.Open(".") }
+
+// accessAt is access(2) of the workspace path rel of dir.
+func accessAt(dir string, _ *os.Root, rel string, mode uint32) error {
+	return syscall.Access(abs(dir, rel), mode)
+}
+
+// statFSAt is statFS of the workspace directory rel of dir.
+func statFSAt(dir string, _ *os.Root, rel string) (FreeSpace, error) { return statFS(abs(dir, rel)) }

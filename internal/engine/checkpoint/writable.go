@@ -80,7 +80,7 @@ func gatherWritability(dir string, root *os.Root, l landings, changes []Change) 
 			case flags&flagImmutable != 0:
 				df.problem = &writeProblem{At: d, Err: &AttributeError{Attribute: AttributeImmutable}}
 			default:
-				if err := syscall.Access(abs(dir, d), accessWrite|accessExecute); err != nil {
+				if err := accessAt(dir, root, d, accessWrite|accessExecute); err != nil {
 					df.problem = &writeProblem{At: d, Err: err}
 				}
 			}
@@ -101,16 +101,16 @@ func gatherWritability(dir string, root *os.Root, l landings, changes []Change) 
 		if err != nil {
 			return nil, err
 		}
-		if err := replaceable(abs(dir, c.Path), c.Path, fi, root, d); err != nil {
+		if err := replaceable(dir, c.Path, fi, root, d); err != nil {
 			out[c.Path] = writeProblem{At: c.Path, Err: err}
 		}
 	}
 	return out, nil
 }
 
-// replaceable says whether rename(2) may replace the existing path p (rel in the workspace, fi its
+// replaceable says whether rename(2) may replace the existing path rel of the workspace dir (fi its
 // lstat) in directory d.
-func replaceable(p, rel string, fi fs.FileInfo, root *os.Root, d string) error {
+func replaceable(dir, rel string, fi fs.FileInfo, root *os.Root, d string) error {
 	// A regular file's inode flags: rename(2) refuses to replace an immutable or append-only file.
 	// access(2) then: EROFS is a read-only file system; EACCES is only its permission bits, which a
 	// rename over it ignores. A link is not followed: its own inode is what rename replaces, and
@@ -123,7 +123,7 @@ func replaceable(p, rel string, fi fs.FileInfo, root *os.Root, d string) error {
 		if a := attributeOf(flags); a != "" {
 			return &AttributeError{Attribute: a}
 		}
-		if err := syscall.Access(p, accessWrite); err != nil && !errors.Is(err, syscall.EACCES) {
+		if err := accessAt(dir, root, rel, accessWrite); err != nil && !errors.Is(err, syscall.EACCES) {
 			return err
 		}
 	}
