@@ -25,6 +25,8 @@ type CaptureOptions struct {
 	Now func() time.Time
 	// Progress, when set, is called after each file with running totals.
 	Progress func(files int, bytes int64)
+	// inRestore marks the guard a restore takes while it holds the workspace's lock itself.
+	inRestore bool
 }
 
 // CaptureStats are the facts of one capture.
@@ -59,6 +61,14 @@ func Capture(ctx context.Context, dir string, blobs Blobs, opts CaptureOptions) 
 		return nil, st, err
 	}
 	defer root.Close()
+	// A restore running meanwhile would leave half of its writes in the capture.
+	if !opts.inRestore {
+		lock, err := shareWorkspace(root)
+		if err != nil {
+			return nil, st, fmt.Errorf("capture %s: %w", dir, err)
+		}
+		defer lock.Close()
+	}
 	ex := CompileExcludes(opts.Excludes)
 	reason := opts.Reason
 	switch {

@@ -203,8 +203,9 @@ func short(id string) string {
 	return id
 }
 
-// ErrRestoreInProgress says another restore into the same workspace is running. Two restores at once
-// would interleave their writes (each file atomic, the workspace neither checkpoint) and the second
-// guard would hold the first restore half done, so the second is refused before it reads or writes
-// anything.
-var ErrRestoreInProgress = errors.New("another restore into this workspace is running: wait for it to finish, then restore again")
+// ErrRestoreInProgress says a restore into the same workspace is running. Two restores at once would
+// interleave their writes (each file atomic, the workspace neither checkpoint) and the second guard
+// would hold the first restore half done; a capture meanwhile would hold half of each. So a restore
+// is refused while another restore or a capture runs, and a capture while a restore runs, before
+// either reads or writes anything.
+var ErrRestoreInProgress = errors.New("a restore into this workspace is running (or, for a restore, a capture of it): wait for it to finish and try again")

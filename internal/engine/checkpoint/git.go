@@ -159,6 +159,13 @@ func CaptureGit(ctx context.Context, dir, prev string, opts CaptureOptions) (Git
 		return GitCaptured{}, err
 	}
 	defer root.Close()
+	if !opts.inRestore { // a restore running meanwhile would leave half of its writes in the commit
+		lock, err := shareWorkspace(root)
+		if err != nil {
+			return GitCaptured{}, fmt.Errorf("capture %s: %w", dir, err)
+		}
+		defer lock.Close()
+	}
 	ex := CompileExcludes(opts.Excludes)
 	st := repo.Storer
 	top := &gitDir{}

@@ -489,7 +489,7 @@ func (s *Store) restore(ctx context.Context, dir, id string, m *Manifest, src Bl
 	res := RestoreResult{Preview: p}
 
 	if mode != GuardOff {
-		g, err := s.Create(ctx, dir, CaptureOptions{Anchor: opts.GuardAnchor, Excludes: guardExcludes(m.Excludes, sel), Guard: true, Now: opts.Now})
+		g, err := s.Create(ctx, dir, CaptureOptions{Anchor: opts.GuardAnchor, Excludes: guardExcludes(m.Excludes, sel), Guard: true, Now: opts.Now, inRestore: true})
 		switch {
 		case err == nil:
 			res.Guard = g.ID

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/agentrewind/agentrewind/internal/engine/evidence/gittest"
 )
 
 // TestConcurrentRestoresIntoOneWorkspaceNeverInterleave: two restores of different checkpoints into
@@ -90,5 +92,53 @@ func TestARestoreWhileAnotherHoldsTheWorkspaceWritesNothing(t *testing.T) {
 	held.Close()
 	if _, err := st.Restore(ctx, ws, c.ID, RestoreOptions{Guard: GuardRequire, Now: now}); err != nil || read(t, filepath.Join(ws, "a.txt")) != "one" {
 		t.Fatalf("restore once the lock is free: %v", err)
+	}
+}
+
+// TestACaptureAndARestoreOfOneWorkspaceNeverOverlap: a capture taken while a restore writes used to
+// hold half of each state and report success. A capture (file or git) is refused while a restore
+// holds the workspace, and a restore while a capture reads it; captures run side by side.
+func TestACaptureAndARestoreOfOneWorkspaceNeverOverlap(t *testing.T) {
+	r := gittest.New(t)
+	r.Commit("init", map[string]string{"a.txt": "one"})
+	ws, st := r.Dir, OpenStore(t.TempDir())
+	now := clock()
+	c := create(t, st, ws, now, 1)
+	write(t, ws, map[string]string{"a.txt": "two"})
+	root, err := os.OpenRoot(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+
+	restoring, err := lockWorkspace(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := st.Manifests.List(ctx)
+	if _, err := st.Create(ctx, ws, CaptureOptions{Anchor: recorderAnchor(2), Now: now}); !errors.Is(err, ErrRestoreInProgress) {
+		t.Errorf("capture during a restore: %v, want ErrRestoreInProgress", err)
+	}
+	if _, err := st.CreateGit(ctx, ws, CaptureOptions{Anchor: recorderAnchor(2), Now: now}); !errors.Is(err, ErrRestoreInProgress) {
+		t.Errorf("git capture during a restore: %v, want ErrRestoreInProgress", err)
+	}
+	if after, _ := st.Manifests.List(ctx); len(after) != len(before) {
+		t.Errorf("a refused capture stored a checkpoint")
+	}
+	restoring.Close()
+
+	capturing, err := shareWorkspace(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Restore(ctx, ws, c.ID, RestoreOptions{Guard: GuardWarn, Now: now}); !errors.Is(err, ErrRestoreInProgress) || read(t, filepath.Join(ws, "a.txt")) != "two" {
+		t.Errorf("restore during a capture: %v, want ErrRestoreInProgress and nothing written", err)
+	}
+	if _, err := st.Create(ctx, ws, CaptureOptions{Anchor: recorderAnchor(3), Now: now}); err != nil {
+		t.Errorf("a capture beside another capture: %v", err)
+	}
+	capturing.Close()
+	if res, err := st.Restore(ctx, ws, c.ID, RestoreOptions{Guard: GuardRequire, Now: now}); err != nil || res.Guard == "" || read(t, filepath.Join(ws, "a.txt")) != "one" {
+		t.Errorf("restore behind its own guard once the workspace is free: %+v, %v", res, err)
 	}
 }

@@ -60,9 +60,15 @@ func statFS(p string) (FreeSpace, error) {
 }
 
 // lockWorkspace takes the workspace's restore lock, an exclusive flock(2) on its top directory, without
-// waiting: ErrRestoreInProgress when another restore holds it. The lock goes with the returned file
-// (closing it releases it, and so does the death of the process holding it, even by SIGKILL).
-func lockWorkspace(root *os.Root) (*os.File, error) {
+// waiting: ErrRestoreInProgress when a restore or a capture holds it. The lock goes with the returned
+// file (closing it releases it, and so does the death of the process holding it, even by SIGKILL).
+func lockWorkspace(root *os.Root) (*os.File, error) { return flockWorkspace(root, unix.LOCK_EX) }
+
+// shareWorkspace takes the workspace's lock shared, as a capture does, without waiting:
+// ErrRestoreInProgress while a restore holds it exclusively. Captures share it with each other.
+func shareWorkspace(root *os.Root) (*os.File, error) { return flockWorkspace(root, unix.LOCK_SH) }
+
+func flockWorkspace(root *os.Root, how int) (*os.File, error) {
 	f, err := root.Open(".")
 	if err != nil {
 		return nil, err
@@ -73,7 +79,7 @@ func lockWorkspace(root *os.Root) (*os.File, error) {
 		return nil, err
 	}
 	var ferr error
-	if err := conn.Control(func(fd uintptr) { ferr = unix.Flock(int(fd), unix.LOCK_EX|unix.LOCK_NB) }); err != nil {
+	if err := conn.Control(func(fd uintptr) { ferr = unix.Flock(int(fd), how|unix.LOCK_NB) }); err != nil {
 		f.Close()
 		return nil, err
 	}

@@ -24,6 +24,9 @@ func statFS(string) (FreeSpace, error) {
 // lockWorkspace is the restore lock; off Linux restores are not serialised.
 func lockWorkspace(root *os.Root) (*os.File, error) { return root.Open(".") }
 
+// shareWorkspace is a capture's share of the lock; off Linux there is none.
+func shareWorkspace(root *os.Root) (*os.File, error) { return root.Open(".") }
+
 // accessAt is access(2) of the workspace path rel of dir.
 func accessAt(dir string, _ *os.Root, rel string, mode uint32) error {
 	return syscall.Access(abs(dir, rel), mode)
