@@ -55,11 +55,15 @@ func verifiedSession(t *testing.T, ns, name, dir string, agent v1alpha1.AgentSpe
 	return s
 }
 
-// waitReady waits until obj's Ready condition is True for its current generation.
+// waitReady waits until obj's Ready condition is True for its current generation. Stalled (the
+// kstatus terminal condition) fails the test at once.
 func waitReady(t *testing.T, obj client.Object, timeout time.Duration) {
 	t.Helper()
 	waitFor(t, obj, timeout, "Ready", func(o client.Object) (bool, string) {
 		c := meta.FindStatusCondition(conditionsOf(o), v1alpha1.ConditionReady)
+		if st := meta.FindStatusCondition(conditionsOf(o), "Stalled"); st != nil && st.Status == metav1.ConditionTrue && st.ObservedGeneration >= o.GetGeneration() {
+			t.Fatalf("%T %s/%s is Stalled (%s), never Ready: %s", o, o.GetNamespace(), o.GetName(), st.Reason, st.Message)
+		}
 		switch {
 		case c == nil:
 			return false, "no Ready condition yet"

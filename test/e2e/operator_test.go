@@ -403,3 +403,30 @@ func totalBytes(files map[string]string) int64 {
 	}
 	return n
 }
+
+// An AgentSession whose spec names an agent and whose session is not in the store yet is recorded in
+// the cluster: one Job runs the agent beside the proxy in record mode against the operator's upstream,
+// and the session it commits is verified like a pushed one.
+func TestAgentSessionRecordsItsAgentInCluster(t *testing.T) {
+	t.Parallel()
+	ns := sessionNamespace(t, "record")
+	s := &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Name: "recorded", Namespace: ns},
+		Spec: v1alpha1.AgentSessionSpec{SessionID: "recorded-" + ns, Agent: v1alpha1.AgentSpec{Image: agentImage},
+			ProviderKeys: v1alpha1.ProviderKeys{Anthropic: v1alpha1.SecretKeyReference{Name: providerKeySecret, Key: "ANTHROPIC_API_KEY"}}}}
+	if err := k8s.Create(t.Context(), s); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, s, 4*time.Minute, "recorded and verified", func(s *v1alpha1.AgentSession) (bool, string) {
+		if st := meta.FindStatusCondition(s.Status.Conditions, "Stalled"); st != nil && st.Status == metav1.ConditionTrue {
+			// The agent's log says why (the operator keeps it out of status: it may print secrets).
+			logs, _ := kubectl("logs", "-n", ns, "-l", "batch.kubernetes.io/job-name", "-c", "agent", "--tail", "5")
+			t.Fatalf("the recording is Stalled (%s): %s\nthe agent's log:\n%s", st.Reason, st.Message, logs)
+		}
+		c := meta.FindStatusCondition(s.Status.Conditions, v1alpha1.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionTrue, fmt.Sprintf("Ready: %+v", c)
+	})
+	rec := s.Status.Recording
+	if ptr.Deref(rec.ModelCalls, -1) != recordedModels || ptr.Deref(rec.ToolCalls, -1) != recordedTools {
+		t.Errorf("the in-cluster recording: %d model and %d tool calls, want %d and %d", ptr.Deref(rec.ModelCalls, -1), ptr.Deref(rec.ToolCalls, -1), recordedModels, recordedTools)
+	}
+}
