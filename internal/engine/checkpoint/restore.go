@@ -335,7 +335,9 @@ func (s *Store) source(dir string, m *Manifest) (Blobs, error) {
 }
 
 // PreviewManifest is Preview over a manifest already in hand: it validates the manifest, checks that
-// every blob it needs is stored, and plans the restore.
+// every blob it needs is stored, plans the restore, and refuses as the restore would a write the
+// workspace would not accept or the file systems have no room for (NoSpaceError, counting the
+// writes; a guard in a local store needs room too, which only the restore checks).
 func PreviewManifest(ctx context.Context, dir, id string, m *Manifest, blobs Blobs, files []string) (Preview, error) {
 	if err := m.Validate(); err != nil {
 		return Preview{}, err
@@ -378,6 +380,11 @@ func PreviewManifest(ctx context.Context, dir, id string, m *Manifest, blobs Blo
 		return Preview{}, err
 	}
 	if err := refuseUnwritable(p, problems); err != nil {
+		return Preview{}, err
+	}
+	// As restore refuses a restore the file systems have no room for, so does the preview (the
+	// writes alone: whether and where a guard is taken is the restore's to say).
+	if err := checkSpace(dir, root, l, p, nil, nil); err != nil {
 		return Preview{}, err
 	}
 	return p, nil
