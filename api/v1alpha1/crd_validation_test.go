@@ -318,9 +318,13 @@ func TestImmutableFieldsRejectUpdates(t *testing.T) {
 		{"checkpoint anchor", validCheckpoint("immutable-anchor"), func(o client.Object) {
 			o.(*v1.Checkpoint).Spec.TurnIndex = ptr.To[int32](9)
 		}, "spec", "a Checkpoint is an immutable anchor"},
-		{"an edit to a ForkRun's spec", validFork("immutable-fork"), func(o client.Object) {
-			o.(*v1.ForkRun).Spec.Goal = v1.Goal{Tool: "add_label"}
-		}, "spec", "a ForkRun's spec is immutable"},
+		{"a ForkRun pointed at another session", validFork("immutable-fork-session"), func(o client.Object) {
+			o.(*v1.ForkRun).Spec.SessionRef.Name = "another-run"
+		}, "spec", "spec.sessionRef is immutable"},
+		{"a Replay turned into a Fork", validReplay("immutable-mode"), func(o client.Object) {
+			fr := o.(*v1.ForkRun)
+			fr.Spec.Mode, fr.Spec.Replay, fr.Spec.Fork = v1.ModeFork, v1.ReplaySpec{}, v1.ForkSpec{AtStep: ptr.To[int64](2)}
+		}, "spec", "spec.mode is immutable"},
 		{"a ResumePlan pointed at another session", validPlan("immutable-plan"), func(o client.Object) {
 			o.(*v1.ResumePlan).Spec.SessionRef.Name = "other"
 		}, "spec", "sessionRef is immutable"},
@@ -351,6 +355,18 @@ func TestImmutableFieldsRejectUpdates(t *testing.T) {
 	p.Spec.Git = v1.GitEvidence{URL: "https://git.example.com/r.git"}
 	if err := apiServer.Client.Update(ctx, p); err != nil {
 		t.Fatalf("adding evidence to a plan: %v", err)
+	}
+	// A replay suite's ForkRun whose agent a GitOps commit bumped is updated in place: it runs again.
+	fr := validReplay("bumped-agent")
+	if err := apiServer.Client.Create(ctx, fr); err != nil {
+		t.Fatal(err)
+	}
+	fr.Spec.Agent = v1.AgentSpec{Image: "registry.example/triage:1.1"}
+	if err := apiServer.Client.Update(ctx, fr); err != nil {
+		t.Fatalf("bumping the agent image of a replay: %v", err)
+	}
+	if fr.Generation != 2 {
+		t.Errorf("generation %d after the bump, want 2", fr.Generation)
 	}
 }
 

@@ -63,9 +63,11 @@ const (
 	ToolMissStub ToolOnMiss = "Stub"
 )
 
-// ForkRunSpec is the request: which session, replayed whole or forked at a step. It is immutable once
-// created, like a Job's template: to try something else, create another ForkRun.
-// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="a ForkRun's spec is immutable: create a new ForkRun to run something else"
+// ForkRunSpec is the request: which session, replayed whole or forked at a step. The session and the
+// mode are what the ForkRun is; any other change (the agent image a GitOps commit bumped, another
+// override) runs it again as a new generation, and its status then reports that run.
+// +kubebuilder:validation:XValidation:rule="self.sessionRef == oldSelf.sessionRef",message="spec.sessionRef is immutable: create a new ForkRun for another session"
+// +kubebuilder:validation:XValidation:rule="has(self.mode) == has(oldSelf.mode) && (!has(self.mode) || self.mode == oldSelf.mode)",message="spec.mode is immutable: create a new ForkRun to fork instead of replay, or the other way round"
 // +kubebuilder:validation:XValidation:rule="!has(self.mode) || (self.mode == 'Fork') == has(self.fork)",message="spec.fork is required when mode is Fork, and only then"
 // +kubebuilder:validation:XValidation:rule="!has(self.mode) || self.mode == 'Replay' || !has(self.replay)",message="spec.replay is allowed only when mode is Replay"
 type ForkRunSpec struct {
@@ -282,6 +284,9 @@ const (
 	ReasonCompleted   = string(OutcomeCompleted)
 	ReasonPassed      = string(OutcomePassed)
 	ReasonDiverged    = string(OutcomeDiverged)
+	// ReasonSpecChanged is set on Reconciling when the spec changed after a run: the ForkRun runs again
+	// as the new generation.
+	ReasonSpecChanged = "SpecChanged"
 )
 
 // CallKind is a kind of boundary call.

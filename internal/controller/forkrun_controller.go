@@ -96,6 +96,7 @@ func (r *ForkRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (re
 	}
 
 	base := fr.DeepCopy()
+	rerun(&fr)
 	defer func() {
 		fr.Status.ObservedGeneration = fr.Generation
 		if perr := patchStatus(ctx, r.Client, &fr, base, func(o client.Object) any { return o.(*v1alpha1.ForkRun).Status }); perr != nil && err == nil {
@@ -116,8 +117,8 @@ func (r *ForkRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (re
 // is not finished).
 func (r *ForkRunReconciler) expiry(fr *v1alpha1.ForkRun) (bool, time.Duration) {
 	ttl := fr.Spec.TTLSecondsAfterFinished
-	if ttl == nil || fr.Status.Outcome == "" || fr.Status.CompletionTime == nil {
-		return false, 0
+	if ttl == nil || fr.Status.Outcome == "" || fr.Status.CompletionTime == nil || fr.Status.ObservedGeneration != fr.Generation {
+		return false, 0 // not finished, or finished a generation the spec has moved past: it runs again
 	}
 	left := fr.Status.CompletionTime.Add(time.Duration(*ttl) * time.Second).Sub(r.Clock.Now())
 	if left <= 0 {
@@ -134,6 +135,20 @@ func (r *ForkRunReconciler) expire(ctx context.Context, fr *v1alpha1.ForkRun) er
 	}
 	ctrl.LoggerFrom(ctx).Info("Deleted finished ForkRun after its TTL", "outcome", fr.Status.Outcome, "ttlSeconds", *fr.Spec.TTLSecondsAfterFinished)
 	return nil
+}
+
+// rerun starts the status over when the spec changed since the last run (a GitOps commit bumped the
+// agent image, a goal was corrected): the outcome, child, Job, divergences, usage, provenance and times
+// of the earlier generation's run say nothing of the one to come, and a Replay's outcome left in place
+// would have a suite read an old pass as a new one.
+func rerun(fr *v1alpha1.ForkRun) {
+	ran := fr.Status.ObservedGeneration
+	if ran == 0 || ran == fr.Generation {
+		return
+	}
+	fr.Status = v1alpha1.ForkRunStatus{Conditions: fr.Status.Conditions, ObservedGeneration: ran}
+	conditions.MarkReconciling(&fr.Status.Conditions, fr.Generation, v1alpha1.ReasonSpecChanged,
+		fmt.Sprintf("the spec changed since generation %d ran: running generation %d", ran, fr.Generation))
 }
 
 // run drives the ForkRun's one Job: settled already, waiting for the session, starting the Job,

@@ -531,9 +531,9 @@ func TestRunsThatCannotStartOrFailed(t *testing.T) {
 		t.Errorf("outcome %q, Stalled %q: the proxy's termination message is not read", gone.Status.Outcome, c.Message)
 	}
 
-	got.Spec.Agent.Image = "registry.example/agent:2"
+	got.Spec.SessionRef.Name = "another-run"
 	if err := e.c.Update(e.ctx, got); err == nil || !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "immutable") {
-		t.Errorf("changing a ForkRun's spec: %v, want the CRD to refuse it", err)
+		t.Errorf("pointing a ForkRun at another session: %v, want the CRD to refuse it", err)
 	}
 }
 
@@ -624,5 +624,65 @@ func TestAForkRunConflictIsRequeuedAndConverges(t *testing.T) {
 	}
 	if n := len(e.jobsOf("conflicted", "replay")); n != 1 {
 		t.Errorf("%d Jobs, want 1", n)
+	}
+}
+
+// TestAChangedSpecRunsAgainAsANewGeneration: a replay in a suite diverged against the agent it ran; a
+// GitOps commit bumps the agent image in place. The ForkRun runs again as generation 2 in a Job of its
+// own, its status forgets the first run (no divergence, no stale outcome while it runs) and reports the
+// second: Passed. The first Job is left as it was; nothing else runs.
+func TestAChangedSpecRunsAgainAsANewGeneration(t *testing.T) {
+	e := newEnv(t)
+	e.recordThroughProxy("golden", hiThere, "hello")
+	e.startForkManager(nil)
+	e.readySession("golden")
+	fr := newReplay("suite-run", "golden")
+	fr.Labels = map[string]string{suiteLabel: "nightly"}
+	e.create(fr)
+
+	first := e.waitJob("suite-run", "replay")
+	if code, _ := e.runForkPod(first, askAgent("something else")); code == 0 {
+		t.Fatal("the agent was answered a question the recording does not hold")
+	}
+	e.waitForkRun("suite-run", v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonDiverged)
+
+	e.eventually("the agent image bumped in place", func() (bool, string) {
+		var cur v1alpha1.ForkRun
+		if err := e.c.Get(e.ctx, client.ObjectKeyFromObject(fr), &cur); err != nil {
+			return false, err.Error()
+		}
+		cur.Spec.Agent.Image = agentImage + "-1.1"
+		if err := e.c.Update(e.ctx, &cur); err != nil {
+			return false, err.Error()
+		}
+		return true, ""
+	})
+	rerun := e.waitForkRun("suite-run", v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonJobRunning)
+	if rerun.Status.Outcome != "" || rerun.Status.FirstDivergence.Step != nil || rerun.Status.Divergences != nil {
+		t.Errorf("while generation 2 runs, status still reports generation 1: outcome %q, first divergence %+v", rerun.Status.Outcome, rerun.Status.FirstDivergence)
+	}
+	var second *batchv1.Job
+	e.eventually("a Job for generation 2", func() (bool, string) {
+		for _, j := range e.jobsOf("suite-run", "replay") {
+			if j.Name != first.Name {
+				second = &j
+			}
+		}
+		return second != nil, fmt.Sprintf("%d Jobs", len(e.jobsOf("suite-run", "replay")))
+	})
+	if got := second.Spec.Template.Spec.Containers[0].Image; got != agentImage+"-1.1" {
+		t.Errorf("generation 2's agent image %q, want the bumped one", got)
+	}
+	if code, out := e.runForkPod(second, askAgent("hello")); code != 0 {
+		t.Fatalf("the agent failed against the replaying proxy:\n%s", out)
+	}
+	pass := e.waitForkRun("suite-run", v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonPassed)
+	if pass.Status.Outcome != v1alpha1.OutcomePassed || pass.Status.JobRef.Name != second.Name || pass.Status.ObservedGeneration != 2 || pass.Status.FirstDivergence.Step != nil {
+		t.Errorf("after generation 2: outcome %s, job %s (want %s), observedGeneration %d, first divergence %+v",
+			pass.Status.Outcome, pass.Status.JobRef.Name, second.Name, pass.Status.ObservedGeneration, pass.Status.FirstDivergence)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if n := len(e.jobsOf("suite-run", "replay")); n != 2 {
+		t.Errorf("%d replay Jobs, want one per generation", n)
 	}
 }

@@ -59,10 +59,10 @@ func forkJobName(fr *v1alpha1.ForkRun) string {
 }
 
 // childSessionName names both the child AgentSession of a fork and the session id the proxy records
-// the child into: deterministic per ForkRun, valid as an object name and as a store id, unique to this
-// ForkRun's UID.
+// the child into: deterministic per run (the ForkRun's UID and generation), valid as an object name and
+// as a store id; each generation's fork is a child of its own.
 func childSessionName(fr *v1alpha1.ForkRun) string {
-	return jobs.Name(fr.Name, "child", string(fr.UID))
+	return jobs.Name(fr.Name, "child", forkJobInputs(fr)...)
 }
 
 // agentOf is the agent a ForkRun runs: its own spec.agent, else its session's.
