@@ -120,6 +120,10 @@ bench: ## Run the benchmarks side by side with their peers (compare the ratios, 
 	@# same keys: time per 1,000 sessions, S3 requests per blob, and both ratios. ARW_GC_BENCH_FULL=1 runs the issue's
 	@# 10,000 sessions and 1,000,000 keys (ARW_GC_BENCH_SESSIONS / ARW_GC_BENCH_BLOBS set any other size).
 	go test -run '^$$' -bench SweepVsListing -benchtime 1x -timeout 60m ./internal/engine/gc/blobsweep/
+	@# The AgentSession and ResumePlan controllers vs a no-op reconciler on one envtest API server (about 2 minutes):
+	@# 1,000 sessions (ARW_SCALE_SESSIONS), sessions/s for both and the ratio, API writes per session and per change,
+	@# API server CPU per session; ARW_SCALE_APISERVER_PROFILE=<file> saves a kube-apiserver CPU profile.
+	go test -run '^$$' -bench ControllersVsNoop -benchtime 1x -timeout 30m ./internal/controller/
 
 ##@ Build
 
