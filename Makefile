@@ -178,10 +178,19 @@ $(GOLANGCI_KAL):
 
 ##@ Demo
 
-DEMO_FLAGS ?=
+# The demo runs the operator on the single-node cluster of hack/cluster (as root, with Docker; the first
+# run builds the cluster's binaries from the Go module proxy, which takes a while cold), and leaves the
+# cluster up for you to explore: `make cluster-down` stops it. A fresh image tag per run, as for e2e.
+ifeq ($(origin DEMO_TAG),undefined)
+DEMO_TAG := demo-$(shell date +%Y%m%d%H%M%S)
+endif
 .PHONY: demo
-demo: manifests build envtest-assets s3-server ## Run the local demo: control plane + manager + kubectl against the samples.
-	go run ./hack/demo -manager $(LOCALBIN)/agentrewind $(DEMO_FLAGS)
+demo: manifests cluster-up ## Run the demo on the single-node cluster: a recorded session, a prompt-fix fork, a replay suite, through kubectl.
+	$(MAKE) --no-print-directory docker-build store-image IMG=agentrewind:$(DEMO_TAG) AGENT_IMG=agentrewind-proxy-agent:$(DEMO_TAG)
+	hack/cluster/import-image.sh agentrewind:$(DEMO_TAG) agentrewind-proxy-agent:$(DEMO_TAG) $(E2E_STORE_IMG)
+	docker rmi agentrewind:$(DEMO_TAG) agentrewind-proxy-agent:$(DEMO_TAG) >/dev/null
+	go run ./hack/demo -image agentrewind:$(DEMO_TAG) -agent-image agentrewind-proxy-agent:$(DEMO_TAG) -store-image $(E2E_STORE_IMG) \
+		-kubeconfig $(CLUSTER_KUBECONFIG) -kubectl $(ENVTEST_ASSETS)/kubectl -agentrewind $(LOCALBIN)/agentrewind
 
 ##@ End-to-end (a real single-node cluster on this machine: hack/cluster, run as root)
 

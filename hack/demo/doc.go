@@ -1,9 +1,11 @@
-// Command demo is the local demo (`make demo`): it starts a real control plane (the envtest binaries
-// built by `make envtest-assets`) with the agentrewind CRDs, runs `agentrewind manager` against it, and
-// drives it with kubectl the way a user would — apply the samples, list them, read `kubectl explain`,
-// and watch the API server refuse an invalid ForkRun with a message that says what to fix. Then it
-// shows the engine: record the sample triage agent, fork its bad decision with a one-line prompt fix,
-// compare the two runs, and push both to a real S3 server (versitygw) where they share their blobs.
+// Command demo is `make demo`: the operator at work on the single-node cluster of hack/cluster, driven
+// with kubectl the way a user would. It deploys config/default (the manager under its own
+// ServiceAccount) with two add-ons, an S3 server and a fake model (hack/cluster/addons); applies
+// hack/demo/manifests: an AgentSession that asks to be recorded (the operator runs the triage agent of
+// examples/proxy-agent beside the rewind proxy, then verifies the run and judges whether it can
+// resume), a ForkRun that fixes the agent's flawed decision with a one-line prompt change, and a Replay
+// ForkRun with zero live calls; and shows what kubectl and `agentrewind suite status` say.
 //
-// With -keep it stays up and prints a KUBECONFIG to use from another shell until interrupted.
+// The cluster stays up afterwards: the demo prints the KUBECONFIG to explore it with, and `make
+// cluster-down` stops it.
 package main

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -12,145 +14,314 @@ import (
 	"syscall"
 	"time"
 
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
-
-	"github.com/agentrewind/agentrewind/internal/devenv"
+	"github.com/agentrewind/agentrewind/internal/blobstore"
 )
 
+// What the demo deploys, as config/default and the add-ons name it.
+const (
+	systemNamespace = "agentrewind-system"
+	demoNamespace   = "agentrewind-demo"
+	managerName     = "agentrewind-manager"
+	storeService    = "agentrewind-store"
+	storeBucket     = "agentrewind"
+	// The store's root credentials: the manager's (agentrewind-manager-store) and, in the demo
+	// namespace, its engine Jobs' (hack/demo/manifests/01-namespace.yaml).
+	storeAccessKey = "demo-access-key"
+	storeSecretKey = "demo-secret-key"
+	fakeModelURL   = "http://fake-llm." + systemNamespace + ".svc:8080"
+	triageScript   = "examples/proxy-agent/testdata/triage.yaml"
+)
+
+type options struct {
+	image, agentImage, storeImage string
+	kubeconfig, kubectl, cli      string
+}
+
 func main() {
-	keep := flag.Bool("keep", false, "keep the control plane and manager running until interrupted")
-	manager := flag.String("manager", "bin/agentrewind", "the agentrewind binary to run as the manager")
+	var o options
+	flag.StringVar(&o.image, "image", "", "the agentrewind image, already in the cluster's containerd")
+	flag.StringVar(&o.agentImage, "agent-image", "", "the proxy-agent example's image, already in the cluster's containerd")
+	flag.StringVar(&o.storeImage, "store-image", "", "the versitygw image, already in the cluster's containerd")
+	flag.StringVar(&o.kubeconfig, "kubeconfig", "bin/cluster/admin.kubeconfig", "the cluster's admin kubeconfig")
+	flag.StringVar(&o.kubectl, "kubectl", "", "the kubectl to drive the cluster with")
+	flag.StringVar(&o.cli, "agentrewind", "bin/agentrewind", "the agentrewind binary, for `agentrewind suite status`")
 	flag.Parse()
-	if err := run(*keep, *manager); err != nil {
+	if o.image == "" || o.agentImage == "" || o.storeImage == "" || o.kubectl == "" {
+		fmt.Fprintln(os.Stderr, "demo: -image, -agent-image, -store-image and -kubectl are required: run it with 'make demo'")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
 		fmt.Fprintln(os.Stderr, "demo failed:", err)
 		os.Exit(1)
 	}
 }
 
-func run(keep bool, managerBin string) error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+func run(ctx context.Context, o options) error {
+	k := kubectl{bin: o.kubectl, kubeconfig: o.kubeconfig}
 
-	step("Starting a control plane (kube-apiserver + etcd) with the agentrewind CRDs")
-	api, err := devenv.StartAPIServer()
-	if err != nil {
+	step("Deploying the operator from config/default, with an S3 server and a fake model beside it (hack/cluster/addons)")
+	if err := deployOperator(ctx, k, o); err != nil {
 		return err
 	}
-	defer func() { _ = api.Stop() }()
+	if err := createBucket(ctx, k); err != nil {
+		return err
+	}
 
-	dir, err := os.MkdirTemp("", "agentrewind-demo-")
+	step("A namespace for the demo (restricted Pod Security) and the issue tracker the agent's tools call")
+	if err := k.applyFile(ctx, "hack/demo/manifests/01-namespace.yaml", o); err != nil {
+		return err
+	}
+	if err := k.applyFile(ctx, "hack/demo/manifests/02-tracker.yaml", o); err != nil {
+		return err
+	}
+	if err := k.show(ctx, "rollout", "status", "-n", demoNamespace, "deployment/tracker", "--timeout", "120s"); err != nil {
+		return k.diagnose(ctx, err, demoNamespace)
+	}
+
+	step("An AgentSession that asks to be recorded: the operator runs the triage agent beside the rewind proxy")
+	if err := k.applyFile(ctx, "hack/demo/manifests/03-session.yaml", o); err != nil {
+		return err
+	}
+	if err := k.show(ctx, "wait", "-n", demoNamespace, "--for=condition=Ready", "agentsession/triage-42", "--timeout", "300s"); err != nil {
+		return k.diagnose(ctx, err, demoNamespace)
+	}
+	if err := k.show(ctx, "wait", "-n", demoNamespace, "--for=condition=Ready", "resumeplan/triage-42", "--timeout", "180s"); err != nil {
+		return k.diagnose(ctx, err, demoNamespace)
+	}
+	if err := k.show(ctx, "get", "-n", demoNamespace, "agentsessions,resumeplans"); err != nil {
+		return err
+	}
+
+	step("The agent labelled a crash in owned code \"bug\": fork it at that decision with a one-line prompt fix, and replay it as a regression test")
+	if err := k.applyFile(ctx, "hack/demo/manifests/04-forkruns.yaml", o); err != nil {
+		return err
+	}
+	for _, fr := range []string{"triage-42-prompt-fix", "triage-42-replay"} {
+		if err := k.show(ctx, "wait", "-n", demoNamespace, "--for=condition=Ready", "forkrun/"+fr, "--timeout", "300s"); err != nil {
+			return k.diagnose(ctx, err, demoNamespace)
+		}
+	}
+	if err := k.show(ctx, "get", "-n", demoNamespace, "forkruns", "-o", "wide"); err != nil {
+		return err
+	}
+	if err := k.show(ctx, "get", "-n", demoNamespace, "forkrun/triage-42-prompt-fix", "-o",
+		`jsonpath=outcome={.status.outcome} reachedGoal={.status.reachedGoal} childSession={.status.childSessionRef.name} liveTokens={.status.usage.live.totalTokens}{"\n"}`); err != nil {
+		return err
+	}
+
+	step("The replay suite \"nightly\", as CI would check it")
+	if err := runShown(ctx, o.cli, "suite", "status", "nightly", "-n", demoNamespace, "--kubeconfig", o.kubeconfig); err != nil {
+		return err
+	}
+
+	step("Everything agentrewind in the demo namespace (kubectl get agentrewind)")
+	if err := k.show(ctx, "get", "agentrewind", "-n", demoNamespace); err != nil {
+		return err
+	}
+
+	step("The cluster stays up. Explore it, then stop it with 'make cluster-down':")
+	fmt.Printf("  export KUBECONFIG=%s\n  %s get agentrewind -n %s\n  %s describe forkrun triage-42-prompt-fix -n %s\n",
+		o.kubeconfig, o.kubectl, demoNamespace, o.kubectl, demoNamespace)
+	return nil
+}
+
+// deployOperator installs config/default with the demo's images and the add-ons, through a
+// kustomization written under bin/ (kustomize wants config/default and the add-ons below its root or
+// as bases), and waits for every rollout.
+func deployOperator(ctx context.Context, k kubectl, o options) error {
+	if err := k.applyText(ctx, fmt.Sprintf(`apiVersion: v1
+kind: Namespace
+metadata:
+  name: %[1]s
+  labels:
+    pod-security.kubernetes.io/enforce: restricted
+---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: agentrewind-manager-store
+  namespace: %[1]s
+stringData:
+  accessKeyID: %[2]s
+  secretAccessKey: %[3]s
+`, systemNamespace, storeAccessKey, storeSecretKey)); err != nil {
+		return err
+	}
+	dir, err := writeOverlay(o)
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	user, err := api.Environment().AddUser(envtest.User{Name: "demo", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
+	if err := k.show(ctx, "apply", "--server-side", "--force-conflicts", "-k", dir); err != nil {
 		return err
 	}
-	kubeconfig, err := user.KubeConfig()
-	if err != nil {
-		return err
+	for _, d := range []string{managerName, storeService, "fake-llm"} {
+		if err := k.show(ctx, "rollout", "status", "-n", systemNamespace, "deployment/"+d, "--timeout", "180s"); err != nil {
+			return k.diagnose(ctx, err, systemNamespace)
+		}
 	}
-	kubeconfigPath := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kubeconfigPath, kubeconfig, 0o600); err != nil {
-		return err
-	}
-	kubectl := filepath.Join(api.Environment().BinaryAssetsDirectory, "kubectl")
-
-	// This control plane has no kubelet, so the controllers' engine Jobs could never run: the manager
-	// starts without them here (make e2e runs them on a real cluster).
-	step("Starting agentrewind manager with leader election (controllers off: no kubelet here to run their Jobs)")
-	mgr := exec.CommandContext(ctx, managerBin, "manager", "--kubeconfig", kubeconfigPath, "--controllers=false",
-		"--leader-elect", "--leader-election-namespace", "default",
-		"--metrics-bind-address", "127.0.0.1:0", "--metrics-secure=false", "--health-probe-bind-address", "127.0.0.1:0")
-	logFile, err := os.Create(filepath.Join(dir, "manager.log"))
-	if err != nil {
-		return err
-	}
-	mgr.Stdout, mgr.Stderr = logFile, logFile
-	if err := mgr.Start(); err != nil {
-		return fmt.Errorf("starting %s: %w (run 'make build' first)", managerBin, err)
-	}
-	defer func() { _ = mgr.Process.Signal(syscall.SIGTERM); _ = mgr.Wait() }()
-	if err := waitForLease(ctx, kubectl, kubeconfigPath); err != nil {
-		out, _ := os.ReadFile(logFile.Name())
-		return fmt.Errorf("%w; manager log:\n%s", err, out)
-	}
-
-	k := func(args ...string) error { return kubectlRun(ctx, kubectl, kubeconfigPath, args...) }
-	step("kubectl apply -k config/samples")
-	if err := k("apply", "-k", "config/samples"); err != nil {
-		return err
-	}
-	step("kubectl get agentrewind (every kind in the category)")
-	if err := k("get", "agentrewind"); err != nil {
-		return err
-	}
-	step("kubectl get forkruns -o wide")
-	if err := k("get", "fork", "-o", "wide"); err != nil {
-		return err
-	}
-	step("kubectl explain forkrun.spec.mode")
-	if err := k("explain", "forkrun.spec.mode"); err != nil {
-		return err
-	}
-	step("kubectl apply of a ForkRun that does not say whether to spend money: no mode (expected to be refused)")
-	bad := filepath.Join(dir, "bad-forkrun.yaml")
-	if err := os.WriteFile(bad, []byte(badForkRun), 0o600); err != nil {
-		return err
-	}
-	if err := k("apply", "-f", bad); err == nil {
-		return fmt.Errorf("the API server accepted an invalid ForkRun")
-	}
-
-	if err := engineDemo(ctx, dir, managerBin); err != nil {
-		return err
-	}
-
-	if !keep {
-		step("Done. Run 'make demo DEMO_FLAGS=-keep' to keep the cluster up and use kubectl yourself.")
-		return nil
-	}
-	step("The control plane stays up until you press Ctrl-C. From another shell:")
-	fmt.Printf("  export KUBECONFIG=%s\n  %s get agentrewind\n", kubeconfigPath, kubectl)
-	<-ctx.Done()
 	return nil
 }
 
-const badForkRun = `apiVersion: agentrewind.io/v1alpha1
-kind: ForkRun
-metadata:
-  name: fork-or-replay-unsaid
-spec:
-  sessionRef:
-    name: triage-bot-run-42
-  fork:
-    atStep: 11
-    overrides:
-      system: "a different prompt"
-`
+// writeOverlay writes the kustomization over config/default: the images, the add-ons with the fake
+// model's script as a ConfigMap, and the manager pointed at the fake model for every live call.
+func writeOverlay(o options) (string, error) {
+	if err := os.MkdirAll("bin", 0o755); err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp("bin", "demo-overlay-")
+	if err != nil {
+		return "", err
+	}
+	for _, f := range []struct{ from, to string }{
+		{"hack/cluster/addons/store.yaml", "store.yaml"},
+		{"hack/cluster/addons/fake-llm.yaml", "fake-llm.yaml"},
+		{triageScript, "script.yaml"},
+	} {
+		data, err := os.ReadFile(f.from)
+		if err != nil {
+			return dir, err
+		}
+		if err := os.WriteFile(filepath.Join(dir, f.to), data, 0o644); err != nil {
+			return dir, err
+		}
+	}
+	img, tag := splitImage(o.image)
+	storeImg, storeTag := splitImage(o.storeImage)
+	k := fmt.Sprintf(`resources:
+  - ../../config/default
+  - store.yaml
+  - fake-llm.yaml
+configMapGenerator:
+  - name: fake-llm-script
+    namespace: %[1]s
+    files: [script.yaml]
+    options:
+      disableNameSuffixHash: true
+images:
+  - name: agentrewind
+    newName: %[2]s
+    newTag: %[3]s
+  - name: agentrewind.local/versitygw
+    newName: %[4]s
+    newTag: %[5]s
+patches:
+  - target: {kind: Deployment, name: %[6]s}
+    patch: |-
+      - op: add
+        path: /spec/template/spec/containers/0/args/-
+        value: --anthropic-upstream=%[7]s
+      - op: replace
+        path: /spec/template/spec/containers/0/args/4
+        value: --engine-image=%[8]s
+`, systemNamespace, img, tag, storeImg, storeTag, managerName, fakeModelURL, o.image)
+	return dir, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644)
+}
+
+// createBucket creates the store's bucket through the store's ClusterIP, which this machine (the node)
+// reaches through kube-proxy, as an administrator would before the first session is stored.
+func createBucket(ctx context.Context, k kubectl) error {
+	ip, err := k.output(ctx, "get", "service", "-n", systemNamespace, storeService, "-o", "jsonpath={.spec.clusterIP}")
+	if err != nil {
+		return err
+	}
+	cfg := blobstore.Config{Endpoint: "http://" + ip + ":7070", Bucket: storeBucket, CreateBucket: true,
+		Credentials: blobstore.Credentials{AccessKeyID: storeAccessKey, SecretAccessKey: storeSecretKey}}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		octx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		_, err := blobstore.Open(octx, cfg)
+		cancel()
+		if err == nil {
+			fmt.Printf("bucket %s ready on the in-cluster store (%s)\n", storeBucket, cfg.Endpoint)
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("creating bucket %s on %s: %w", storeBucket, cfg.Endpoint, err)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// splitImage splits NAME[:TAG] (NAME may hold a host:port) into name and tag ("latest" when absent).
+func splitImage(ref string) (name, tag string) {
+	slash := strings.LastIndex(ref, "/")
+	if colon := strings.LastIndex(ref, ":"); colon > slash {
+		return ref[:colon], ref[colon+1:]
+	}
+	return ref, "latest"
+}
 
 func step(msg string) { fmt.Printf("\n==> %s\n", msg) }
 
-func kubectlRun(ctx context.Context, kubectl, kubeconfig string, args ...string) error {
+// kubectl runs the cluster's kubectl, showing each command as a user would type it.
+type kubectl struct{ bin, kubeconfig string }
+
+func (k kubectl) command(ctx context.Context, args ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, k.bin, append([]string{"--kubeconfig", k.kubeconfig}, args...)...)
+}
+
+// show runs kubectl with its output on the terminal.
+func (k kubectl) show(ctx context.Context, args ...string) error {
 	fmt.Printf("$ kubectl %s\n", strings.Join(args, " "))
-	cmd := exec.CommandContext(ctx, kubectl, append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	cmd := k.command(ctx, args...)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stdout
 	return cmd.Run()
 }
 
-// waitForLease waits until the manager holds its leader election Lease, which proves it reached the
-// API server with its own credentials.
-func waitForLease(ctx context.Context, kubectl, kubeconfig string) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		out, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", kubeconfig, "get", "lease", "-n", "default",
-			"agentrewind.agentrewind.io", "-o", "jsonpath={.spec.holderIdentity}").Output()
-		if err == nil && len(out) > 0 {
-			fmt.Printf("manager is leader: %s\n", out)
-			return nil
-		}
-		time.Sleep(200 * time.Millisecond)
+func (k kubectl) output(ctx context.Context, args ...string) (string, error) {
+	var stderr bytes.Buffer
+	cmd := k.command(ctx, args...)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, stderr.String())
 	}
-	return fmt.Errorf("the manager did not take its leader election Lease within 30s")
+	return string(out), nil
+}
+
+// applyFile applies a manifest of hack/demo with the demo's agent image in place of AGENT_IMAGE.
+func (k kubectl) applyFile(ctx context.Context, file string, o options) error {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("$ kubectl apply -f %s\n", file)
+	return k.apply(ctx, strings.ReplaceAll(string(data), "AGENT_IMAGE", o.agentImage))
+}
+
+func (k kubectl) applyText(ctx context.Context, manifest string) error {
+	fmt.Println("$ kubectl apply -f - <<EOF ... EOF")
+	return k.apply(ctx, manifest)
+}
+
+func (k kubectl) apply(ctx context.Context, manifest string) error {
+	cmd := k.command(ctx, "apply", "--server-side", "--force-conflicts", "--field-manager", "agentrewind-demo", "-f", "-")
+	cmd.Stdin = strings.NewReader(manifest)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stdout
+	return cmd.Run()
+}
+
+// diagnose adds what the namespace shows to a failed wait: its objects, recent events and Jobs' logs.
+func (k kubectl) diagnose(ctx context.Context, cause error, namespace string) error {
+	var b strings.Builder
+	for _, args := range [][]string{
+		{"get", "agentrewind,jobs,pods", "-n", namespace, "-o", "wide"},
+		{"get", "events", "-n", namespace, "--sort-by", ".lastTimestamp"},
+		{"logs", "-n", systemNamespace, "deployment/" + managerName, "--tail", "30"},
+	} {
+		out, _ := k.command(ctx, args...).CombinedOutput()
+		fmt.Fprintf(&b, "\n$ kubectl %s\n%s", strings.Join(args, " "), out)
+	}
+	return errors.Join(cause, errors.New(b.String()))
+}
+
+// runShown runs a command with its output on the terminal.
+func runShown(ctx context.Context, bin string, args ...string) error {
+	fmt.Printf("$ agentrewind %s\n", strings.Join(args, " "))
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stdout
+	return cmd.Run()
 }
