@@ -520,31 +520,43 @@ it they stay, and the git commands that delete them are printed.`,
 				}
 			}
 			refs := checkpoint.GitRefsToDrop(plan.Delete, kept)
-			if !dryRun {
-				for _, d := range plan.Delete {
-					if err := store.Delete(ctx, d.ID); err != nil {
-						return fmt.Errorf("deleting checkpoint %s: %w", d.ID, err)
-					}
-				}
+			// Which refs the --workspace repository holds is asked before anything is deleted: a
+			// --workspace that is no git work tree used to fail after the checkpoints were gone,
+			// and one of another repository "deleted" refs it never held.
+			var refsHere []string // the refs deleted in the --workspace repository
+			refsLeft := refs      // the refs that stay
+			if workspace != "" {
+				refsLeft = nil
 				for _, c := range refs {
-					if workspace == "" {
-						break
+					held, err := checkpoint.HasGitRef(workspace, c)
+					if err != nil {
+						return classifyCheckpoint(fmt.Errorf("--workspace: %w (nothing was deleted)", err))
 					}
-					if err := checkpoint.DropGitRef(workspace, c); err != nil {
-						return classifyCheckpoint(err)
+					if held {
+						refsHere = append(refsHere, c)
+					} else {
+						refsLeft = append(refsLeft, c)
 					}
 				}
 			}
-			refsLeft := refs
-			if workspace != "" {
-				refsLeft = nil
+			if !dryRun {
+				for i, d := range plan.Delete {
+					if err := store.Delete(ctx, d.ID); err != nil {
+						return fmt.Errorf("deleting checkpoint %s (%d of %d already deleted): %w", d.ID, i, len(plan.Delete), err)
+					}
+				}
+				for i, c := range refsHere {
+					if err := checkpoint.DropGitRef(workspace, c); err != nil {
+						return classifyCheckpoint(fmt.Errorf("the %d checkpoints were deleted, and %d of the %d git refs: %w", len(plan.Delete), i, len(refsHere), err))
+					}
+				}
 			}
 			if f.output() == "json" {
 				return writeJSON(cmd.OutOrStdout(), struct {
 					checkpoint.PrunePlan
 					DryRun bool `json:"dryRun"`
 					// GitRefs are the refs of pruned git checkpoints that no kept one needs;
-					// GitRefsLeft those of them still in their repository (no --workspace).
+					// GitRefsLeft those of them still in their repository (no --workspace, or not in its repository).
 					GitRefs     []string `json:"gitRefs,omitempty"`
 					GitRefsLeft []string `json:"gitRefsLeft,omitempty"`
 				}{plan, dryRun, gitRefNames(refs), gitRefNames(refsLeft)})
@@ -563,13 +575,20 @@ it they stay, and the git commands that delete them are printed.`,
 			}
 			fmt.Fprintf(w, "%d checkpoints %s, %d new bytes kept\n", len(plan.Delete), verb, plan.KeptBytes)
 			if workspace != "" {
-				for _, r := range gitRefNames(refs) {
+				for _, r := range gitRefNames(refsHere) {
 					fmt.Fprintf(w, "%s git ref %s in %s\n", verb, r, printable(workspace))
 				}
 			}
-			if len(refsLeft) > 0 && !dryRun {
+			switch {
+			case len(refsLeft) > 0 && workspace != "":
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: the repository of %s does not hold the refs of %d pruned git checkpoints, which stay in their own "+
+					"repository and keep the commits from git gc (is %s their work tree?); prune with --workspace <their work tree>, or in it run:\n",
+					printable(workspace), len(refsLeft), printable(workspace))
+			case len(refsLeft) > 0 && !dryRun:
 				fmt.Fprintf(cmd.ErrOrStderr(), "warning: the refs of %d pruned git checkpoints stay in their repository and keep the commits from git gc; "+
 					"prune with --workspace <their work tree>, or in it run:\n", len(refsLeft))
+			}
+			if len(refsLeft) > 0 && (!dryRun || workspace != "") {
 				for _, r := range gitRefNames(refsLeft) {
 					fmt.Fprintf(cmd.ErrOrStderr(), "  git update-ref -d %s\n", r)
 				}

@@ -832,3 +832,54 @@ func TestUnescapeMountInfoPaths(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckpointPruneWithTheWrongWorkspaceDeletesNothingOrSaysWhichRefsStay: a --workspace that is no
+// git work tree used to fail only after the checkpoints were deleted (exit 1, nothing said about
+// them, their refs left and no longer named anywhere); one of another repository printed "deleted git
+// ref" for refs it never held. Now the first deletes nothing, and the second deletes the checkpoints
+// and says which refs its repository does not hold and how to delete them.
+func TestCheckpointPruneWithTheWrongWorkspaceDeletesNothingOrSaysWhichRefsStay(t *testing.T) {
+	t.Setenv(envStore, "")
+	refs := func(dir string) []string {
+		t.Helper()
+		out, err := exec.Command("git", "-C", dir, "for-each-ref", "--format=%(refname)", checkpoint.GitRefPrefix).CombinedOutput()
+		if err != nil {
+			t.Skipf("no usable git binary: %v %s", err, out)
+		}
+		return strings.Fields(string(out))
+	}
+	r, other := gittest.New(t), gittest.New(t)
+	r.Commit("init", map[string]string{"main.go": "v1"})
+	other.Commit("init", map[string]string{"x": "y"})
+	store := t.TempDir()
+	for step, content := range []string{"v2", "v3", "v4"} {
+		writeFiles(t, r.Dir, map[string]string{"main.go": content})
+		if _, err := runCheckpoint(t, "create", r.Dir, "--git", "--store-dir", store, "--session", "s1", "--step", fmt.Sprint(step+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func() int {
+		list, err := checkpoint.OpenStore(store).List(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(list)
+	}
+
+	_, _, err := runCheckpointStderr(t, "prune", "--store-dir", store, "--keep", "1", "--workspace", t.TempDir())
+	if exitCode(err) != exitError || !strings.Contains(err.Error(), "nothing was deleted") || count() != 3 || len(refs(r.Dir)) != 3 {
+		t.Fatalf("prune --workspace <not a repository>: exit %d, %v; %d checkpoints, %d refs left; want a refusal deleting nothing", exitCode(err), err, count(), len(refs(r.Dir)))
+	}
+
+	out, stderr, err := runCheckpointStderr(t, "prune", "--store-dir", store, "--keep", "1", "--workspace", other.Dir)
+	if err != nil || count() != 1 {
+		t.Fatalf("prune --workspace <another repository>: %v, %d checkpoints left", err, count())
+	}
+	left := refs(r.Dir)
+	if len(left) != 3 || strings.Contains(out, "git ref") {
+		t.Fatalf("prune --workspace <another repository> claimed refs it does not hold:\n%s\n%d refs in the real repository", out, len(left))
+	}
+	if !strings.Contains(stderr, "does not hold the refs of 2 pruned git checkpoints") || strings.Count(stderr, "git update-ref -d "+checkpoint.GitRefPrefix) != 2 {
+		t.Errorf("prune --workspace <another repository> did not say which refs stay and how to delete them:\n%s", stderr)
+	}
+}

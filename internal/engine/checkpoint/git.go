@@ -114,6 +114,25 @@ func DropGitRef(dir, commit string) error {
 	return nil
 }
 
+// HasGitRef reports whether the repository of the work tree dir holds the ref that keeps git
+// checkpoint commit from git gc; an error when dir is not a git work tree. Prune asks it of every ref
+// before deleting anything: a --workspace that is not the checkpoints' repository must neither fail
+// halfway, after the checkpoints are gone, nor "delete" refs it does not hold.
+func HasGitRef(dir, commit string) (bool, error) {
+	if !commitIDRE.MatchString(commit) {
+		return false, &ManifestError{Reason: fmt.Sprintf("git checkpoint %q is not a 40-hex commit id", commit)}
+	}
+	repo, err := openGitWorkspace(dir)
+	if err != nil {
+		return false, fmt.Errorf("opening git workspace %s: %w", dir, err)
+	}
+	_, err = repo.Storer.Reference(plumbing.ReferenceName(GitRefPrefix + commit))
+	if errors.Is(err, plumbing.ErrReferenceNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 // GitCaptured is the outcome of CaptureGit.
 type GitCaptured struct {
 	// Commit is the checkpoint: a commit object whose parent is HEAD, named only by the private ref
