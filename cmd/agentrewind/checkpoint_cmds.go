@@ -42,6 +42,10 @@ type checkpointFlags struct {
 	store    storeFlags
 	storeDir string
 	session  string
+	// makeStore lets open create a --store-dir that does not exist yet: only create stores anything
+	// new. The other verbs refuse a missing one, which a typo makes: a restore used to answer "no
+	// checkpoint matches" and leave an empty store directory behind.
+	makeStore bool
 }
 
 func (f *checkpointFlags) register(cmd *cobra.Command) {
@@ -93,9 +97,16 @@ func (f *checkpointFlags) open(ctx context.Context, workspace string) (*checkpoi
 		if within(store, ws) || within(ws, store) || sameOrBelow(store, ws) || sameOrBelow(ws, store) || overlapThroughMounts(store, ws) {
 			return nil, fmt.Errorf("the store %s and the workspace %s overlap: keep the store outside the workspace", f.storeDir, workspace)
 		}
+	}
+	if f.makeStore {
 		if err := os.MkdirAll(f.storeDir, 0o755); err != nil {
 			return nil, err
 		}
+	} else if fi, err := os.Stat(f.storeDir); err != nil || !fi.IsDir() {
+		if err == nil {
+			err = errors.New("not a directory")
+		}
+		return nil, fmt.Errorf("--store-dir %s: %w: no checkpoint was ever stored there (create makes it)", f.storeDir, err)
 	}
 	return checkpoint.OpenStore(f.storeDir), nil
 }
@@ -190,6 +201,7 @@ character, as in gitignore (\* is a star, \\ a backslash).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := f.context(cmd.Context())
 			defer cancel()
+			f.makeStore = true
 			store, err := f.open(ctx, args[0])
 			if err != nil {
 				return err

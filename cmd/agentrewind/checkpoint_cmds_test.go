@@ -883,3 +883,33 @@ func TestCheckpointPruneWithTheWrongWorkspaceDeletesNothingOrSaysWhichRefsStay(t
 		t.Errorf("prune --workspace <another repository> did not say which refs stay and how to delete them:\n%s", stderr)
 	}
 }
+
+// TestCheckpointAMissingStoreDirIsSaidSoAndNotMade: a --store-dir that does not exist (a typo) is
+// named as missing by every verb but create, and none of them makes it: a restore used to answer "no
+// checkpoint matches", a list an empty table, and both left an empty store directory behind.
+func TestCheckpointAMissingStoreDirIsSaidSoAndNotMade(t *testing.T) {
+	t.Setenv(envStore, "")
+	ws := t.TempDir()
+	writeFiles(t, ws, map[string]string{"a.txt": "alpha"})
+	missing := filepath.Join(t.TempDir(), "typo")
+	for _, args := range [][]string{
+		{"restore", ws, "latest", "--store-dir", missing},
+		{"preview", ws, "latest", "--store-dir", missing},
+		{"list", "--store-dir", missing},
+		{"prune", "--store-dir", missing, "--keep", "1"},
+	} {
+		_, err := runCheckpoint(t, args...)
+		if exitCode(err) != exitError || err == nil || !strings.Contains(err.Error(), "no checkpoint was ever stored there") {
+			t.Errorf("%s with a missing --store-dir: exit %d, %v", args[0], exitCode(err), err)
+		}
+		if _, err := os.Stat(missing); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("%s made the missing --store-dir: %v", args[0], err)
+		}
+	}
+	if _, err := runCheckpoint(t, "create", ws, "--store-dir", missing); err != nil {
+		t.Fatalf("create into a new --store-dir: %v", err)
+	}
+	if _, err := runCheckpoint(t, "restore", ws, "latest", "--store-dir", missing); err != nil {
+		t.Fatalf("restore once the store exists: %v", err)
+	}
+}
