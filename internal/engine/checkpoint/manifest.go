@@ -150,6 +150,9 @@ func (m *Manifest) Validate() error {
 			if e.Target == "" || strings.ContainsRune(e.Target, 0) || !utf8.ValidString(e.Target) {
 				return &ManifestError{Path: e.Path, Reason: "symlink without a usable target"}
 			}
+			if len(e.Target) > MaxLinkTargetBytes {
+				return &ManifestError{Path: e.Path, Reason: fmt.Sprintf("a symlink target of %d bytes, longer than one may be (%d)", len(e.Target), MaxLinkTargetBytes)}
+			}
 			// A git checkpoint counts a changed link's target as new bytes.
 			total = min(total, math.MaxInt64-int64(len(e.Target))) + int64(len(e.Target))
 		default:
@@ -171,8 +174,8 @@ func (m *Manifest) Validate() error {
 	return nil
 }
 
-// ValidPath checks a manifest path: slash-separated, relative, clean, without "." or ".." segments
-// or NUL bytes, and valid UTF-8 (JSON cannot carry other bytes). Every other byte is part of a name,
+// ValidPath checks a manifest path: slash-separated, relative, clean, without "." or ".." segments,
+// segments longer than MaxNameBytes or NUL bytes, and valid UTF-8 (JSON cannot carry other bytes). Every other byte is part of a name,
 // as on Linux: a backslash, a newline or a leading dash is an ordinary character, never a separator or
 // an option; only where the OS reads a backslash as a separator is one refused.
 func ValidPath(p string) error {
@@ -192,9 +195,20 @@ func ValidPath(p string) error {
 		if seg == "" || seg == "." || seg == ".." {
 			return &ManifestError{Path: p, Reason: "empty, \".\" or \"..\" path segment"}
 		}
+		if len(seg) > MaxNameBytes {
+			return &ManifestError{Path: p, Reason: fmt.Sprintf("a path segment of %d bytes, longer than a file name may be (%d)", len(seg), MaxNameBytes)}
+		}
 	}
 	return nil
 }
+
+// MaxNameBytes (NAME_MAX) and MaxLinkTargetBytes (PATH_MAX less its NUL) bound what the kernel
+// writes: a longer name or link target fails with ENAMETOOLONG, so a manifest holding one is refused
+// before a restore writes anything, not halfway through it.
+const (
+	MaxNameBytes       = 255
+	MaxLinkTargetBytes = 4095
+)
 
 // Summary is what listing, addressing and pruning need of a checkpoint.
 type Summary struct {
