@@ -442,7 +442,8 @@ the free space of each file system written to must hold every file written whole
 there), before anything is written;
 a restore never writes through a symbolic link. Before writing, a guard checkpoint of the current files
 is taken (--guard warn: restore anyway if it fails; require: refuse; off: none); restoring the guard
-undoes the restore.`,
+undoes the restore. A restore is refused while another restore or a capture of the workspace runs,
+and a capture while a restore runs.`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			mode, err := checkpoint.ParseGuardMode(guard)

@@ -7,6 +7,7 @@
 // What it must not do: delete a workspace file, follow or write through a symbolic link, write
 // anything before every manifest path, blob hash, destination's writability (permissions, read-only
 // mounts, append-only and immutable attributes) and file system's free space has been checked, or
-// trust a stored manifest whose bytes do not hash to its id. Sweeping unreferenced blobs and the
-// Checkpoint controller live elsewhere.
+// trust a stored manifest whose bytes do not hash to its id; or let two restores, or a restore and a
+// capture, of one workspace run at once (an flock on its top directory refuses the later one).
+// Sweeping unreferenced blobs and the Checkpoint controller live elsewhere.
 package checkpoint
