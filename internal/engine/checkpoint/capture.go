@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"syscall"
 	"time"
 	"unicode/utf8"
 )
@@ -216,8 +217,15 @@ func captureFile(ctx context.Context, root *os.Root, rel string, blobs Blobs, up
 	return e, false, nil
 }
 
+// afterLstat, set only by tests, runs between openRegular's lstat and its open.
+var afterLstat func(rel string)
+
 // openRegular opens rel for reading only if it is a regular file, and the very file lstat saw: a path
 // swapped for a symbolic link between the two is refused rather than read through.
+//
+// The open does not wait (O_NONBLOCK, harmless on a regular file): a named pipe swapped in between
+// the lstat and the open would otherwise block it until some writer came, hanging the capture or
+// restore past its context; it is then refused as not the file lstat saw.
 func openRegular(root *os.Root, rel string) (*os.File, fs.FileInfo, error) {
 	li, err := root.Lstat(rel)
 	if err != nil {
@@ -226,7 +234,10 @@ func openRegular(root *os.Root, rel string) (*os.File, fs.FileInfo, error) {
 	if !li.Mode().IsRegular() {
 		return nil, nil, fmt.Errorf("%s is no longer a regular file", rel)
 	}
-	f, err := root.Open(rel)
+	if afterLstat != nil {
+		afterLstat(rel)
+	}
+	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, nil, err
 	}
