@@ -14,5 +14,5 @@ for img in "$@"; do
   docker save "$img" | ctr_k8s images import - >/dev/null
   # ctr stores a short name under its normalized full reference, the same one the kubelet resolves a
   # pod's image to, so pods refer to it as plain NAME:TAG.
-  ctr_k8s images ls -q | grep -qE "(^|/)${img//./\\.}\$" || die "$img is not in the cluster's containerd after the import"
+  grep -qE "(^|/)${img//./\\.}\$" <<<"$(ctr_k8s images ls -q)" || die "$img is not in the cluster's containerd after the import"
 done

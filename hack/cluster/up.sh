@@ -117,7 +117,9 @@ if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
   log "creating bridge $BRIDGE ($BRIDGE_IP)"
   ip link add "$BRIDGE" type bridge
 fi
-ip addr show dev "$BRIDGE" | grep -q "inet $BRIDGE_IP/" || ip addr add "$BRIDGE_IP/${POD_CIDR#*/}" dev "$BRIDGE"
+# Captured, not piped into grep -q: under pipefail, grep exiting at the first match can fail the pipeline
+# (SIGPIPE to ip) and the address would be added twice.
+[[ $(ip -4 addr show dev "$BRIDGE") == *"inet $BRIDGE_IP/"* ]] || ip addr add "$BRIDGE_IP/${POD_CIDR#*/}" dev "$BRIDGE"
 ip link set "$BRIDGE" up
 
 # --- Host sysctls the kubelet will rewrite: saved once, restored by down.sh ---------------------------
@@ -294,7 +296,7 @@ start containerd "$(command -v containerd)" --config "$CLUSTER_DIR/config/contai
 wait_for containerd 60 ctr --address "$CONTAINERD_SOCK" version
 
 # --- The sandbox image: the static pause binary FROM scratch, imported (nothing is pulled) ------------
-if ! ctr_k8s images ls -q | grep -qx "$PAUSE_IMAGE"; then
+if ! grep -qx "$PAUSE_IMAGE" <<<"$(ctr_k8s images ls -q)"; then
   log "building and importing $PAUSE_IMAGE"
   ctx=$CLUSTER_DIR/pause-build
   mkdir -p "$ctx"
