@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/agentrewind/agentrewind/api/v1alpha1"
+	"github.com/agentrewind/agentrewind/internal/blobstore"
 	"github.com/agentrewind/agentrewind/internal/fakellm"
 )
 
@@ -428,5 +429,54 @@ func TestAgentSessionRecordsItsAgentInCluster(t *testing.T) {
 	rec := s.Status.Recording
 	if ptr.Deref(rec.ModelCalls, -1) != recordedModels || ptr.Deref(rec.ToolCalls, -1) != recordedTools {
 		t.Errorf("the in-cluster recording: %d model and %d tool calls, want %d and %d", ptr.Deref(rec.ModelCalls, -1), ptr.Deref(rec.ToolCalls, -1), recordedModels, recordedTools)
+	}
+}
+
+// The garbage collector never deletes a reachable session, however old: a pushed session whose run
+// can still be resumed (and whose SUSPEND anchor is a retained Checkpoint), with a grace period of one
+// second, is marked Reachable by the collector and is still there, with its objects in the store,
+// after several collection passes past its grace.
+func TestGCKeepsAReachableSessionPastItsGrace(t *testing.T) {
+	t.Parallel()
+	ns := sessionNamespace(t, "gc")
+	pushSession(t, recordedSession(), ns)
+	s := &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Name: "triage", Namespace: ns},
+		Spec: v1alpha1.AgentSessionSpec{SessionID: recordedID,
+			Retention: v1alpha1.RetentionSpec{Policy: v1alpha1.RetentionDelete, GracePeriodSeconds: ptr.To[int64](1)}}}
+	if err := k8s.Create(t.Context(), s); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, s, 3*time.Minute)
+	// The collector's own verdict (its message; the plan's mirrored one says otherwise), once it saw
+	// the ResumePlan's verdict (before that it keeps the session as VerdictPending).
+	waitFor(t, s, 2*time.Minute, "the collector's reachability", func(s *v1alpha1.AgentSession) (bool, string) {
+		r := s.Status.Reachability
+		return r.State == v1alpha1.Reachable && strings.HasPrefix(r.Message, "retained regardless of age") && r.Reason != "VerdictPending",
+			fmt.Sprintf("%+v", r)
+	})
+	t.Logf("reachability %s: %s", s.Status.Reachability.Reason, s.Status.Reachability.Message)
+	time.Sleep(20 * time.Second) // four passes at --gc-interval=5s, the 1 s grace long gone
+	if err := k8s.Get(t.Context(), client.ObjectKeyFromObject(s), s); err != nil || s.DeletionTimestamp != nil {
+		t.Fatalf("the reachable session after its grace: %v, deletionTimestamp %v; want it kept", err, s.DeletionTimestamp)
+	}
+	if r := s.Status.Reachability; r.State != v1alpha1.Reachable {
+		t.Errorf("reachability after four passes: %+v, want Reachable", r)
+	}
+	store, err := blobstore.Open(t.Context(), storeConfig(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := store.List(t.Context(), ns+"/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := 0
+	for _, o := range objs {
+		if strings.HasSuffix(o.Key, recordedID+"/meta.json") {
+			meta++
+		}
+	}
+	if meta != 1 {
+		t.Errorf("the store under %s/ holds %d meta.json of %s (%d objects), want the kept session's one", ns, meta, recordedID, len(objs))
 	}
 }
