@@ -13,6 +13,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -432,51 +433,67 @@ func TestAgentSessionRecordsItsAgentInCluster(t *testing.T) {
 	}
 }
 
-// The garbage collector never deletes a reachable session, however old: a pushed session whose run
-// can still be resumed (and whose SUSPEND anchor is a retained Checkpoint), with a grace period of one
-// second, is marked Reachable by the collector and is still there, with its objects in the store,
-// after several collection passes past its grace.
-func TestGCKeepsAReachableSessionPastItsGrace(t *testing.T) {
+// The garbage collector deletes a collectible session past its grace and never a reachable one, however
+// old: of two pushed sessions with a grace period of one second, the one whose run declared no goal
+// (UNRESUMABLE, no anchor) is deleted with its objects in the store, and the parked, resumable one is
+// marked Reachable by the collector and is still there, with its meta.json, after several passes.
+func TestGCCollectsOnlyWhatCannotBeResumed(t *testing.T) {
 	t.Parallel()
 	ns := sessionNamespace(t, "gc")
+	goallessID := recordedID + "-goalless"
 	pushSession(t, recordedSession(), ns)
-	s := &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Name: "triage", Namespace: ns},
-		Spec: v1alpha1.AgentSessionSpec{SessionID: recordedID,
-			Retention: v1alpha1.RetentionSpec{Policy: v1alpha1.RetentionDelete, GracePeriodSeconds: ptr.To[int64](1)}}}
-	if err := k8s.Create(t.Context(), s); err != nil {
-		t.Fatal(err)
+	pushSession(t, goallessSession(t, goallessID), ns)
+	graceOneSecond := v1alpha1.RetentionSpec{Policy: v1alpha1.RetentionDelete, GracePeriodSeconds: ptr.To[int64](1)}
+	kept := &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Name: "triage", Namespace: ns},
+		Spec: v1alpha1.AgentSessionSpec{SessionID: recordedID, Retention: graceOneSecond}}
+	collected := &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Name: "goalless", Namespace: ns},
+		Spec: v1alpha1.AgentSessionSpec{SessionID: goallessID, Retention: graceOneSecond}}
+	for _, s := range []*v1alpha1.AgentSession{kept, collected} {
+		if err := k8s.Create(t.Context(), s); err != nil {
+			t.Fatal(err)
+		}
 	}
-	waitReady(t, s, 3*time.Minute)
-	// The collector's own verdict (its message; the plan's mirrored one says otherwise), once it saw
-	// the ResumePlan's verdict (before that it keeps the session as VerdictPending).
-	waitFor(t, s, 2*time.Minute, "the collector's reachability", func(s *v1alpha1.AgentSession) (bool, string) {
+	waitReady(t, kept, 3*time.Minute)
+
+	eventually(t, 3*time.Minute, "the collectible session deleted", func(ctx context.Context) (bool, string, error) {
+		err := k8s.Get(ctx, client.ObjectKeyFromObject(collected), collected)
+		if apierrors.IsNotFound(err) {
+			return true, "", nil
+		}
+		return false, fmt.Sprintf("still there: reachability %+v", collected.Status.Reachability), err
+	})
+	// The collector's own verdict on the kept one (its message; the plan's mirrored one says
+	// otherwise), once it saw the ResumePlan's verdict (before that it keeps it as VerdictPending).
+	waitFor(t, kept, 2*time.Minute, "the collector's reachability", func(s *v1alpha1.AgentSession) (bool, string) {
 		r := s.Status.Reachability
 		return r.State == v1alpha1.Reachable && strings.HasPrefix(r.Message, "retained regardless of age") && r.Reason != "VerdictPending",
 			fmt.Sprintf("%+v", r)
 	})
-	t.Logf("reachability %s: %s", s.Status.Reachability.Reason, s.Status.Reachability.Message)
-	time.Sleep(20 * time.Second) // four passes at --gc-interval=5s, the 1 s grace long gone
-	if err := k8s.Get(t.Context(), client.ObjectKeyFromObject(s), s); err != nil || s.DeletionTimestamp != nil {
-		t.Fatalf("the reachable session after its grace: %v, deletionTimestamp %v; want it kept", err, s.DeletionTimestamp)
+	t.Logf("kept: reachability %s: %s", kept.Status.Reachability.Reason, kept.Status.Reachability.Message)
+	time.Sleep(15 * time.Second) // three more passes at --gc-interval=5s, the 1 s grace long gone
+	if err := k8s.Get(t.Context(), client.ObjectKeyFromObject(kept), kept); err != nil || kept.DeletionTimestamp != nil {
+		t.Fatalf("the reachable session after its grace: %v, deletionTimestamp %v; want it kept", err, kept.DeletionTimestamp)
 	}
-	if r := s.Status.Reachability; r.State != v1alpha1.Reachable {
-		t.Errorf("reachability after four passes: %+v, want Reachable", r)
+	if r := kept.Status.Reachability; r.State != v1alpha1.Reachable {
+		t.Errorf("the kept session's reachability: %+v, want Reachable", r)
 	}
+
 	store, err := blobstore.Open(t.Context(), storeConfig(""))
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := store.List(t.Context(), ns+"/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	meta := 0
-	for _, o := range objs {
-		if strings.HasSuffix(o.Key, recordedID+"/meta.json") {
-			meta++
+	eventually(t, time.Minute, "the store holds the kept session's meta.json and not the collected one's", func(ctx context.Context) (bool, string, error) {
+		objs, err := store.List(ctx, ns+"/")
+		if err != nil {
+			return false, "", err
 		}
-	}
-	if meta != 1 {
-		t.Errorf("the store under %s/ holds %d meta.json of %s (%d objects), want the kept session's one", ns, meta, recordedID, len(objs))
-	}
+		var metas []string
+		for _, o := range objs {
+			if strings.HasSuffix(o.Key, "/meta.json") {
+				metas = append(metas, o.Key)
+			}
+		}
+		ok := len(metas) == 1 && strings.HasSuffix(metas[0], "/"+recordedID+"/meta.json")
+		return ok, fmt.Sprintf("meta.json objects under %s/: %v", ns, metas), nil
+	})
 }

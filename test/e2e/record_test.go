@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -159,8 +160,38 @@ func pushSession(t *testing.T, dir, ns string) {
 // the run stands, so the operator snapshots the workspace for the Checkpoint it mints there.
 func parkedSession(t *testing.T) string {
 	t.Helper()
+	return rewriteSession(t, recordedID, func(line []byte, last bool) bool {
+		if last && !bytes.Contains(line, []byte(`"kind":"session_end"`)) {
+			t.Fatalf("the recording's last event is not session_end: %s", line)
+		}
+		return !last
+	})
+}
+
+// goallessSession is a copy of the recording under another id without the agent's ledger records
+// (INTENT, STEP_CLAIMED) and the recorder's SUSPEND: a run that declared no goal, so its resume
+// verdict is UNRESUMABLE (NoIntent), it holds no anchor, and the garbage collector may collect it.
+func goallessSession(t *testing.T, id string) string {
+	t.Helper()
+	return rewriteSession(t, id, func(line []byte, _ bool) bool {
+		for _, op := range []string{"INTENT", "STEP_CLAIMED", "SUSPEND"} {
+			if bytes.Contains(line, []byte(`"kind":"ledger"`)) && bytes.Contains(line, []byte(`"op":"`+op+`"`)) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// eventNumbers are the seq and step every event line starts with.
+var eventNumbers = regexp.MustCompile(`^\{"seq":\d+,"step":\d+,`)
+
+// rewriteSession copies the recording into a new session directory named id, keeping the events keep
+// says to keep (numbered again from 0), with meta.json's id, event count and events hash to match.
+func rewriteSession(t *testing.T, id string, keep func(line []byte, last bool) bool) string {
+	t.Helper()
 	src := recordedSession()
-	dst := filepath.Join(t.TempDir(), recordedID)
+	dst := filepath.Join(t.TempDir(), id)
 	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
 		t.Fatal(err)
 	}
@@ -168,31 +199,48 @@ func parkedSession(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := bytes.SplitAfter(bytes.TrimSuffix(events, []byte("\n")), []byte("\n"))
-	last := lines[len(lines)-1]
-	if !bytes.Contains(last, []byte(`"kind":"session_end"`)) {
-		t.Fatalf("the recording's last event is not session_end: %s", last)
-	}
-	cut := bytes.Join(lines[:len(lines)-1], nil)
-	if err := os.WriteFile(filepath.Join(dst, "events.jsonl"), cut, 0o644); err != nil {
-		t.Fatal(err)
-	}
 	meta, err := readMeta(src)
 	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.Split(bytes.TrimSuffix(events, []byte("\n")), []byte("\n"))
+	var out bytes.Buffer
+	n := 0
+	for i, line := range lines {
+		if !keep(line, i == len(lines)-1) {
+			continue
+		}
+		if !eventNumbers.Match(line) {
+			t.Fatalf("event line %d does not start with its seq and step: %.80s", i, line)
+		}
+		line = eventNumbers.ReplaceAll(line, []byte(fmt.Sprintf(`{"seq":%d,"step":%d,`, n, n)))
+		if n == 0 { // session_start carries the meta, id included
+			line = bytes.Replace(line, []byte(`"id":"`+meta.ID+`"`), []byte(`"id":"`+id+`"`), 1)
+		}
+		out.Write(line)
+		out.WriteByte('\n')
+		n++
+	}
+	if err := os.WriteFile(filepath.Join(dst, "events.jsonl"), out.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	raw, err := os.ReadFile(filepath.Join(src, "meta.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum := sha256.Sum256(cut)
+	sum := sha256.Sum256(out.Bytes())
 	fixed := strings.Replace(string(raw), meta.EventsHash, hex.EncodeToString(sum[:]), 1)
-	fixed = strings.Replace(fixed, fmt.Sprintf(`"events": %d`, meta.Events), fmt.Sprintf(`"events": %d`, meta.Events-1), 1)
-	if fixed == string(raw) || !strings.Contains(fixed, fmt.Sprintf(`"events": %d`, meta.Events-1)) {
-		t.Fatalf("could not rewrite meta.json for the cut log:\n%s", raw)
+	fixed = strings.Replace(fixed, fmt.Sprintf(`"events": %d`, meta.Events), fmt.Sprintf(`"events": %d`, n), 1)
+	fixed = strings.Replace(fixed, fmt.Sprintf(`"id": %q`, meta.ID), fmt.Sprintf(`"id": %q`, id), 1)
+	if !strings.Contains(fixed, fmt.Sprintf(`"events": %d`, n)) || !strings.Contains(fixed, fmt.Sprintf(`"id": %q`, id)) {
+		t.Fatalf("could not rewrite meta.json for the new log:\n%s", raw)
 	}
 	if err := os.WriteFile(filepath.Join(dst, "meta.json"), []byte(fixed), 0o644); err != nil {
 		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(t.Context(), agentrewindBin, "verify", dst)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the rewritten session does not verify: %v\n%s", err, out)
 	}
 	return dst
 }
