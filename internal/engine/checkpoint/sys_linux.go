@@ -23,7 +23,7 @@ func inodeFlags(root *os.Root, rel string, dir bool) (uint32, error) {
 	var f *os.File
 	var err error
 	if dir {
-		f, err = root.Open(rel)
+		f, err = openDir(root, rel)
 	} else {
 		f, _, err = openRegular(root, rel)
 	}
@@ -104,7 +104,7 @@ func accessAt(_ string, root *os.Root, rel string, mode uint32) error {
 	if rel == "." {
 		parent, base = ".", "."
 	}
-	d, err := root.Open(parent)
+	d, err := openDir(root, parent)
 	if err != nil {
 		return err
 	}
@@ -123,7 +123,7 @@ func accessAt(_ string, root *os.Root, rel string, mode uint32) error {
 // statFSAt is statFS of the workspace directory rel, through its descriptor (fstatfs(2)), however long
 // its absolute path.
 func statFSAt(_ string, root *os.Root, rel string) (FreeSpace, error) {
-	d, err := root.Open(rel)
+	d, err := openDir(root, rel)
 	if err != nil {
 		return FreeSpace{}, err
 	}
@@ -137,4 +137,10 @@ func statFSAt(_ string, root *os.Root, rel string) (FreeSpace, error) {
 
 func freeSpaceOf(st unix.Statfs_t) FreeSpace {
 	return FreeSpace{Bytes: st.Bavail * uint64(st.Bsize), BlockSize: int64(st.Bsize), Inodes: st.Ffree, InodesLimited: st.Files > 0}
+}
+
+// openDir opens the workspace directory rel without waiting: O_DIRECTORY refuses anything else, and
+// O_NONBLOCK keeps a named pipe swapped in for it from blocking the open.
+func openDir(root *os.Root, rel string) (*os.File, error) {
+	return root.OpenFile(rel, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NONBLOCK, 0)
 }
