@@ -17,7 +17,8 @@ func TestAPreviewOfARestoreThatDoesNotFitSaysSo(t *testing.T) {
 	ws, store := filepath.Join(mnt, "ws"), OpenStore(t.TempDir())
 	write(t, ws, map[string]string{"big.bin": strings.Repeat("b", 600<<10)})
 	c := create(t, store, ws, clock(), 1)
-	write(t, ws, map[string]string{"big.bin": "small", "filler.bin": strings.Repeat("f", 500<<10)})
+	write(t, ws, map[string]string{"big.bin": "small"}) // first: with it whole the filler does not fit
+	write(t, ws, map[string]string{"filler.bin": strings.Repeat("f", 500<<10)})
 	before := tree(t, ws)
 	_, perr := store.Preview(ctx, ws, c.ID, nil)
 	_, rerr := store.Restore(ctx, ws, c.ID, RestoreOptions{Guard: GuardOff, Now: clock()})
