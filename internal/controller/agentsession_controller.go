@@ -7,12 +7,17 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/agentrewind/agentrewind/api/v1alpha1"
+	"github.com/agentrewind/agentrewind/internal/controller/jobs"
 )
 
 // SessionFinalizer keeps an AgentSession until its own objects in the store are deleted.
@@ -22,13 +27,16 @@ const SessionFinalizer = "agentrewind.io/session-data"
 const sessionIDField = "spec.sessionID"
 
 // AgentSessionReconciler records a session whose spec asks for it in a Job, verifies the recorded
-// session in a Job, writes what it found into status, creates the session's ResumePlan, and deletes
-// the session's stored objects when it is deleted.
+// session in a Job, writes what it found into status, creates the session's ResumePlan once the
+// session is verified (or found unusable), and deletes the session's stored objects when it is deleted.
 type AgentSessionReconciler struct {
 	Deps
 }
 
 // SetupWithManager registers the reconciler: it owns its recording and verify Jobs and its ResumePlan.
+// It reacts only to the changes it has work for (sessionChanged, jobStateChanged, planVerdictChanged):
+// an event of its own finalizer or status write would start a pass on a cache that may not hold that
+// write yet, whose status patch the API server then refuses with a conflict.
 func (r *AgentSessionReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.AgentSession{}, sessionIDField, func(o client.Object) []string {
 		return []string{o.(*v1alpha1.AgentSession).Spec.SessionID}
@@ -36,11 +44,40 @@ func (r *AgentSessionReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1alpha1.AgentSession{}).
-		Owns(&batchv1.Job{}).
-		Owns(&v1alpha1.ResumePlan{}).
+		For(&v1alpha1.AgentSession{}, builder.WithPredicates(sessionChanged)).
+		Owns(&batchv1.Job{}, builder.WithPredicates(jobStateChanged)).
+		Owns(&v1alpha1.ResumePlan{}, builder.WithPredicates(planVerdictChanged)).
 		Named("agentsession").
 		Complete(r)
+}
+
+// sessionChanged passes an AgentSession's creation and deletion, a new generation (a deletion bumps it
+// too) and a lost finalizer; not the controller's own finalizer and status writes, nor another's status
+// write (the garbage collector's reachability), none of which leaves it anything to do.
+var sessionChanged = predicate.Or[client.Object](predicate.GenerationChangedPredicate{},
+	predicate.NewPredicateFuncs(func(o client.Object) bool {
+		return !o.GetDeletionTimestamp().IsZero() || !controllerutil.ContainsFinalizer(o, SessionFinalizer)
+	}))
+
+// jobStateChanged passes an engine Job that finished (or failed) and one that is gone, never a Job's
+// creation or progress: the pass that created a Job wrote that it runs. A Job first seen finished (a
+// relist) passes too.
+var jobStateChanged = predicate.Funcs{
+	CreateFunc: func(e event.CreateEvent) bool { return jobs.StateOf(e.Object.(*batchv1.Job)) != jobs.Running },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		return jobs.StateOf(e.ObjectOld.(*batchv1.Job)) != jobs.StateOf(e.ObjectNew.(*batchv1.Job))
+	},
+}
+
+// planVerdictChanged passes a ResumePlan whose verdict or reachability changed, the two things the
+// session mirrors, and one that is gone (the session makes it again); not its creation by the session
+// nor its other status writes. A plan first seen with a verdict (a relist) passes too.
+var planVerdictChanged = predicate.Funcs{
+	CreateFunc: func(e event.CreateEvent) bool { return e.Object.(*v1alpha1.ResumePlan).Status.Verdict != "" },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, n := e.ObjectOld.(*v1alpha1.ResumePlan), e.ObjectNew.(*v1alpha1.ResumePlan)
+		return o.Status.Verdict != n.Status.Verdict || o.Status.Reachability != n.Status.Reachability
+	},
 }
 
 // AgentSession: recording and verify Jobs, its ResumePlan, the Checkpoints of its anchors, the finalizer. Pods are
@@ -56,8 +93,8 @@ func (r *AgentSessionReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 
-// Reconcile is get → finalizer → deletion → ResumePlan → recording → verify, with one status patch
-// at the end.
+// Reconcile is get → finalizer → deletion → the ResumePlan's verdict → recording → verify → the
+// ResumePlan, with one status patch at the end.
 func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
 	var s v1alpha1.AgentSession
 	if err := r.Get(ctx, req.NamespacedName, &s); err != nil {
@@ -82,20 +119,31 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		}
 		res, err = settle(ctx, res, err)
 	}()
-	if err := r.ensureResumePlan(ctx, &s); err != nil {
-		return ctrl.Result{}, err
-	}
 	if err := r.mirrorResumePlan(ctx, &s); err != nil {
 		return ctrl.Result{}, err
 	}
 	if proceed, err := r.record(ctx, &s); !proceed || err != nil {
 		return ctrl.Result{}, err
 	}
-	return r.verify(ctx, &s)
+	if res, err = r.verify(ctx, &s); err != nil || !verificationDone(&s) {
+		return res, err
+	}
+	return res, r.ensureResumePlan(ctx, &s)
+}
+
+// verificationDone says whether this generation's verification came to an end: the session is
+// verified, or found unusable for good. Only then is there something for a ResumePlan to judge or to
+// refuse; made earlier, the plan would only write that it waits.
+func verificationDone(s *v1alpha1.AgentSession) bool {
+	v := meta.FindStatusCondition(s.Status.Conditions, v1alpha1.SessionConditionVerified)
+	return v != nil && v.ObservedGeneration == s.Generation &&
+		(v.Status == metav1.ConditionTrue || v.Reason != v1alpha1.ReasonSessionNotFound)
 }
 
 // ensureResumePlan creates the session's ResumePlan, of the same name and owned by it, when there is
-// none. A ResumePlan of that name made by hand is left as it is.
+// none. A ResumePlan of that name made by hand is left as it is. It runs once the verification is done,
+// first in the pass that writes it, before the status patch: the plan's controller may see the plan
+// before the session's new status, and then waits for it without a write (ResumePlanReconciler.Reconcile).
 func (r *AgentSessionReconciler) ensureResumePlan(ctx context.Context, s *v1alpha1.AgentSession) error {
 	var rp v1alpha1.ResumePlan
 	err := r.Get(ctx, client.ObjectKeyFromObject(s), &rp)

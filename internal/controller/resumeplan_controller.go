@@ -9,8 +9,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/agentrewind/agentrewind/api/v1alpha1"
@@ -26,7 +29,9 @@ type ResumePlanReconciler struct {
 	Deps
 }
 
-// SetupWithManager registers the reconciler: it owns its Jobs and watches the sessions it judges.
+// SetupWithManager registers the reconciler: it owns its Jobs and watches the sessions it judges. Like
+// the session's controller, it reacts only to changes it has work for: a new spec, a Job that
+// finished, a session whose verification or event log changed; not to its own status writes.
 func (r *ResumePlanReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.ResumePlan{}, sessionRefField, func(o client.Object) []string {
 		return []string{o.(*v1alpha1.ResumePlan).Spec.SessionRef.Name}
@@ -34,11 +39,38 @@ func (r *ResumePlanReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Ma
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1alpha1.ResumePlan{}).
-		Owns(&batchv1.Job{}).
-		Watches(&v1alpha1.AgentSession{}, handler.EnqueueRequestsFromMapFunc(r.plansOfSession)).
+		For(&v1alpha1.ResumePlan{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&batchv1.Job{}, builder.WithPredicates(jobStateChanged)).
+		Watches(&v1alpha1.AgentSession{}, handler.EnqueueRequestsFromMapFunc(r.plansOfSession), builder.WithPredicates(sessionEvidenceChanged)).
 		Named("resumeplan").
 		Complete(r)
+}
+
+// sessionEvidenceChanged passes an AgentSession that appeared or went, and one whose generation,
+// Verified condition or recorded event log (eventsHash) changed: what a plan judges or waits for. The
+// rest of its status, the verdict mirrored from the plan among it, changes nothing for the plan.
+var sessionEvidenceChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, n := e.ObjectOld.(*v1alpha1.AgentSession), e.ObjectNew.(*v1alpha1.AgentSession)
+		return o.Generation != n.Generation || o.Status.Recording.EventsHash != n.Status.Recording.EventsHash ||
+			verifiedState(o) != verifiedState(n)
+	},
+}
+
+// verifiedFacts are what a plan reads of a session's Verified condition.
+type verifiedFacts struct {
+	status     metav1.ConditionStatus
+	reason     string
+	generation int64
+}
+
+// verifiedState is the session's verifiedFacts; the zero value when it has no Verified condition.
+func verifiedState(s *v1alpha1.AgentSession) verifiedFacts {
+	c := meta.FindStatusCondition(s.Status.Conditions, v1alpha1.SessionConditionVerified)
+	if c == nil {
+		return verifiedFacts{}
+	}
+	return verifiedFacts{status: c.Status, reason: c.Reason, generation: c.ObservedGeneration}
 }
 
 // plansOfSession maps an AgentSession to the ResumePlans that judge it.
@@ -63,7 +95,8 @@ func (r *ResumePlanReconciler) plansOfSession(ctx context.Context, o client.Obje
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list
 
-// Reconcile is get → the session's facts → the resume-plan Job → status, with one status patch.
+// Reconcile is get → the session's facts → the resume-plan Job → status, with one status patch; a
+// plan its session made, seen before the session's verification is, waits without a write.
 func (r *ResumePlanReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
 	var rp v1alpha1.ResumePlan
 	if err := r.Get(ctx, req.NamespacedName, &rp); err != nil {
@@ -71,6 +104,14 @@ func (r *ResumePlanReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	}
 	if !rp.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil // nothing of its own in the store: its Jobs go with it
+	}
+	var s v1alpha1.AgentSession
+	serr := r.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: rp.Spec.SessionRef.Name}, &s)
+	if serr == nil && len(rp.Status.Conditions) == 0 && metav1.IsControlledBy(&rp, &s) && !verificationDone(&s) {
+		// The session made this plan in the pass that wrote its verification: a cache that does not show
+		// that yet lags behind, and the session's update brings the plan back here. Nothing is written
+		// meanwhile, not even the observed generation.
+		return ctrl.Result{}, nil
 	}
 	base := rp.DeepCopy()
 	defer func() {
@@ -81,10 +122,9 @@ func (r *ResumePlanReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		res, err = settle(ctx, res, err)
 	}()
 
-	var s v1alpha1.AgentSession
-	if err := r.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: rp.Spec.SessionRef.Name}, &s); err != nil {
-		if client.IgnoreNotFound(err) != nil {
-			return ctrl.Result{}, err
+	if serr != nil {
+		if client.IgnoreNotFound(serr) != nil {
+			return ctrl.Result{}, serr
 		}
 		conditions.MarkReconciling(&rp.Status.Conditions, rp.Generation, conditions.ReasonWaitingForSession,
 			fmt.Sprintf("AgentSession %s does not exist", rp.Spec.SessionRef.Name))
