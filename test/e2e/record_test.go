@@ -238,8 +238,9 @@ func rewriteSession(t *testing.T, id string, keep func(line []byte, last bool) b
 	if err := os.WriteFile(filepath.Join(dst, "meta.json"), []byte(fixed), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// Intact, that is; a log cut before session_end is incomplete on purpose.
 	cmd := exec.CommandContext(t.Context(), agentrewindBin, "verify", dst)
-	if out, err := cmd.CombinedOutput(); err != nil {
+	if out, err := cmd.CombinedOutput(); err != nil && !bytes.Contains(out, []byte("hashes intact")) {
 		t.Fatalf("the rewritten session does not verify: %v\n%s", err, out)
 	}
 	return dst
