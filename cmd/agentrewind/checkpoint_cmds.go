@@ -475,6 +475,9 @@ and a capture while a restore runs.`,
 			switch {
 			case res.Guard != "":
 				fmt.Fprintf(w, "guard checkpoint %s: restore it to undo this restore\n", res.Guard)
+				for _, o := range res.GuardOmitted {
+					fmt.Fprintf(cmd.ErrOrStderr(), "note: the guard leaves out %s, whose name or link target a manifest cannot record; this restore did not touch it\n", printable(o))
+				}
 			case res.GuardWarning != "":
 				fmt.Fprintf(cmd.ErrOrStderr(), "WARNING: NO GUARD CHECKPOINT WAS TAKEN: this restore cannot be undone (--guard require refuses instead): %s\n", printable(res.GuardWarning))
 			}

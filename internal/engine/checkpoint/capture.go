@@ -28,6 +28,10 @@ type CaptureOptions struct {
 	Progress func(files int, bytes int64)
 	// inRestore marks the guard a restore takes while it holds the workspace's lock itself.
 	inRestore bool
+	// mayOmit, set for a restore's guard, says which paths need not be in it: every path the restore
+	// does not write. A name (or link target) there that a manifest cannot record is then left out
+	// (CaptureStats.Unrecordable) instead of failing the guard: the restore leaves it as it is.
+	mayOmit func(rel string) bool
 }
 
 // CaptureStats are the facts of one capture.
@@ -44,6 +48,9 @@ type CaptureStats struct {
 	// RestoreTemporaries are files a restore killed mid-write left behind (IsRestoreTemporary); they
 	// are never captured.
 	RestoreTemporaries []string `json:"restoreTemporaries,omitempty"`
+	// Unrecordable are paths a restore's guard left out: names or link targets that are not valid
+	// UTF-8, at paths the restore does not write (a directory stands for everything below it).
+	Unrecordable []string `json:"unrecordable,omitempty"`
 }
 
 // Capture walks the workspace dir and returns its manifest; the bytes of every file the blob space
@@ -117,7 +124,11 @@ func Capture(ctx context.Context, dir string, blobs Blobs, opts CaptureOptions) 
 			return nil
 		}
 		if !utf8.ValidString(rel) {
-			badName(BadName{Path: rel})
+			if opts.mayOmit != nil && opts.mayOmit(rel) {
+				st.Unrecordable = append(st.Unrecordable, rel)
+			} else {
+				badName(BadName{Path: rel})
+			}
 			if d.IsDir() {
 				return fs.SkipDir // everything below carries the name
 			}
@@ -136,7 +147,11 @@ func Capture(ctx context.Context, dir string, blobs Blobs, opts CaptureOptions) 
 				return err
 			}
 			if !utf8.ValidString(target) {
-				badName(BadName{Path: rel, Target: target})
+				if opts.mayOmit != nil && opts.mayOmit(rel) {
+					st.Unrecordable = append(st.Unrecordable, rel)
+				} else {
+					badName(BadName{Path: rel, Target: target})
+				}
 				return nil
 			}
 			m.Files = append(m.Files, Entry{Path: rel, Type: TypeSymlink, Target: target})

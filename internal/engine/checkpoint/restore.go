@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // GuardMode says what happens when the guard checkpoint before a restore cannot be taken (seed D10).
@@ -99,6 +100,9 @@ type RestoreResult struct {
 	// Guard is the checkpoint holding the workspace as it was before: restoring it undoes this restore.
 	Guard        string `json:"guard,omitempty"`
 	GuardWarning string `json:"guardWarning,omitempty"`
+	// GuardOmitted are workspace paths the guard could not record (names or link targets that are not
+	// valid UTF-8) and left out; the restore does not write them, so restoring the guard still undoes it.
+	GuardOmitted []string `json:"guardOmitted,omitempty"`
 }
 
 // destKind is what a workspace path is.
@@ -231,6 +235,12 @@ func gather(root *os.Root, m *Manifest, sel []Entry, full bool) (workspaceFacts,
 				return fs.SkipDir
 			}
 			return nil
+		}
+		if d.IsDir() && !utf8.ValidString(rel) {
+			// No checkpoint path lies below a name that is not UTF-8, and the walk cannot enter it
+			// (fs.FS paths are UTF-8): the directory itself is the leftover.
+			f.files = append(f.files, rel)
+			return fs.SkipDir
 		}
 		if !d.IsDir() && !IsRestoreTemporary(rel) {
 			f.files = append(f.files, rel)
@@ -496,10 +506,20 @@ func (s *Store) restore(ctx context.Context, dir, id string, m *Manifest, src Bl
 	res := RestoreResult{Preview: p}
 
 	if mode != GuardOff {
-		g, err := s.Create(ctx, dir, CaptureOptions{Anchor: opts.GuardAnchor, Excludes: guardExcludes(m.Excludes, sel), Guard: true, Now: opts.Now, inRestore: true})
+		// The guard must hold what the restore overwrites; a name it cannot record anywhere else
+		// (an unrelated leftover) is left out rather than failing it, which with --guard warn would
+		// restore with no guard at all.
+		writes := map[string]bool{}
+		for _, c := range p.Changes {
+			if c.Action != ActionUnchanged {
+				writes[c.Path] = true
+			}
+		}
+		g, err := s.Create(ctx, dir, CaptureOptions{Anchor: opts.GuardAnchor, Excludes: guardExcludes(m.Excludes, sel), Guard: true, Now: opts.Now,
+			inRestore: true, mayOmit: func(rel string) bool { return !writes[rel] }})
 		switch {
 		case err == nil:
-			res.Guard = g.ID
+			res.Guard, res.GuardOmitted = g.ID, g.Stats.Unrecordable
 		case mode == GuardRequire:
 			return RestoreResult{}, &GuardError{Err: err}
 		default:

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"unicode/utf8"
 )
 
 // FreeSpace is what a file system still holds for an unprivileged writer, as statfs(2) reports it.
@@ -100,6 +101,9 @@ func planGuard(ctx context.Context, root *os.Root, m *Manifest, sel []Entry, p P
 				return fs.SkipDir
 			}
 			return nil
+		}
+		if d.IsDir() && !utf8.ValidString(rel) {
+			return fs.SkipDir // the guard leaves it out, and the walk cannot enter it
 		}
 		if d.IsDir() || IsRestoreTemporary(rel) {
 			return nil
