@@ -10,11 +10,13 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -200,4 +202,36 @@ func hostPathClaim(t *testing.T, ns, name string, files map[string]string) strin
 		_ = os.RemoveAll(filepath.Dir(dir))
 	})
 	return dir
+}
+
+// deployTracker runs the proxy-agent's stand-in issue tracker (`proxy-agent tracker`) in ns as the
+// Deployment and Service tracker, restricted like every pod there, and returns the agent's tool
+// backends on it, for a proxy in the cluster to call live.
+func deployTracker(t *testing.T, ns string) []v1alpha1.ToolBackend {
+	t.Helper()
+	labels := map[string]string{"app": "tracker"}
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "tracker", Namespace: ns},
+		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+				AutomountServiceAccountToken: ptr.To(false),
+				SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65532),
+					SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+				Containers: []corev1.Container{{Name: "tracker", Image: agentImage, ImagePullPolicy: corev1.PullNever, Args: []string{"tracker", ":8090"},
+					Ports:          []corev1.ContainerPort{{Name: "http", ContainerPort: 8090}},
+					ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("http")}}, PeriodSeconds: 1},
+					SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
+						Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}}},
+			}}}}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "tracker", Namespace: ns},
+		Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Name: "http", Port: 8090, TargetPort: intstr.FromString("http")}}}}
+	for _, o := range []client.Object{dep, svc} {
+		if err := k8s.Create(t.Context(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := kubectl("rollout", "status", "-n", ns, "deployment/tracker", "--timeout", "120s"); err != nil {
+		t.Fatalf("the tracker did not roll out: %v\n%s", err, out)
+	}
+	base := fmt.Sprintf("http://tracker.%s.svc:8090", ns)
+	return []v1alpha1.ToolBackend{{Name: "search_issues", URL: base + "/search"}, {Name: "add_label", URL: base + "/label"}}
 }

@@ -412,8 +412,9 @@ func totalBytes(files map[string]string) int64 {
 func TestAgentSessionRecordsItsAgentInCluster(t *testing.T) {
 	t.Parallel()
 	ns := sessionNamespace(t, "record")
+	tools := deployTracker(t, ns)
 	s := &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Name: "recorded", Namespace: ns},
-		Spec: v1alpha1.AgentSessionSpec{SessionID: "recorded-" + ns, Agent: v1alpha1.AgentSpec{Image: agentImage},
+		Spec: v1alpha1.AgentSessionSpec{SessionID: "recorded-" + ns, Agent: v1alpha1.AgentSpec{Image: agentImage, Tools: tools},
 			ProviderKeys: v1alpha1.ProviderKeys{Anthropic: v1alpha1.SecretKeyReference{Name: providerKeySecret, Key: "ANTHROPIC_API_KEY"}}}}
 	if err := k8s.Create(t.Context(), s); err != nil {
 		t.Fatal(err)
