@@ -131,8 +131,9 @@ type AgentSpec struct {
 	Workspace WorkspaceVolume `json:"workspace,omitzero"`
 
 	// tools are the HTTP backends of the tools the agent calls through the rewind proxy's tool
-	// gateway (POST /v1/tools/{name}). A live call (while recording, or in a fork's tail) is forwarded
-	// to the tool's URL and recorded; a replay serves every call from the recording and calls none.
+	// gateway (POST /v1/tools/{name}) while its run is recorded: each call is forwarded to the tool's
+	// URL and its result recorded. Forks and replays never run a tool: they answer from the recording
+	// (a fork's new calls as spec.fork.tools.onMiss says), since running tools for real needs a sandbox.
 	// +optional
 	// +listType=map
 	// +listMapKey=name

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -208,6 +210,14 @@ images:
     newName: %[4]s
     newTag: %[5]s
 patches:
+  # The store and the manager read the credentials at start: a cluster that ran with others (make e2e)
+  # rolls both over to the demo's.
+  - target: {kind: Deployment, name: "(%[6]s|agentrewind-store)"}
+    patch: |-
+      apiVersion: apps/v1
+      kind: Deployment
+      metadata: {name: any}
+      spec: {template: {metadata: {annotations: {agentrewind.io/store-credentials: "%[9]s"}}}}
   - target: {kind: Deployment, name: %[6]s}
     patch: |-
       - op: add
@@ -216,8 +226,14 @@ patches:
       - op: replace
         path: /spec/template/spec/containers/0/args/4
         value: --engine-image=%[8]s
-`, systemNamespace, img, tag, storeImg, storeTag, managerName, fakeModelURL, o.image)
+`, systemNamespace, img, tag, storeImg, storeTag, managerName, fakeModelURL, o.image, credentialsDigest())
 	return dir, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644)
+}
+
+// credentialsDigest names the demo's store credentials without showing them.
+func credentialsDigest() string {
+	sum := sha256.Sum256([]byte(storeAccessKey + "\x00" + storeSecretKey))
+	return hex.EncodeToString(sum[:8])
 }
 
 // createBucket creates the store's bucket through the store's ClusterIP, which this machine (the node)

@@ -50,8 +50,9 @@ func proxyListenArgs() []string {
 	return []string{"--listen", fmt.Sprintf("127.0.0.1:%d", ProxyPort), "--health-listen", fmt.Sprintf(":%d", ProxyHealthPort)}
 }
 
-// liveToolArgs are the proxy's --tool flags for the agent's tool backends, for a proxy that calls live
-// (recording, or a fork's tail); a replay's proxy gets none, so it can call no tool by construction.
+// liveToolArgs are the proxy's --tool flags for the agent's tool backends, for a recording's proxy:
+// forks and replays answer tool calls from the recording, so their proxies get none and can call no
+// tool by construction.
 // The API server admits only names and URLs the proxy takes; the URL is checked again here so that a
 // backend carrying credentials never reaches a pod spec, whatever admitted it.
 func liveToolArgs(tools []v1alpha1.ToolBackend) ([]string, error) {

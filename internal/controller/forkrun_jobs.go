@@ -137,13 +137,6 @@ func (r *ForkRunReconciler) forkRunJob(fr *v1alpha1.ForkRun, s *v1alpha1.AgentSe
 	if err != nil {
 		return nil, err
 	}
-	if fr.Spec.Mode == v1alpha1.ModeFork {
-		tools, err := liveToolArgs(agent.Tools)
-		if err != nil {
-			return nil, err
-		}
-		args = append(args, tools...)
-	}
 	spec := r.Jobs.spec()
 	spec.Owner = fr
 	spec.Purpose = string(forkTask(fr))

@@ -70,9 +70,9 @@ func TestUpstreamsRefuseUnusableBaseURLs(t *testing.T) {
 	}
 }
 
-// The agent's tool backends reach the proxy of a recording and of a fork as --tool flags; a replay's
-// proxy gets none, so it can call no tool. A backend URL with credentials is a spec error, never a pod
-// spec, whatever admitted it.
+// The agent's tool backends reach the proxy of a recording as --tool flags; the proxies of forks and
+// replays, which answer tool calls from the recording, get none, so they can call no tool. A backend
+// URL with credentials is a spec error, never a pod spec, whatever admitted it.
 func TestToolBackendsReachOnlyProxiesThatCallLive(t *testing.T) {
 	tools := []v1alpha1.ToolBackend{{Name: "search_issues", URL: "http://tracker.demo.svc:8090/search"}, {Name: "add_label", URL: "https://tracker.example/label?team=editor"}}
 	want := "--tool search_issues=http://tracker.demo.svc:8090/search --tool add_label=https://tracker.example/label?team=editor"
@@ -99,11 +99,8 @@ func TestToolBackendsReachOnlyProxiesThatCallLive(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := strings.Join(job.Spec.Template.Spec.InitContainers[0].Args, " ")
-		if has := strings.Contains(got, "--tool"); has != (mode == v1alpha1.ModeFork) {
-			t.Errorf("%s proxy args %q: --tool present %v", mode, got, has)
-		} else if mode == v1alpha1.ModeFork && !strings.Contains(got, want) {
-			t.Errorf("fork proxy args %q lack %q", got, want)
+		if got := strings.Join(job.Spec.Template.Spec.InitContainers[0].Args, " "); strings.Contains(got, "--tool") {
+			t.Errorf("%s proxy args %q: a proxy that answers tools from the recording got a backend", mode, got)
 		}
 	}
 
