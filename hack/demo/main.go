@@ -72,6 +72,11 @@ func run(ctx context.Context, o options) error {
 	}
 
 	step("A namespace for the demo (restricted Pod Security) and the issue tracker the agent's tools call")
+	// A demo run before this one left its namespace: delete it first (the operator's finalizers delete
+	// its sessions from the store), so that this run records afresh.
+	if err := k.show(ctx, "delete", "namespace", demoNamespace, "--ignore-not-found", "--wait", "--timeout", "180s"); err != nil {
+		return err
+	}
 	if err := k.applyFile(ctx, "hack/demo/manifests/01-namespace.yaml", o); err != nil {
 		return err
 	}
@@ -89,8 +94,10 @@ func run(ctx context.Context, o options) error {
 	if err := k.show(ctx, "wait", "-n", demoNamespace, "--for=condition=Ready", "agentsession/triage-42", "--timeout", "300s"); err != nil {
 		return k.diagnose(ctx, err, demoNamespace)
 	}
-	if err := k.show(ctx, "wait", "-n", demoNamespace, "--for=condition=Ready", "resumeplan/triage-42", "--timeout", "180s"); err != nil {
-		return k.diagnose(ctx, err, demoNamespace)
+	for _, cond := range []string{"--for=create", "--for=condition=Ready"} {
+		if err := k.show(ctx, "wait", "-n", demoNamespace, cond, "resumeplan/triage-42", "--timeout", "180s"); err != nil {
+			return k.diagnose(ctx, err, demoNamespace)
+		}
 	}
 	if err := k.show(ctx, "get", "-n", demoNamespace, "agentsessions,resumeplans"); err != nil {
 		return err
@@ -109,8 +116,22 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	if err := k.show(ctx, "get", "-n", demoNamespace, "forkrun/triage-42-prompt-fix", "-o",
-		`jsonpath=outcome={.status.outcome} reachedGoal={.status.reachedGoal} childSession={.status.childSessionRef.name} liveTokens={.status.usage.live.totalTokens}{"\n"}`); err != nil {
+		`jsonpath=outcome={.status.outcome} childSession={.status.childSessionRef.name} liveTokens={.status.usage.live.totalTokens} liveCalls={.status.provenance.live} replayedCalls={.status.provenance.recorded}{"\n"}`); err != nil {
 		return err
+	}
+	child, err := k.output(ctx, "get", "-n", demoNamespace, "forkrun/triage-42-prompt-fix", "-o", "jsonpath={.status.childSessionRef.name}")
+	if err != nil {
+		return err
+	}
+	// The fork's child is a session of its own: verified, then judged in a ResumePlan made once it is.
+	for _, args := range [][]string{
+		{"--for=condition=Ready", "agentsession/" + child},
+		{"--for=create", "resumeplan/" + child},
+		{"--for=condition=Ready", "resumeplan/" + child},
+	} {
+		if err := k.show(ctx, append(append([]string{"wait", "-n", demoNamespace}, args...), "--timeout", "180s")...); err != nil {
+			return k.diagnose(ctx, err, demoNamespace)
+		}
 	}
 
 	step("The replay suite \"nightly\", as CI would check it")
