@@ -606,6 +606,25 @@ func TestCheckpointPruneDeletesTheRefsOfPrunedGitCheckpoints(t *testing.T) {
 	}
 }
 
+// bindMount bind-mounts src at a new directory, unmounted when the test ends, and returns it; the test
+// is skipped where mounting is not allowed.
+func bindMount(t *testing.T, src string) string {
+	t.Helper()
+	alias := filepath.Join(t.TempDir(), "alias")
+	if err := os.Mkdir(alias, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "--bind", src, alias).CombinedOutput(); err != nil {
+		t.Skipf("cannot bind-mount here: %v %s", err, out)
+	}
+	t.Cleanup(func() {
+		if exec.Command("umount", alias).Run() != nil {
+			_ = exec.Command("umount", "-l", alias).Run()
+		}
+	})
+	return alias
+}
+
 // TestCheckpointAStoreReachedThroughABindMountOfTheWorkspaceIsRefused: a bind mount shows the
 // workspace under another path that no symlink resolution leads back to; the store must still be
 // seen inside it (the capture would read its own output), by device and inode, either way round.
@@ -614,25 +633,9 @@ func TestCheckpointAStoreReachedThroughABindMountOfTheWorkspaceIsRefused(t *test
 	if os.Geteuid() != 0 {
 		t.Skip("a bind mount needs root")
 	}
-	bind := func(src string) string {
-		t.Helper()
-		alias := filepath.Join(t.TempDir(), "alias")
-		if err := os.Mkdir(alias, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if out, err := exec.Command("mount", "--bind", src, alias).CombinedOutput(); err != nil {
-			t.Skipf("cannot bind-mount here: %v %s", err, out)
-		}
-		t.Cleanup(func() {
-			if exec.Command("umount", alias).Run() != nil {
-				_ = exec.Command("umount", "-l", alias).Run()
-			}
-		})
-		return alias
-	}
 	ws, store := t.TempDir(), t.TempDir()
 	writeFiles(t, ws, map[string]string{"a.txt": "alpha"})
-	wsAlias, storeAlias := bind(ws), bind(store)
+	wsAlias, storeAlias := bindMount(t, ws), bindMount(t, store)
 	if err := os.Mkdir(filepath.Join(store, "ws"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -788,28 +791,12 @@ func TestCheckpointAStoreReachedThroughABindMountOfASubdirectoryIsRefused(t *tes
 	if os.Geteuid() != 0 {
 		t.Skip("a bind mount needs root")
 	}
-	bind := func(src string) string {
-		t.Helper()
-		alias := filepath.Join(t.TempDir(), "alias")
-		if err := os.Mkdir(alias, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if out, err := exec.Command("mount", "--bind", src, alias).CombinedOutput(); err != nil {
-			t.Skipf("cannot bind-mount here: %v %s", err, out)
-		}
-		t.Cleanup(func() {
-			if exec.Command("umount", alias).Run() != nil {
-				_ = exec.Command("umount", "-l", alias).Run()
-			}
-		})
-		return alias
-	}
 	ws, store := t.TempDir(), t.TempDir()
 	writeFiles(t, ws, map[string]string{"a.txt": "alpha", "sub/b.txt": "beta"})
 	if err := os.MkdirAll(filepath.Join(store, "deep", "ws"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	wsSub, storeSub := bind(filepath.Join(ws, "sub")), bind(filepath.Join(store, "deep"))
+	wsSub, storeSub := bindMount(t, filepath.Join(ws, "sub")), bindMount(t, filepath.Join(store, "deep"))
 	for _, tc := range []struct{ name, ws, store string }{
 		{"the store inside a bind mount of a workspace subdirectory", ws, filepath.Join(wsSub, "store")},
 		{"the workspace inside a bind mount of a store subdirectory", filepath.Join(storeSub, "ws"), store},
