@@ -343,10 +343,11 @@ func (o *proxyOptions) options() (proxy.Options, error) {
 			}
 		}
 	}
-	for _, t := range o.tools {
+	for i, t := range o.tools {
 		name, url, ok := strings.Cut(t, "=")
 		if !ok || !proxy.ToolName.MatchString(name) {
-			return opts, fmt.Errorf("--tool %s: use name=http(s)://host/path, the name 1 to 64 of A-Z a-z 0-9 . _ -", name)
+			// Not shown: a URL given without its name= may carry a password, and land in a pod's log.
+			return opts, fmt.Errorf("--tool number %d has no valid name: use name=http(s)://host/path, the name 1 to 64 of A-Z a-z 0-9 . _ -", i+1)
 		}
 		if err := proxy.CheckToolURL(url); err != nil {
 			return opts, fmt.Errorf("--tool %s: %w", name, err)

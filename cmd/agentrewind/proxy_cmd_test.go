@@ -358,3 +358,17 @@ func TestTheHealthPortServesProbesButNotTheModelAPI(t *testing.T) {
 		t.Fatalf("the model API on --listen: %v", err)
 	}
 }
+
+// TestProxyToolFlagNeverShowsAPassword: a --tool refused for its name (a URL given without name=) or
+// for its URL (no host, a wrong scheme) says which flag without any part of the URL's password: the
+// error ends in the pod's log and its termination message.
+func TestProxyToolFlagNeverShowsAPassword(t *testing.T) {
+	t.Setenv(envStore, "")
+	for _, tool := range []string{"https://u:hunter2pw@tracker/x", "https://tracker/x?a=u:hunter2pw@", "t=https://u:hunter2pw@/x",
+		"t=ftp://u:hunter2pw@tracker", "t=http://u:hunter2pw/x", "t=https://u:hunter2pw@tracker"} {
+		_, err := runCLI(t, "proxy", "--mode", "record", "--session-dir", t.TempDir(), "--tool", tool)
+		if err == nil || strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), "--tool") {
+			t.Errorf("--tool %s: %v", tool, err)
+		}
+	}
+}

@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
 
 	"github.com/agentrewind/agentrewind/internal/engine/codec/anthropic"
 	"github.com/agentrewind/agentrewind/internal/engine/codec/openai"
@@ -210,29 +213,76 @@ func CheckToolURL(raw string) error {
 
 func checkURL(raw string, queryAllowed bool) error {
 	u, err := url.Parse(raw)
+	if err == nil && u.User != nil {
+		return errors.New("the URL carries credentials: give the key as a Secret, never in the URL")
+	}
+	shown := shownURL(raw)
 	switch {
 	case err != nil:
-		// url.Error repeats the whole input, which may hold a password: keep only the reason.
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return fmt.Errorf("not a URL: %w", err)
+		return fmt.Errorf("%s is not a URL: %s", shown, parseProblem(err))
 	case u.Scheme != "http" && u.Scheme != "https":
-		return fmt.Errorf("%q: the scheme must be http or https", raw)
+		return fmt.Errorf("%s: the scheme must be http or https", shown)
 	case u.Host == "":
-		return fmt.Errorf("%q has no host", raw)
-	case u.User != nil:
-		return fmt.Errorf("%q carries credentials: give the key as a Secret, never in the URL", redactUserinfo(u))
+		return fmt.Errorf("%s has no host: write http(s)://host[:port]/path", shown)
 	case !queryAllowed && (u.RawQuery != "" || u.ForceQuery), u.Fragment != "":
-		return fmt.Errorf("%q: takes no fragment, and a base URL no query", raw)
+		return fmt.Errorf("%s: takes no fragment, and a base URL no query", shown)
 	}
 	return nil
 }
 
-// redactUserinfo is u with its user info masked, for an error message.
-func redactUserinfo(u *url.URL) string {
-	c := *u
-	c.User = url.User("REDACTED")
-	return c.String()
+// shownURL is how an error shows a URL it refuses: the error lands in logs, events, status and
+// termination messages, so only what parsed and cannot hold a secret is shown: scheme://host[:port]
+// and a path of plain characters. A URL with an "@" anywhere, or one that does not parse, is not shown
+// at all (where a password ends in text that is no URL cannot be told: "http://u:hunter2/x" fails as
+// a bad port); a query or fragment is cut off and never shown.
+func shownURL(raw string) string {
+	if strings.Contains(raw, "@") {
+		return "[URL not shown: it may carry credentials]"
+	}
+	head, _, cut := strings.Cut(strings.ReplaceAll(raw, "#", "?"), "?")
+	u, err := url.Parse(head)
+	if err != nil || u.Scheme == "" || u.Opaque != "" || !plainHost.MatchString(u.Host) {
+		return "[URL not shown: it does not parse]"
+	}
+	shown := strconv.Quote(u.Scheme + "://" + u.Host)
+	switch {
+	case u.Path == "":
+	case !strings.ContainsFunc(u.Path, func(r rune) bool { return !strings.ContainsRune(plainPathChars, r) }):
+		shown = strconv.Quote(u.Scheme + "://" + u.Host + u.Path)
+	default:
+		shown += " (path not shown)"
+	}
+	if cut {
+		shown += " (query or fragment not shown)"
+	}
+	return shown
+}
+
+// plainHost is a host an error may show: a hostname or IPv4 address, or a bracketed IPv6 address, and
+// an optional port (url.Parse accepts more: "u:hunter2:" parses as a host with an empty port).
+var plainHost = regexp.MustCompile(`^([A-Za-z0-9.-]*|\[[0-9A-Fa-f:.]+\])(:[0-9]+)?$`)
+
+// plainPathChars are the characters of a path an error may show.
+const plainPathChars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.-_/"
+
+// parseProblem is why url.Parse refused a URL, without any of the URL: its messages quote the input,
+// a bad escape or a bad port, which may be part of a password.
+func parseProblem(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	var esc url.EscapeError
+	var host url.InvalidHostError
+	switch msg := err.Error(); {
+	case errors.As(err, &esc):
+		return "a % that begins no %XX escape"
+	case errors.As(err, &host):
+		return "a character no host may hold"
+	case strings.HasPrefix(msg, "invalid port"):
+		return "a port that is not a number"
+	case !strings.ContainsAny(msg, "\"'`"):
+		return msg
+	}
+	return "it does not parse"
 }
