@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -152,7 +153,9 @@ func TestGCReportSessionsSaysWhatTheGCWouldDeleteAndWhy(t *testing.T) {
 			t.Errorf("%s: reachability %q is not spelt as in the AgentSession's status", d.Session, d.Reachability)
 		}
 	}
+	// Decisions come in namespace then name order; the namespaces' generated names set theirs.
 	wantDeleted := []string{namespaces[0] + "/done-old", namespaces[0] + "/short-grace", namespaces[1] + "/elsewhere"}
+	slices.Sort(wantDeleted)
 	if len(rep.Decisions) != 7 || rep.Deleted != 3 || rep.Grace != "24h0m0s" || !cmp.Equal(deleted, wantDeleted) {
 		t.Errorf("all namespaces: %d decisions, %d deleted %v, grace %s; want 7, %v, 24h0m0s", len(rep.Decisions), rep.Deleted, deleted, rep.Grace, wantDeleted)
 	}
