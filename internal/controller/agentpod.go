@@ -95,7 +95,10 @@ type agentPod struct {
 // its SDKs pointed at the proxy with a placeholder key, the same restricted security as the proxy, a
 // writable /tmp of its own. Every Secret key the agent reads, the proxy learns as a secret to redact
 // from the recording (--learn-secrets-from, the keys mounted for the proxy only).
-func newAgentPod(job *batchv1.Job, agent v1alpha1.AgentSpec) *agentPod {
+// The agent may read no Secret key the proxy is given (a provider key, the store's credentials) nor
+// any of keys, the provider keys of the session it runs: the agent is the untrusted party the proxy
+// holds them for, so such a spec is refused rather than run.
+func newAgentPod(job *batchv1.Job, agent v1alpha1.AgentSpec, keys ...v1alpha1.ProviderKeys) (*agentPod, error) {
 	p := &agentPod{pod: &job.Spec.Template.Spec}
 	proxy := p.pod.Containers[0]
 	proxy.Name = ProxyContainer
@@ -108,6 +111,9 @@ func newAgentPod(job *batchv1.Job, agent v1alpha1.AgentSpec) *agentPod {
 	proxy.ReadinessProbe = &corev1.Probe{ProbeHandler: ready, PeriodSeconds: 5, TimeoutSeconds: 2}
 
 	env := agentEnv(agent.Env)
+	if err := agentReadsProxySecret(env, proxy.Env, keys); err != nil {
+		return nil, err
+	}
 	for i, sv := range learnedSecrets(env) {
 		name := fmt.Sprintf("learn-%d", i)
 		dir := fmt.Sprintf("%s/%d", learnDir, i)
@@ -131,7 +137,37 @@ func newAgentPod(job *batchv1.Job, agent v1alpha1.AgentSpec) *agentPod {
 		SecurityContext:          proxy.SecurityContext.DeepCopy(),
 	}
 	p.proxy = proxy
-	return p
+	return p, nil
+}
+
+// agentReadsProxySecret refuses a variable of the agent's env (after agentEnv, which replaces the SDKs'
+// key variables with placeholders) that reads a Secret key the proxy holds (a key of its env) or one
+// of the provider keys.
+func agentReadsProxySecret(agent, proxy []corev1.EnvVar, keys []v1alpha1.ProviderKeys) error {
+	held := map[[2]string]bool{}
+	for _, v := range proxy {
+		if v.ValueFrom != nil && v.ValueFrom.SecretKeyRef != nil {
+			held[[2]string{v.ValueFrom.SecretKeyRef.Name, v.ValueFrom.SecretKeyRef.Key}] = true
+		}
+	}
+	for _, k := range keys {
+		for _, ref := range []v1alpha1.SecretKeyReference{k.Anthropic, k.OpenAI} {
+			if ref.Name != "" {
+				held[[2]string{ref.Name, ref.Key}] = true
+			}
+		}
+	}
+	for _, v := range agent {
+		if v.ValueFrom == nil || v.ValueFrom.SecretKeyRef == nil {
+			continue
+		}
+		ref := v.ValueFrom.SecretKeyRef
+		if held[[2]string{ref.Name, ref.Key}] {
+			return &specError{fmt.Sprintf("spec.agent.env (%s) reads key %s of Secret %s, a provider key or store credential only the rewind proxy may hold: "+
+				"the agent gets a placeholder key and calls the model through the proxy; remove the variable", v.Name, ref.Key, ref.Name)}
+		}
+	}
+	return nil
 }
 
 // mountWorkspace mounts the agent's workspace at /workspace: its claim, else, with scratch, an empty

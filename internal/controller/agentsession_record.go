@@ -69,7 +69,10 @@ func (r *AgentSessionReconciler) recordJob(s *v1alpha1.AgentSession, loc Locatio
 	if job.Name != recordJobName(s) {
 		return nil, fmt.Errorf("recording Job %s is not named %s", job.Name, recordJobName(s)) // the two must agree: one is looked up, the other created
 	}
-	p := newAgentPod(job, s.Spec.Agent)
+	p, err := newAgentPod(job, s.Spec.Agent, s.Spec.ProviderKeys)
+	if err != nil {
+		return nil, err
+	}
 	// A recording writes no task result, nor a termination message (the committed session is its
 	// output): when the proxy fails, the tail of its log is what says why.
 	p.proxy.TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError

@@ -151,7 +151,10 @@ func (r *ForkRunReconciler) forkRunJob(fr *v1alpha1.ForkRun, s *v1alpha1.AgentSe
 	if err != nil {
 		return nil, err
 	}
-	p := newAgentPod(job, agent)
+	p, err := newAgentPod(job, agent, fr.Spec.Fork.ProviderKeys, s.Spec.ProviderKeys)
+	if err != nil {
+		return nil, err
+	}
 	if fr.Spec.Mode == v1alpha1.ModeFork && hasOverrides(fr.Spec.Fork.Overrides) {
 		data, err := json.Marshal(fr.Spec.Fork.Overrides)
 		if err != nil {
