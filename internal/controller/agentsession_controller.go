@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/agentrewind/agentrewind/api/v1alpha1"
@@ -47,6 +48,7 @@ func (r *AgentSessionReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 		For(&v1alpha1.AgentSession{}, builder.WithPredicates(sessionChanged)).
 		Owns(&batchv1.Job{}, builder.WithPredicates(jobStateChanged)).
 		Owns(&v1alpha1.ResumePlan{}, builder.WithPredicates(planVerdictChanged)).
+		Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(r.sharersOfRecording), builder.WithPredicates(jobStateChanged)).
 		Named("agentsession").
 		Complete(r)
 }
@@ -101,7 +103,8 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !s.DeletionTimestamp.IsZero() {
-		return settle(ctx, ctrl.Result{}, r.finalize(ctx, &s))
+		res, err := r.finalize(ctx, &s)
+		return settle(ctx, res, err)
 	}
 	if !controllerutil.ContainsFinalizer(&s, SessionFinalizer) {
 		base := s.DeepCopy()
@@ -188,15 +191,22 @@ func (r *AgentSessionReconciler) mirrorResumePlan(ctx context.Context, s *v1alph
 
 // finalize deletes the session's own objects from the store, then lets the AgentSession go. A store
 // that cannot be reached keeps the finalizer: the next pass tries again.
-func (r *AgentSessionReconciler) finalize(ctx context.Context, s *v1alpha1.AgentSession) error {
+//
+// A recording still running is stopped first, and the objects deleted only once its Job is gone:
+// its proxy commits the run when it is stopped, so objects deleted before would come back, a
+// session in the store no AgentSession records (the store sync would even make it one again).
+func (r *AgentSessionReconciler) finalize(ctx context.Context, s *v1alpha1.AgentSession) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(s, SessionFinalizer) {
-		return nil
+		return ctrl.Result{}, nil
+	}
+	if gone, err := r.stopRecording(ctx, s); err != nil || !gone {
+		return ctrl.Result{RequeueAfter: recordingStopRequeue}, err
 	}
 	log := ctrl.LoggerFrom(ctx)
 	loc := r.Stores.LocationOf(s)
 	shared, err := r.sharedWith(ctx, s, loc)
 	if err != nil {
-		return err
+		return ctrl.Result{}, err
 	}
 	if shared != "" {
 		log.Info("Kept the session's stored objects: another AgentSession records the same session", "other", shared)
@@ -204,18 +214,18 @@ func (r *AgentSessionReconciler) finalize(ctx context.Context, s *v1alpha1.Agent
 		store, err := r.Stores.Open(ctx, loc)
 		if err != nil {
 			r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, v1alpha1.ReasonStorageUnavailable, "Delete", "Cannot delete the stored session yet: %v", err)
-			return fmt.Errorf("opening %s to delete session %s: %w", loc, s.Spec.SessionID, err)
+			return ctrl.Result{}, fmt.Errorf("opening %s to delete session %s: %w", loc, s.Spec.SessionID, err)
 		}
 		n, err := store.DeleteSession(ctx, s.Spec.SessionID)
 		if err != nil {
 			r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, v1alpha1.ReasonStorageUnavailable, "Delete", "Cannot delete the stored session yet: %v", err)
-			return err
+			return ctrl.Result{}, err
 		}
 		log.Info("Deleted the session's stored objects", "store", loc.String(), "sessionID", s.Spec.SessionID, "objects", n)
 	}
 	base := s.DeepCopy()
 	controllerutil.RemoveFinalizer(s, SessionFinalizer)
-	return r.Patch(ctx, s, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	return ctrl.Result{}, r.Patch(ctx, s, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 }
 
 // sharedWith names another live AgentSession recording the same session in the same store, if any:

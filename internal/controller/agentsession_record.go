@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/agentrewind/agentrewind/api/v1alpha1"
@@ -115,6 +117,15 @@ func (r *AgentSessionReconciler) record(ctx context.Context, s *v1alpha1.AgentSe
 	if stored {
 		return true, nil
 	}
+	other, err := r.recordedElsewhere(ctx, s, loc)
+	if err != nil {
+		return false, err
+	}
+	if other != "" {
+		conditions.MarkReconciling(&s.Status.Conditions, s.Generation, v1alpha1.ReasonRecording,
+			fmt.Sprintf("AgentSession %s records session %s in %s: this one verifies that recording once it is stored", other, s.Spec.SessionID, loc))
+		return false, nil
+	}
 	desired, err := r.recordJob(s, loc)
 	if se := (*specError)(nil); errors.As(err, &se) {
 		conditions.MarkStalled(&s.Status.Conditions, s.Generation, v1alpha1.ReasonInvalidSpec, se.Error())
@@ -207,4 +218,99 @@ func recordingFailure(job *batchv1.Job, ts []jobs.Termination) string {
 		}
 	}
 	return b.String()
+}
+
+// recordingStopRequeue is how soon a deleted session looks again whether its recording Job is gone
+// (the Job's deletion wakes it too).
+const recordingStopRequeue = 5 * time.Second
+
+// recordedElsewhere names another AgentSession that records the same session id into the same
+// store, which this one then leaves the recording to: two proxies committing one session id would
+// overwrite each other's run. The other records when its recording Job runs (read from the API
+// server, not the cache, which may not hold a Job just created), or when it has none yet, wants one
+// and was created first (its name decides a tie), unless it stalled.
+func (r *AgentSessionReconciler) recordedElsewhere(ctx context.Context, s *v1alpha1.AgentSession, loc Location) (string, error) {
+	var list v1alpha1.AgentSessionList
+	if err := r.List(ctx, &list, client.MatchingFields{sessionIDField: s.Spec.SessionID}); err != nil {
+		return "", err
+	}
+	for i := range list.Items {
+		o := &list.Items[i]
+		if o.UID == s.UID || !o.DeletionTimestamp.IsZero() || !wantsRecording(o) || r.Stores.LocationOf(o).String() != loc.String() {
+			continue
+		}
+		var job batchv1.Job
+		err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: o.Namespace, Name: recordJobName(o)}, &job)
+		switch {
+		case err == nil:
+			if jobs.StateOf(&job) == jobs.Running {
+				return o.Namespace + "/" + o.Name, nil
+			}
+		case !apierrors.IsNotFound(err):
+			return "", err
+		case createdFirst(o, s) && !meta.IsStatusConditionTrue(o.Status.Conditions, v1alpha1.ConditionStalled):
+			return o.Namespace + "/" + o.Name, nil
+		}
+	}
+	return "", nil
+}
+
+// createdFirst says whether a was created before b, the name deciding a tie.
+func createdFirst(a, b *v1alpha1.AgentSession) bool {
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
+}
+
+// sharersOfRecording maps a recording Job that finished or went away to the other AgentSessions of
+// its session id, which may be waiting for it (recordedElsewhere); its owner hears of it through Owns.
+func (r *AgentSessionReconciler) sharersOfRecording(ctx context.Context, o client.Object) []reconcile.Request {
+	if o.GetLabels()[jobs.LabelPurpose] != recordPurpose {
+		return nil
+	}
+	owner := metav1.GetControllerOf(o)
+	if owner == nil {
+		return nil
+	}
+	var s v1alpha1.AgentSession
+	if err := r.Get(ctx, types.NamespacedName{Namespace: o.GetNamespace(), Name: owner.Name}, &s); err != nil || s.UID != owner.UID {
+		return nil
+	}
+	var list v1alpha1.AgentSessionList
+	if err := r.List(ctx, &list, client.MatchingFields{sessionIDField: s.Spec.SessionID}); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, other := range list.Items {
+		if other.UID != s.UID {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&other)})
+		}
+	}
+	return out
+}
+
+// stopRecording deletes the session's recording Job, its pods first (foreground), and says whether it
+// is gone: read from the API server, since a Job the cache does not hold yet may be running.
+func (r *AgentSessionReconciler) stopRecording(ctx context.Context, s *v1alpha1.AgentSession) (gone bool, err error) {
+	if !wantsRecording(s) {
+		return true, nil
+	}
+	var job batchv1.Job
+	err = r.APIReader.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: recordJobName(s)}, &job)
+	switch {
+	case apierrors.IsNotFound(err):
+		return true, nil
+	case err != nil:
+		return false, err
+	case !job.DeletionTimestamp.IsZero():
+		return false, nil
+	}
+	if err := r.Delete(ctx, &job, client.PropagationPolicy(metav1.DeletePropagationForeground)); client.IgnoreNotFound(err) != nil {
+		return false, fmt.Errorf("deleting recording Job %s: %w", job.Name, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Deleted the recording Job before the session's stored objects", "job", job.Name)
+	r.Recorder.Eventf(s, &job, corev1.EventTypeNormal, "RecordingStopped", "Delete",
+		"Stopped recording Job %s; the session's stored objects go once its pod is gone", job.Name)
+	return false, nil
 }

@@ -1,0 +1,125 @@
+package controller
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/agentrewind/agentrewind/api/v1alpha1"
+)
+
+// TestOneRecordingPerSessionID: AgentSessions asking to record the same session id into the same
+// store run one recording Job between them, whether the second comes while the first records or both
+// come at once: two proxies committing one id would overwrite each other's run. The others say who
+// records, and verify that recording once it is stored (the recording Job's end wakes them).
+func TestOneRecordingPerSessionID(t *testing.T) {
+	e := newEnv(t)
+	e.forkSecrets()
+	e.startManager(nil)
+	named := func(name, id string) *v1alpha1.AgentSession {
+		s := recordingSession(name)
+		s.Spec.SessionID = id
+		return s
+	}
+	// One after the other: the first's Job runs when the second comes.
+	e.create(named("first", "shared"))
+	job := e.waitJob("first", recordPurpose)
+	e.create(named("second", "shared"))
+	e.waitSession("second", v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonRecording)
+	// Both at once.
+	e.create(named("x", "burst"))
+	e.create(named("y", "burst"))
+	e.create(named("z", "burst"))
+
+	recordJobs := func(names ...string) (n int, who string) {
+		for _, name := range names {
+			if l := len(e.jobsOf(name, recordPurpose)); l > 0 {
+				n, who = n+l, who+" "+name
+			}
+		}
+		return n, who
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		if n, who := recordJobs("first", "second"); n != 1 {
+			t.Fatalf("session shared: %d recording Jobs (%s), want 1", n, who)
+		}
+		if n, who := recordJobs("x", "y", "z"); n > 1 {
+			t.Fatalf("session burst: %d recording Jobs (%s), want 1", n, who)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n, _ := recordJobs("x", "y", "z"); n != 1 {
+		t.Fatalf("session burst: %d recording Jobs, want 1", n)
+	}
+	if msg := conditionMessage(e.session("second").Status.Conditions, v1alpha1.ConditionReconciling); !strings.Contains(msg, e.ns+"/first records session shared") {
+		t.Errorf("second's Reconciling says %q, want who records", msg)
+	}
+
+	// The first's recording is committed (here pushed as its proxy would) and its Job completes: the
+	// second verifies it without a Job of its own.
+	push(t, e.storeKey(), recordSession(t, "shared", strings.Repeat("tool ", 40), false))
+	e.finishJob(job, true, "")
+	e.runJob(e.waitJob("second", "verify"))
+	e.waitSession("second", v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonVerified)
+	if n := len(e.jobsOf("second", recordPurpose)); n != 0 {
+		t.Errorf("second has %d recording Jobs after the first's completed", n)
+	}
+}
+
+// TestDeletingARecordingSessionStopsTheRecordingFirst: an AgentSession deleted while its agent is
+// recorded deletes its recording Job (pods first) and keeps its finalizer until that Job is gone; only
+// then are the session's stored objects deleted. The proxy commits the run when its pod is stopped, so
+// deleting them before left a session in the store that nothing records, to be synced back or found
+// by a session made again under the same id.
+func TestDeletingARecordingSessionStopsTheRecordingFirst(t *testing.T) {
+	e := newEnv(t)
+	_, job := e.startRecording("doomed")
+	s := e.session("doomed")
+	if err := e.c.Delete(e.ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	// The Job is being deleted, foreground, and the session waits for it.
+	var j batchv1.Job
+	e.eventually("the recording Job deleted", func() (bool, string) {
+		if err := e.c.Get(e.ctx, client.ObjectKeyFromObject(job), &j); err != nil {
+			return false, err.Error()
+		}
+		return !j.DeletionTimestamp.IsZero(), "no deletion timestamp"
+	})
+	if !contains(j.Finalizers, metav1.FinalizerDeleteDependents) {
+		t.Errorf("the recording Job's finalizers %v: not deleted foreground", j.Finalizers)
+	}
+	time.Sleep(time.Second)
+	if err := e.c.Get(e.ctx, client.ObjectKeyFromObject(s), s); err != nil {
+		t.Fatalf("the session went while its recording Job still ran: %v", err)
+	}
+	// The stopped proxy commits the run; then the garbage collector lets the Job go.
+	push(t, e.storeKey(), recordSession(t, "doomed", strings.Repeat("late ", 40), false))
+	j.Finalizers = nil
+	if err := e.c.Update(e.ctx, &j); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("the session gone", func() (bool, string) {
+		err := e.c.Get(e.ctx, client.ObjectKeyFromObject(s), s)
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	if left := keys(t, e.storeKey("sessions", "doomed")+"/"); len(left) != 0 {
+		t.Errorf("the late commit outlived its session: %v", left)
+	}
+}
+
+func contains(l []string, s string) bool {
+	for _, x := range l {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
