@@ -77,7 +77,7 @@ func (r *ForkRunReconciler) runsOfSession(ctx context.Context, o client.Object) 
 // +kubebuilder:rbac:groups=agentrewind.io,resources=forkruns/finalizers,verbs=update
 // +kubebuilder:rbac:groups=agentrewind.io,resources=agentsessions,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=agentrewind.io,resources=checkpoints,verbs=get;list;watch
-// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list
 
 // Reconcile is get → TTL → the session's facts → the Job → status, with one status patch at the end.
@@ -155,6 +155,9 @@ func rerun(fr *v1alpha1.ForkRun) {
 // following it, reading its result.
 func (r *ForkRunReconciler) run(ctx context.Context, fr *v1alpha1.ForkRun) (ctrl.Result, error) {
 	gen, name := fr.Generation, forkJobName(fr)
+	if err := r.stopEarlierRuns(ctx, fr, name); err != nil {
+		return ctrl.Result{}, err
+	}
 	if conditions.Settled(fr.Status.Conditions, gen, name) {
 		return ctrl.Result{}, nil // this ForkRun's Job was read already
 	}
@@ -179,6 +182,31 @@ func (r *ForkRunReconciler) run(ctx context.Context, fr *v1alpha1.ForkRun) (ctrl
 	// A Job that exists is followed whatever its session does meanwhile: it runs from its own copy.
 	step := jobStep{job: &job, state: jobs.StateOf(&job)}
 	return r.follow(ctx, fr, &s, step)
+}
+
+// stopEarlierRuns deletes the Jobs of the ForkRun's earlier generations that still run: the spec moved
+// past them, nothing reads their results, and a fork's would go on spending live tokens (and a quick
+// series of edits would run one fork per edit side by side). Finished ones stay for their logs until
+// their TTL.
+func (r *ForkRunReconciler) stopEarlierRuns(ctx context.Context, fr *v1alpha1.ForkRun, current string) error {
+	var list batchv1.JobList
+	if err := r.List(ctx, &list, client.InNamespace(fr.Namespace), client.MatchingLabels{jobs.LabelParent: fr.Name}); err != nil {
+		return err
+	}
+	for i := range list.Items {
+		job := &list.Items[i]
+		owner := metav1.GetControllerOf(job)
+		if job.Name == current || owner == nil || owner.UID != fr.UID || !job.DeletionTimestamp.IsZero() || jobs.StateOf(job) != jobs.Running {
+			continue
+		}
+		if err := r.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting Job %s of an earlier generation: %w", job.Name, err)
+		}
+		ctrl.LoggerFrom(ctx).Info("Deleted the running Job of an earlier generation", "job", job.Name)
+		r.Recorder.Eventf(fr, job, corev1.EventTypeNormal, "JobStopped", "Delete",
+			"Stopped Job %s of an earlier generation: the spec changed, generation %d runs instead", job.Name, fr.Generation)
+	}
+	return nil
 }
 
 // start checks the Checkpoint a fork starts from, the session and the spec, then creates the Job.
