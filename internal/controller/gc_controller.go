@@ -165,10 +165,7 @@ func PlanSessions(ctx context.Context, r client.Reader, namespaces []string, gra
 // listGC reads every object a pass gathers facts from, in namespaces (all when empty).
 func listGC(ctx context.Context, r client.Reader, namespaces []string) (gcObjects, error) {
 	var objs gcObjects
-	if len(namespaces) == 0 {
-		namespaces = []string{""}
-	}
-	for _, ns := range namespaces {
+	for _, ns := range listNamespaces(namespaces) {
 		var (
 			sessions v1alpha1.AgentSessionList
 			plans    v1alpha1.ResumePlanList
@@ -189,6 +186,18 @@ func listGC(ctx context.Context, r client.Reader, namespaces []string) (gcObject
 		return compareKeys(a.Namespace, a.Name, b.Namespace, b.Name)
 	})
 	return objs, nil
+}
+
+// listNamespaces are the namespaces to list, each once: a namespace named twice (-n a,a, or
+// --gc-namespaces a -gc-namespaces a) was listed twice, and each of its sessions decided and counted
+// twice; "" (all), alone or among others, lists everything once.
+func listNamespaces(namespaces []string) []string {
+	if len(namespaces) == 0 || slices.Contains(namespaces, "") {
+		return []string{""}
+	}
+	out := slices.Clone(namespaces)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 func compareKeys(ans, an, bns, bn string) int {
