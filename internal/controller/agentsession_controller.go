@@ -125,8 +125,8 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err := r.mirrorResumePlan(ctx, &s); err != nil {
 		return ctrl.Result{}, err
 	}
-	if proceed, err := r.record(ctx, &s); !proceed || err != nil {
-		return ctrl.Result{}, err
+	if proceed, again, err := r.record(ctx, &s); !proceed || err != nil {
+		return ctrl.Result{RequeueAfter: again}, err
 	}
 	if res, err = r.verify(ctx, &s); err != nil || !verificationDone(&s) {
 		return res, err

@@ -87,9 +87,9 @@ func (r *AgentSessionReconciler) recordJob(s *v1alpha1.AgentSession, loc Locatio
 // store yet, and follows it. proceed is true when verification may go on: no recording was asked
 // for, the session was verified or in the store already, or the recording Job completed (the proxy
 // committed the session before it exited).
-func (r *AgentSessionReconciler) record(ctx context.Context, s *v1alpha1.AgentSession) (proceed bool, err error) {
+func (r *AgentSessionReconciler) record(ctx context.Context, s *v1alpha1.AgentSession) (proceed bool, again time.Duration, err error) {
 	if !wantsRecording(s) || meta.IsStatusConditionTrue(s.Status.Conditions, v1alpha1.SessionConditionVerified) {
-		return true, nil
+		return true, 0, nil
 	}
 	name := recordJobName(s)
 	var job batchv1.Job
@@ -99,11 +99,11 @@ func (r *AgentSessionReconciler) record(ctx context.Context, s *v1alpha1.AgentSe
 		r.Metrics.jobFinished(&job, jobs.StateOf(&job))
 		return r.followRecording(ctx, s, &job)
 	case !apierrors.IsNotFound(err):
-		return false, err
+		return false, 0, err
 	}
 	if recordingFailed(s, name) {
 		stillStalled(s) // its Job is gone after its TTL; a failed recording is never run again
-		return false, nil
+		return false, 0, nil
 	}
 	// No Job, or none any more: a session in the store (recorded by this Job before its TTL ran out,
 	// or from anywhere else) is never recorded again.
@@ -112,31 +112,31 @@ func (r *AgentSessionReconciler) record(ctx context.Context, s *v1alpha1.AgentSe
 	if err != nil {
 		conditions.MarkReconciling(&s.Status.Conditions, s.Generation, v1alpha1.ReasonStorageUnavailable,
 			fmt.Sprintf("cannot tell whether session %s is in %s yet: %v", s.Spec.SessionID, loc, err))
-		return false, err
+		return false, 0, err
 	}
 	if stored {
-		return true, nil
+		return true, 0, nil
 	}
 	other, err := r.recordedElsewhere(ctx, s, loc)
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
 	if other != "" {
 		conditions.MarkReconciling(&s.Status.Conditions, s.Generation, v1alpha1.ReasonRecording,
 			fmt.Sprintf("AgentSession %s records session %s in %s: this one verifies that recording once it is stored", other, s.Spec.SessionID, loc))
-		return false, nil
+		return false, 0, nil
 	}
 	desired, err := r.recordJob(s, loc)
 	if se := (*specError)(nil); errors.As(err, &se) {
 		conditions.MarkStalled(&s.Status.Conditions, s.Generation, v1alpha1.ReasonInvalidSpec, se.Error())
-		return false, nil
+		return false, 0, nil
 	}
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
 	step, err := r.ensureJob(ctx, s, desired)
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
 	return r.followRecording(ctx, s, step.job)
 }
@@ -154,28 +154,39 @@ func (r *AgentSessionReconciler) sessionStored(ctx context.Context, loc Location
 
 // followRecording writes where the recording Job stands: running, completed (proceed to verify), or
 // failed (stalled, with what the Job and its containers said).
-func (r *AgentSessionReconciler) followRecording(ctx context.Context, s *v1alpha1.AgentSession, job *batchv1.Job) (bool, error) {
+//
+// While the Job runs it looks at its pod every recordingCheck: a container that cannot start (a
+// missing Secret or key, an image that cannot be pulled) is said in Reconciling, since the kubelet
+// retries and the Job would otherwise say "running" until its deadline, doing nothing.
+func (r *AgentSessionReconciler) followRecording(ctx context.Context, s *v1alpha1.AgentSession, job *batchv1.Job) (bool, time.Duration, error) {
 	switch jobs.StateOf(job) {
 	case jobs.Succeeded:
-		return true, nil
+		return true, 0, nil
 	case jobs.Running:
-		conditions.MarkReconciling(&s.Status.Conditions, s.Generation, v1alpha1.ReasonRecording,
-			fmt.Sprintf("recording Job %s is running agent %s", job.Name, s.Spec.Agent.Image))
-		return false, nil
+		msg := fmt.Sprintf("recording Job %s is running agent %s", job.Name, s.Spec.Agent.Image)
+		stuck, err := jobs.Stuck(ctx, r.APIReader, job)
+		if err != nil {
+			return false, 0, err
+		}
+		if stuck != "" {
+			msg = fmt.Sprintf("recording Job %s waits: %s; the pod starts once that is fixed", job.Name, stuck)
+		}
+		conditions.MarkReconciling(&s.Status.Conditions, s.Generation, v1alpha1.ReasonRecording, msg)
+		return false, recordingCheck, nil
 	}
 	if recordingFailed(s, job.Name) {
 		stillStalled(s)
-		return false, nil
+		return false, 0, nil
 	}
 	ts, err := jobs.Terminations(ctx, r.APIReader, job)
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
 	msg := recordingFailure(job, ts)
 	conditions.MarkStalled(&s.Status.Conditions, s.Generation, v1alpha1.ReasonRecordingFailed, msg)
 	r.Recorder.Eventf(s, job, corev1.EventTypeWarning, v1alpha1.ReasonRecordingFailed, "Record", "%s", apimap.Message(msg))
 	ctrl.LoggerFrom(ctx).Info("Recording failed", "job", job.Name, "sessionID", s.Spec.SessionID)
-	return false, reconcile.TerminalError(errors.New(msg))
+	return false, 0, reconcile.TerminalError(errors.New(msg))
 }
 
 // recordingFailed says whether the session stalled on this recording Job already.
@@ -219,6 +230,9 @@ func recordingFailure(job *batchv1.Job, ts []jobs.Termination) string {
 	}
 	return b.String()
 }
+
+// recordingCheck is how often a running recording's pod is looked at for a container that cannot start.
+const recordingCheck = 15 * time.Second
 
 // recordingStopRequeue is how soon a deleted session looks again whether its recording Job is gone
 // (the Job's deletion wakes it too).

@@ -152,3 +152,29 @@ func Terminations(ctx context.Context, pods client.Reader, job *batchv1.Job) ([]
 	}
 	return out, nil
 }
+
+// stuckReasons are the reasons a container waits that only a user's fix ends: a Secret or key the pod
+// reads is missing, its image cannot be pulled. The kubelet retries, so the Job runs on, doing nothing,
+// until its deadline.
+var stuckReasons = map[string]bool{
+	"CreateContainerConfigError": true, "CreateContainerError": true, "ErrImagePull": true,
+	"ImagePullBackOff": true, "InvalidImageName": true, "ErrImageNeverPull": true,
+}
+
+// Stuck says why a running Job's pod cannot start a container, "" when none is stuck: the first
+// container waiting for one of stuckReasons, with the kubelet's message (which names the Secret and
+// key or the image, never a value).
+func Stuck(ctx context.Context, pods client.Reader, job *batchv1.Job) (string, error) {
+	var list corev1.PodList
+	if err := pods.List(ctx, &list, client.InNamespace(job.Namespace), client.MatchingLabels{LabelJobUID: string(job.UID)}); err != nil {
+		return "", fmt.Errorf("listing the pods of Job %s: %w", job.Name, err)
+	}
+	for _, pod := range list.Items {
+		for _, cs := range slices.Concat(pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses) {
+			if w := cs.State.Waiting; w != nil && stuckReasons[w.Reason] {
+				return fmt.Sprintf("container %s of pod %s cannot start: %s: %s", cs.Name, pod.Name, w.Reason, w.Message), nil
+			}
+		}
+	}
+	return "", nil
+}
