@@ -127,10 +127,12 @@ func (r *ForkRunReconciler) expiry(fr *v1alpha1.ForkRun) (bool, time.Duration) {
 	return false, left
 }
 
-// expire deletes a ForkRun whose TTL ran out, only the one that was read (a precondition on its UID).
+// expire deletes a ForkRun whose TTL ran out, only as it was read (preconditions on its UID and
+// resource version): a spec edited since, which the cache may not show yet, is a new generation to run,
+// not a finished run to delete; the conflict requeues the pass, which reads the edit.
 func (r *ForkRunReconciler) expire(ctx context.Context, fr *v1alpha1.ForkRun) error {
-	uid := fr.UID
-	if err := r.Delete(ctx, fr, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+	uid, rv := fr.UID, fr.ResourceVersion
+	if err := r.Delete(ctx, fr, client.Preconditions{UID: &uid, ResourceVersion: &rv}, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("deleting ForkRun %s after its TTL: %w", fr.Name, err)
 	}
 	ctrl.LoggerFrom(ctx).Info("Deleted finished ForkRun after its TTL", "outcome", fr.Status.Outcome, "ttlSeconds", *fr.Spec.TTLSecondsAfterFinished)
