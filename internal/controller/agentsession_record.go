@@ -163,7 +163,8 @@ func (r *AgentSessionReconciler) followRecording(ctx context.Context, s *v1alpha
 	case jobs.Succeeded:
 		return true, 0, nil
 	case jobs.Running:
-		msg := fmt.Sprintf("recording Job %s is running agent %s", job.Name, s.Spec.Agent.Image)
+		// The Job's own agent image: a spec changed since does not change the run.
+		msg := fmt.Sprintf("recording Job %s is running agent %s", job.Name, job.Spec.Template.Spec.Containers[0].Image)
 		stuck, err := jobs.Stuck(ctx, r.APIReader, job)
 		if err != nil {
 			return false, 0, err
@@ -306,10 +307,9 @@ func (r *AgentSessionReconciler) sharersOfRecording(ctx context.Context, o clien
 
 // stopRecording deletes the session's recording Job, its pods first (foreground), and says whether it
 // is gone: read from the API server, since a Job the cache does not hold yet may be running.
+// Looked for whatever the spec says now: spec.agent taken out while the agent is recorded leaves the
+// Job running.
 func (r *AgentSessionReconciler) stopRecording(ctx context.Context, s *v1alpha1.AgentSession) (gone bool, err error) {
-	if !wantsRecording(s) {
-		return true, nil
-	}
 	var job batchv1.Job
 	err = r.APIReader.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: recordJobName(s)}, &job)
 	switch {

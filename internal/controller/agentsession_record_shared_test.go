@@ -123,3 +123,44 @@ func contains(l []string, s string) bool {
 	}
 	return false
 }
+
+// TestARecordingOutlivesNoSpecChange: spec.agent changed while the agent is recorded leaves the one
+// recording Job running and the status names the image it runs, not the new one; spec.agent taken
+// out, then the session deleted, still stops the recording before its stored objects go.
+func TestARecordingOutlivesNoSpecChange(t *testing.T) {
+	e := newEnv(t)
+	_, job := e.startRecording("changed")
+	s := e.session("changed")
+	s.Spec.Agent.Image = agentImage + "-next"
+	if err := e.c.Update(e.ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("generation 2 observed", func() (bool, string) {
+		s = e.session("changed")
+		return s.Status.ObservedGeneration == 2, fmt.Sprint(s.Status.ObservedGeneration)
+	})
+	if msg := conditionMessage(s.Status.Conditions, v1alpha1.ConditionReconciling); !strings.Contains(msg, "running agent "+agentImage) || strings.Contains(msg, "-next") {
+		t.Errorf("Reconciling says %q, want the image the Job runs", msg)
+	}
+	if n := len(e.jobsOf("changed", recordPurpose)); n != 1 {
+		t.Errorf("%d recording Jobs, want 1", n)
+	}
+	s.Spec.Agent = v1alpha1.AgentSpec{}
+	s.Spec.ProviderKeys = v1alpha1.ProviderKeys{}
+	if err := e.c.Update(e.ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.c.Delete(e.ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	var j batchv1.Job
+	e.eventually("the recording Job deleted", func() (bool, string) {
+		if err := e.c.Get(e.ctx, client.ObjectKeyFromObject(job), &j); err != nil {
+			return false, err.Error()
+		}
+		return !j.DeletionTimestamp.IsZero(), "no deletion timestamp"
+	})
+	if err := e.c.Get(e.ctx, client.ObjectKeyFromObject(s), s); err != nil {
+		t.Fatalf("the session went while its recording Job still ran: %v", err)
+	}
+}
