@@ -124,7 +124,7 @@ func (r *AgentSessionReconciler) record(ctx context.Context, s *v1alpha1.AgentSe
 	if other != "" {
 		conditions.MarkReconciling(&s.Status.Conditions, s.Generation, v1alpha1.ReasonRecording,
 			fmt.Sprintf("AgentSession %s records session %s in %s: this one verifies that recording once it is stored", other, s.Spec.SessionID, loc))
-		return false, 0, nil
+		return false, recordingCheck, nil // woken by the other's Job too, unless the other is gone first
 	}
 	desired, err := r.recordJob(s, loc)
 	if se := (*specError)(nil); errors.As(err, &se) {
@@ -242,8 +242,9 @@ const recordingStopRequeue = 5 * time.Second
 // recordedElsewhere names another AgentSession that records the same session id into the same
 // store, which this one then leaves the recording to: two proxies committing one session id would
 // overwrite each other's run. The other records when its recording Job runs (read from the API
-// server, not the cache, which may not hold a Job just created), or when it has none yet, wants one
-// and was created first (its name decides a tie), unless it stalled.
+// server, not the cache, which may not hold a Job just created) or is still there while the other is
+// deleted (its pod is being stopped, and the proxy commits as it stops), or when it has no Job yet,
+// wants one and was created first (its name decides a tie), unless it stalled.
 func (r *AgentSessionReconciler) recordedElsewhere(ctx context.Context, s *v1alpha1.AgentSession, loc Location) (string, error) {
 	var list v1alpha1.AgentSessionList
 	if err := r.List(ctx, &list, client.MatchingFields{sessionIDField: s.Spec.SessionID}); err != nil {
@@ -251,19 +252,21 @@ func (r *AgentSessionReconciler) recordedElsewhere(ctx context.Context, s *v1alp
 	}
 	for i := range list.Items {
 		o := &list.Items[i]
-		if o.UID == s.UID || !o.DeletionTimestamp.IsZero() || !wantsRecording(o) || r.Stores.LocationOf(o).String() != loc.String() {
+		if o.UID == s.UID || o.Spec.ParentRef.Name != "" || r.Stores.LocationOf(o).String() != loc.String() {
 			continue
 		}
+		deleting := !o.DeletionTimestamp.IsZero()
 		var job batchv1.Job
 		err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: o.Namespace, Name: recordJobName(o)}, &job)
 		switch {
 		case err == nil:
-			if jobs.StateOf(&job) == jobs.Running {
+			// A deleted session's Job is being stopped, and its proxy commits when it stops.
+			if jobs.StateOf(&job) == jobs.Running || deleting {
 				return o.Namespace + "/" + o.Name, nil
 			}
 		case !apierrors.IsNotFound(err):
 			return "", err
-		case createdFirst(o, s) && !meta.IsStatusConditionTrue(o.Status.Conditions, v1alpha1.ConditionStalled):
+		case !deleting && wantsRecording(o) && createdFirst(o, s) && !meta.IsStatusConditionTrue(o.Status.Conditions, v1alpha1.ConditionStalled):
 			return o.Namespace + "/" + o.Name, nil
 		}
 	}

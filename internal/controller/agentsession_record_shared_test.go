@@ -164,3 +164,42 @@ func TestARecordingOutlivesNoSpecChange(t *testing.T) {
 		t.Fatalf("the session went while its recording Job still ran: %v", err)
 	}
 }
+
+// TestASessionIDReusedWhileTheOldRecordingStopsWaits: a session of the same id created while a deleted
+// one's recording Job is being stopped runs no recording beside it (that proxy commits as it stops),
+// and once it is gone verifies what is stored instead.
+func TestASessionIDReusedWhileTheOldRecordingStopsWaits(t *testing.T) {
+	e := newEnv(t)
+	_, job := e.startRecording("old")
+	old := e.session("old")
+	if err := e.c.Delete(e.ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	var j batchv1.Job
+	e.eventually("the old recording Job deleted", func() (bool, string) {
+		if err := e.c.Get(e.ctx, client.ObjectKeyFromObject(job), &j); err != nil {
+			return false, err.Error()
+		}
+		return !j.DeletionTimestamp.IsZero(), "no deletion timestamp"
+	})
+	reused := recordingSession("new")
+	reused.Spec.SessionID = "old"
+	e.create(reused)
+	e.eventually("the new session waits", func() (bool, string) {
+		msg := conditionMessage(e.session("new").Status.Conditions, v1alpha1.ConditionReconciling)
+		return strings.Contains(msg, e.ns+"/old records session old"), msg
+	})
+	if n := len(e.jobsOf("new", recordPurpose)); n != 0 {
+		t.Fatalf("%d recording Jobs beside the one being stopped", n)
+	}
+	push(t, e.storeKey(), recordSession(t, "old", strings.Repeat("late ", 40), false))
+	j.Finalizers = nil
+	if err := e.c.Update(e.ctx, &j); err != nil {
+		t.Fatal(err)
+	}
+	e.runJob(e.waitJob("new", "verify"))
+	e.waitSession("new", v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonVerified)
+	if n := len(e.jobsOf("new", recordPurpose)); n != 0 {
+		t.Errorf("%d recording Jobs for a session already stored", n)
+	}
+}
