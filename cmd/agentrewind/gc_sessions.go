@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/agentrewind/agentrewind/api/v1alpha1"
 	"github.com/agentrewind/agentrewind/internal/controller"
@@ -81,7 +82,14 @@ func (o *sessionsReportOptions) run(cmd *cobra.Command) error {
 		now = o.now()
 	}
 	plan, _, err := controller.PlanSessions(cmd.Context(), c, o.namespaces, o.grace, now)
-	if err != nil {
+	switch {
+	case apierrors.IsForbidden(err) && len(o.namespaces) == 0:
+		return fmt.Errorf("reading the cluster's AgentSessions: %w: the report lists AgentSessions, ResumePlans, ForkRuns and Checkpoints "+
+			"in every namespace; if you may list them only in some, name those with -n", err)
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("reading the cluster's AgentSessions: %w: the report needs list on AgentSessions, ResumePlans, ForkRuns and "+
+			"Checkpoints in each namespace -n names", err)
+	case err != nil:
 		return fmt.Errorf("reading the cluster's AgentSessions: %w", err)
 	}
 	if output == "json" {
