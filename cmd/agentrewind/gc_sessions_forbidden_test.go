@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -11,19 +9,13 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-
-	"github.com/agentrewind/agentrewind/internal/testenv"
 )
 
 // TestGCReportSessionsForAUserWhoMayListOnlyOneNamespace: a user allowed to list the report's kinds in
 // one namespace only is told, when reporting the whole cluster is forbidden, to name namespaces with
 // -n (the bare "forbidden" said nothing of it), and with -n gets the report.
 func TestGCReportSessionsForAUserWhoMayListOnlyOneNamespace(t *testing.T) {
-	api, err := testenv.StartAPIServer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = api.Stop() })
+	api := startAPIServer(t)
 	ctx := context.Background()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "gc-limited-"}}
 	if err := api.Client.Create(ctx, ns); err != nil {
@@ -40,19 +32,8 @@ func TestGCReportSessionsForAUserWhoMayListOnlyOneNamespace(t *testing.T) {
 	if err := api.Client.Create(ctx, binding); err != nil {
 		t.Fatal(err)
 	}
-	u, err := api.Environment().AddUser(envtest.User{Name: "limited"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kc, err := u.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	_, err = runCLI(t, "gc", "report", "--sessions", "--kubeconfig", kubeconfig)
+	kubeconfig := kubeconfigOf(t, api, envtest.User{Name: "limited"})
+	_, err := runCLI(t, "gc", "report", "--sessions", "--kubeconfig", kubeconfig)
 	if err == nil || !strings.Contains(err.Error(), "forbidden") || !strings.Contains(err.Error(), "name those with -n") {
 		t.Errorf("the whole cluster, forbidden: %v, want it to say to name namespaces with -n", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/agentrewind/agentrewind/api/v1alpha1"
+	"github.com/agentrewind/agentrewind/internal/devenv"
 	"github.com/agentrewind/agentrewind/internal/testenv"
 )
 
@@ -23,12 +24,25 @@ import (
 // the path of a kubeconfig of user, an administrator, for the command under test.
 func apiServerWithKubeconfig(t *testing.T, user string) (client.Client, string) {
 	t.Helper()
+	api := startAPIServer(t)
+	return api.Client, kubeconfigOf(t, api, envtest.User{Name: user, Groups: []string{"system:masters"}})
+}
+
+// startAPIServer starts a real API server with the CRDs, stopped when the test ends.
+func startAPIServer(t *testing.T) *devenv.APIServer {
+	t.Helper()
 	api, err := testenv.StartAPIServer()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = api.Stop() })
-	u, err := api.Environment().AddUser(envtest.User{Name: user, Groups: []string{"system:masters"}}, nil)
+	return api
+}
+
+// kubeconfigOf writes a kubeconfig of user on api and returns its path.
+func kubeconfigOf(t *testing.T, api *devenv.APIServer, user envtest.User) string {
+	t.Helper()
+	u, err := api.Environment().AddUser(user, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +54,7 @@ func apiServerWithKubeconfig(t *testing.T, user string) (client.Client, string) 
 	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return api.Client, kubeconfig
+	return kubeconfig
 }
 
 // TestSuiteStatusReadsTheSuitesForkRuns runs `agentrewind suite status` against a real API server
