@@ -141,7 +141,15 @@ start() {
   log "starting $name"
   readlink -f "$bin" >"$RUN/$name.exe"
   setsid "$bin" "$@" </dev/null >>"$LOGS/$name.log" 2>&1 &
-  echo $! >"$RUN/$name.pid"
+  local pid=$! i
+  echo "$pid" >"$RUN/$name.pid"
+  # $! runs setsid until it has exec'd the binary, and until then pid_of (which checks the executable)
+  # sees no $name: wait_for would take a component that is still starting for one that exited.
+  for ((i = 0; i < 200; i++)); do
+    [[ -d /proc/$pid ]] || return 0
+    [[ "$(readlink "/proc/$pid/exe" 2>/dev/null)" == "$(<"$RUN/$name.exe")" ]] && return 0
+    sleep 0.05
+  done
 }
 # write_config FILE: writes stdin to FILE only when it differs, so that a second run leaves running
 # components alone (kube-proxy exits when its configuration file is written, even with the same content).
