@@ -86,13 +86,7 @@ func TestDeletingARecordingSessionStopsTheRecordingFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The Job is being deleted, foreground, and the session waits for it.
-	var j batchv1.Job
-	e.eventually("the recording Job deleted", func() (bool, string) {
-		if err := e.c.Get(e.ctx, client.ObjectKeyFromObject(job), &j); err != nil {
-			return false, err.Error()
-		}
-		return !j.DeletionTimestamp.IsZero(), "no deletion timestamp"
-	})
+	j := e.waitJobDeleting(job)
 	if !contains(j.Finalizers, metav1.FinalizerDeleteDependents) {
 		t.Errorf("the recording Job's finalizers %v: not deleted foreground", j.Finalizers)
 	}
@@ -153,13 +147,7 @@ func TestARecordingOutlivesNoSpecChange(t *testing.T) {
 	if err := e.c.Delete(e.ctx, s); err != nil {
 		t.Fatal(err)
 	}
-	var j batchv1.Job
-	e.eventually("the recording Job deleted", func() (bool, string) {
-		if err := e.c.Get(e.ctx, client.ObjectKeyFromObject(job), &j); err != nil {
-			return false, err.Error()
-		}
-		return !j.DeletionTimestamp.IsZero(), "no deletion timestamp"
-	})
+	e.waitJobDeleting(job)
 	if err := e.c.Get(e.ctx, client.ObjectKeyFromObject(s), s); err != nil {
 		t.Fatalf("the session went while its recording Job still ran: %v", err)
 	}
@@ -175,13 +163,7 @@ func TestASessionIDReusedWhileTheOldRecordingStopsWaits(t *testing.T) {
 	if err := e.c.Delete(e.ctx, old); err != nil {
 		t.Fatal(err)
 	}
-	var j batchv1.Job
-	e.eventually("the old recording Job deleted", func() (bool, string) {
-		if err := e.c.Get(e.ctx, client.ObjectKeyFromObject(job), &j); err != nil {
-			return false, err.Error()
-		}
-		return !j.DeletionTimestamp.IsZero(), "no deletion timestamp"
-	})
+	j := e.waitJobDeleting(job)
 	reused := recordingSession("new")
 	reused.Spec.SessionID = "old"
 	e.create(reused)
@@ -202,4 +184,17 @@ func TestASessionIDReusedWhileTheOldRecordingStopsWaits(t *testing.T) {
 	if n := len(e.jobsOf("new", recordPurpose)); n != 0 {
 		t.Errorf("%d recording Jobs for a session already stored", n)
 	}
+}
+
+// waitJobDeleting waits until job carries a deletion timestamp and returns it as then read.
+func (e *env) waitJobDeleting(job *batchv1.Job) batchv1.Job {
+	e.t.Helper()
+	var j batchv1.Job
+	e.eventually("Job "+job.Name+" being deleted", func() (bool, string) {
+		if err := e.c.Get(e.ctx, client.ObjectKeyFromObject(job), &j); err != nil {
+			return false, err.Error()
+		}
+		return !j.DeletionTimestamp.IsZero(), "no deletion timestamp"
+	})
+	return j
 }
