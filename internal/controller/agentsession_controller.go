@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/agentrewind/agentrewind/api/v1alpha1"
-	"github.com/agentrewind/agentrewind/internal/controller/jobs"
 )
 
 // SessionFinalizer keeps an AgentSession until its own objects in the store are deleted.
@@ -60,16 +59,6 @@ var sessionChanged = predicate.Or[client.Object](predicate.GenerationChangedPred
 	predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return !o.GetDeletionTimestamp().IsZero() || !controllerutil.ContainsFinalizer(o, SessionFinalizer)
 	}))
-
-// jobStateChanged passes an engine Job that finished (or failed) and one that is gone, never a Job's
-// creation or progress: the pass that created a Job wrote that it runs. A Job first seen finished (a
-// relist) passes too.
-var jobStateChanged = predicate.Funcs{
-	CreateFunc: func(e event.CreateEvent) bool { return jobs.StateOf(e.Object.(*batchv1.Job)) != jobs.Running },
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		return jobs.StateOf(e.ObjectOld.(*batchv1.Job)) != jobs.StateOf(e.ObjectNew.(*batchv1.Job))
-	},
-}
 
 // planVerdictChanged passes a ResumePlan whose verdict or reachability changed, the two things the
 // session mirrors, and one that is gone (the session makes it again); not its creation by the session

@@ -13,6 +13,8 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/agentrewind/agentrewind/internal/controller/jobs"
 	"github.com/agentrewind/agentrewind/internal/engine/task"
@@ -49,6 +51,16 @@ type Deps struct {
 	Stores    *Stores
 	Jobs      JobSettings
 	Metrics   *Metrics // nil records nothing
+}
+
+// jobStateChanged passes an engine Job that finished (or failed) and one that is gone, never a Job's
+// creation or progress: the pass that created a Job wrote that it runs. A Job first seen finished (a
+// relist) passes too. The AgentSession and ResumePlan controllers watch their Jobs through it.
+var jobStateChanged = predicate.Funcs{
+	CreateFunc: func(e event.CreateEvent) bool { return jobs.StateOf(e.Object.(*batchv1.Job)) != jobs.Running },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		return jobs.StateOf(e.ObjectOld.(*batchv1.Job)) != jobs.StateOf(e.ObjectNew.(*batchv1.Job))
+	},
 }
 
 // jobStep is where an engine Job stands after ensureJob.
