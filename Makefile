@@ -52,6 +52,17 @@ help: ## Display this help.
 manifests: controller-gen ## Generate the CRDs and RBAC from the API types and markers.
 	$(CONTROLLER_GEN) crd paths="./api/..." output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=agentrewind-manager paths="./cmd/...;./internal/controller/..." output:rbac:artifacts:config=config/rbac
+	@$(MAKE) --no-print-directory api-docs
+
+.PHONY: api-docs
+api-docs: ## Generate docs/api.md, the API reference, from the CRDs in config/crd/bases (make manifests runs it).
+	go run ./hack/apidocs -crds config/crd/bases -out docs/api.md
+
+.PHONY: diagram
+diagram: ## Render docs/architecture.dot to docs/architecture.svg and .png (needs Graphviz's dot; the images are committed).
+	@command -v dot >/dev/null || { echo "dot not found: install Graphviz (apt-get install graphviz)"; exit 1; }
+	dot -Tsvg docs/architecture.dot -o docs/architecture.svg
+	dot -Tpng -Gdpi=110 docs/architecture.dot -o docs/architecture.png
 
 .PHONY: generate
 generate: controller-gen ## Generate DeepCopy methods for the API types.
@@ -71,10 +82,10 @@ vet: ## Run go vet against the code.
 	go vet ./...
 
 .PHONY: verify-gen
-verify-gen: manifests generate ## Fail if generated files are stale (run 'make manifests generate' and commit).
-	@if [ -n "$$(git status --porcelain -- api config)" ]; then \
+verify-gen: manifests generate ## Fail if generated files (CRDs, RBAC, DeepCopy, docs/api.md) are stale (run 'make manifests generate' and commit).
+	@if [ -n "$$(git status --porcelain -- api config docs/api.md)" ]; then \
 		echo "Generated files are stale; run 'make manifests generate' and commit:"; \
-		git status --porcelain -- api config; git --no-pager diff --stat -- api config; exit 1; \
+		git status --porcelain -- api config docs/api.md; git --no-pager diff --stat -- api config docs/api.md; exit 1; \
 	fi
 	@echo "Generated files are current."
 
