@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -219,17 +220,17 @@ func validations(s apiextensionsv1.JSONSchemaProps, table bool) []string {
 		if s.ExclusiveMinimum {
 			op = ">"
 		}
-		out = append(out, fmt.Sprintf("%s %g", op, *s.Minimum))
+		out = append(out, op+" "+number(*s.Minimum))
 	}
 	if s.Maximum != nil {
 		op := "≤"
 		if s.ExclusiveMaximum {
 			op = "<"
 		}
-		out = append(out, fmt.Sprintf("%s %g", op, *s.Maximum))
+		out = append(out, op+" "+number(*s.Maximum))
 	}
 	if s.MultipleOf != nil {
-		out = append(out, fmt.Sprintf("multiple of %g", *s.MultipleOf))
+		out = append(out, "multiple of "+number(*s.MultipleOf))
 	}
 	if s.Pattern != "" {
 		out = append(out, "pattern "+code(s.Pattern))
@@ -408,3 +409,6 @@ func closingFence(s string, n int) int {
 var plainEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", "|", `\|`, "*", `\*`)
 
 func escapePlain(s string) string { return plainEscaper.Replace(s) }
+
+// number spells a bound in plain decimals: 9007199254740991, not 9.007199254740991e+15.
+func number(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
