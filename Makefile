@@ -65,8 +65,9 @@ diagram: ## Render docs/architecture.dot to docs/architecture.svg and .png (need
 	dot -Tpng -Gdpi=110 docs/architecture.dot -o docs/architecture.png
 
 .PHONY: generate
-generate: controller-gen ## Generate DeepCopy methods for the API types.
+generate: controller-gen ## Generate DeepCopy methods for the API types, and config/argocd/argocd-cm.yaml from the Argo CD health checks.
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
+	go run ./hack/argocd-cm.go
 
 .PHONY: fmt
 fmt: ## Run go fmt against the code.
