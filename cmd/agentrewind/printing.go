@@ -3,10 +3,12 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
 
 	"github.com/agentrewind/agentrewind/internal/engine/replay"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
@@ -137,4 +139,36 @@ func escapeAllErrors(root *cobra.Command) {
 // escapingRunE makes the error a command returns print through printableLines.
 func escapingRunE(run func(*cobra.Command, []string) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error { return escapeErr(run(cmd, args)) }
+}
+
+// outputFlagYAML adds --output (text, json or yaml) to a command whose output is a document: the
+// commands of the kubectl plugin, and the ones it shares with agentrewind.
+func outputFlagYAML(cmd *cobra.Command, output *string) {
+	cmd.Flags().StringVarP(output, "output", "o", "text", "output format: text, json or yaml")
+	_ = cmd.RegisterFlagCompletionFunc("output", fixedCompletion("text", "json", "yaml"))
+}
+
+func checkOutputYAML(output string) error {
+	switch output {
+	case "text", "json", "yaml":
+		return nil
+	}
+	return fmt.Errorf("--output %q is not supported: use text, json or yaml", output)
+}
+
+// structured says whether output asks for a document (json or yaml) rather than text.
+func structured(output string) bool { return output == "json" || output == "yaml" }
+
+// writeDocument prints v as YAML for -o yaml, else as indented JSON. The YAML is the JSON's, converted,
+// so both carry the same field names and a YAML reader gets exactly what -o json prints.
+func writeDocument(w io.Writer, output string, v any) error {
+	if output != "yaml" {
+		return writeJSON(w, v)
+	}
+	data, err := yaml.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(data)
+	return err
 }

@@ -130,38 +130,52 @@ func newInspectCommand() *cobra.Command {
 		Short: "Print a recorded session's timeline: step, kind, lane, call site, fingerprint, tokens",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := openForOutput(output, args[0])
+			if err := checkOutputYAML(output); err != nil {
+				return err
+			}
+			s, err := openSession(args[0])
 			if err != nil {
 				return err
 			}
-			mismatches, err := replay.FingerprintMismatches(s, codecFor)
-			if err != nil {
-				return classify(err)
-			}
-			rows := timeline(s.Events, mismatches)
-			if output == "json" {
-				return writeJSON(cmd.OutOrStdout(), map[string]any{"meta": s.Meta, "events": rows})
-			}
-			warnIfIncomplete(cmd.ErrOrStderr(), s)
-			for _, m := range mismatches {
-				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", printable(m.Error()))
-			}
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintf(w, "session %s (%d events, schema %d, parent %q)\n", printableCell(s.Meta.ID), len(s.Events), s.Meta.SchemaVersion, s.Meta.Parent)
-			fmt.Fprintln(w, "STEP\tKIND\tLANE\tCALL SITE\tWHAT\tFINGERPRINT\tTOKENS\tPROVENANCE")
-			for _, r := range rows {
-				fp := short12(r.Fingerprint)
-				if r.FingerprintMismatch != "" {
-					fp = "FORGED:" + fp // the stored fingerprint is not the stored call's
-				}
-				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Step, printableCell(r.Kind), printableCell(r.Lane), printableCell(r.CallSite),
-					printableCell(r.What), printableCell(fp), tokensText(r), printableCell(r.Provenance))
-			}
-			return w.Flush()
+			return printInspect(cmd.OutOrStdout(), cmd.ErrOrStderr(), output, s, nil)
 		},
 	}
-	outputFlag(cmd, &output)
+	outputFlagYAML(cmd, &output)
 	return cmd
+}
+
+// printInspect renders a session's timeline: a table (warnings on errOut), or with -o json|yaml a
+// document of its meta and events, to which extra adds fields. agentrewind inspect and kubectl rewind
+// inspect both print through it.
+func printInspect(out, errOut io.Writer, output string, s *session.Session, extra map[string]any) error {
+	mismatches, err := replay.FingerprintMismatches(s, codecFor)
+	if err != nil {
+		return classify(err)
+	}
+	rows := timeline(s.Events, mismatches)
+	if structured(output) {
+		doc := map[string]any{"meta": s.Meta, "events": rows}
+		for k, v := range extra {
+			doc[k] = v
+		}
+		return writeDocument(out, output, doc)
+	}
+	warnIfIncomplete(errOut, s)
+	for _, m := range mismatches {
+		fmt.Fprintf(errOut, "warning: %s\n", printable(m.Error()))
+	}
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "session %s (%d events, schema %d, parent %q)\n", printableCell(s.Meta.ID), len(s.Events), s.Meta.SchemaVersion, s.Meta.Parent)
+	fmt.Fprintln(w, "STEP\tKIND\tLANE\tCALL SITE\tWHAT\tFINGERPRINT\tTOKENS\tPROVENANCE")
+	for _, r := range rows {
+		fp := short12(r.Fingerprint)
+		if r.FingerprintMismatch != "" {
+			fp = "FORGED:" + fp // the stored fingerprint is not the stored call's
+		}
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Step, printableCell(r.Kind), printableCell(r.Lane), printableCell(r.CallSite),
+			printableCell(r.What), printableCell(fp), tokensText(r), printableCell(r.Provenance))
+	}
+	return w.Flush()
 }
 
 // timelineRow is one event as inspect shows it.

@@ -21,8 +21,8 @@ const LabelSuite = "agentrewind.io/suite"
 
 // suiteStatusOptions are the flags and argument of agentrewind suite status.
 type suiteStatusOptions struct {
-	kubeconfig, namespace, output string
-	suite                         string
+	kubectlFlags
+	output, suite string
 }
 
 func newSuiteCommand() *cobra.Command {
@@ -45,7 +45,8 @@ first left its recording.
 Exit codes: 0 when every ForkRun of the suite Passed; 3 when any did not pass (diverged, failed, or has
 not finished yet); 1 when the cluster cannot be read or the suite has no ForkRuns (a misspelt suite
 name must not pass).`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeNames(&o.kubectlFlags, suiteNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.suite = args[0]
 			if err := o.validate(); err != nil {
@@ -58,10 +59,8 @@ name must not pass).`,
 			return o.run(cmd.Context(), c, ns, cmd.OutOrStdout())
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&o.kubeconfig, "kubeconfig", "", "path to a kubeconfig; empty uses $KUBECONFIG or the in-cluster config")
-	f.StringVarP(&o.namespace, "namespace", "n", "", "namespace of the suite; empty uses the kubeconfig's")
-	outputFlag(cmd, &o.output)
+	o.kubectlFlags.register(cmd)
+	outputFlagYAML(cmd, &o.output)
 	return cmd
 }
 
@@ -69,12 +68,7 @@ func (o *suiteStatusOptions) validate() error {
 	if o.suite == "" {
 		return errors.New("name the suite")
 	}
-	return checkOutput(o.output)
-}
-
-// client connects as kubectl would (see clusterFlags.client).
-func (o *suiteStatusOptions) client() (client.Client, string, error) {
-	return clusterFlags{kubeconfig: o.kubeconfig, namespace: o.namespace}.client()
+	return checkOutputYAML(o.output)
 }
 
 // suiteRun is one ForkRun of a suite as the command reports it.
@@ -123,8 +117,8 @@ func (o *suiteStatusOptions) run(ctx context.Context, c client.Reader, ns string
 		return fmt.Errorf("suite %s has no ForkRuns in namespace %s (none is labelled %s=%s)", o.suite, ns, LabelSuite, o.suite)
 	}
 	rep := summarizeSuite(o.suite, ns, list.Items)
-	if o.output == "json" {
-		if err := writeJSON(out, rep); err != nil {
+	if structured(o.output) {
+		if err := writeDocument(out, o.output, rep); err != nil {
 			return err
 		}
 	} else if err := printSuite(out, rep); err != nil {

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentrewind/agentrewind/internal/version"
+)
+
+// The names the binary answers to as a kubectl plugin. kubectl runs kubectl-rewind for `kubectl
+// rewind ...`, and kubectl_complete-rewind for the shell completion of `kubectl rewind <Tab>`.
+const (
+	pluginBinary         = "kubectl-rewind"
+	pluginCompleteBinary = "kubectl_complete-rewind"
+)
+
+// commandFor is the command the binary runs when invoked as argv0 with args: the kubectl plugin when
+// its file is named kubectl-rewind (a symlink or a copy), the plugin's completion when it is named
+// kubectl_complete-rewind, and agentrewind otherwise, where `agentrewind rewind` reaches the plugin's
+// commands too.
+func commandFor(argv0 string, args []string) *cobra.Command {
+	var cmd *cobra.Command
+	switch strings.TrimSuffix(filepath.Base(argv0), ".exe") {
+	case pluginBinary:
+		cmd = newKubectlRewindCommand(true)
+		escapeAllErrors(cmd)
+	case pluginCompleteBinary:
+		cmd = newKubectlRewindCommand(true)
+		escapeAllErrors(cmd)
+		args = append([]string{cobra.ShellCompRequestCmd}, args...)
+	default:
+		cmd = newRootCommand() // its commands escape their errors already
+		rewind := newKubectlRewindCommand(false)
+		escapeAllErrors(rewind)
+		cmd.AddCommand(rewind)
+	}
+	cmd.SetArgs(args)
+	return cmd
+}
+
+// newKubectlRewindCommand is the kubectl plugin's command set: the root of kubectl-rewind (plugin) or
+// the rewind command of agentrewind.
+func newKubectlRewindCommand(plugin bool) *cobra.Command {
+	name := "agentrewind rewind"
+	cmd := &cobra.Command{
+		Use:   "rewind",
+		Short: "Fork, inspect and resume the agent sessions of a cluster, as the kubectl plugin does",
+	}
+	if plugin {
+		name = "kubectl rewind"
+		cmd.Use = pluginBinary
+		cmd.Short = "Fork, inspect and resume recorded LLM-agent runs in the cluster"
+		cmd.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: name}
+		cmd.SilenceUsage = true
+	}
+	cmd.Long = `Fork, inspect and resume the agent runs agentrewind recorded in the cluster.
+
+The commands read and write the namespace's AgentSessions, ForkRuns and ResumePlans, found as kubectl
+finds them: --kubeconfig, --context and -n/--namespace, else $KUBECONFIG and the current context.`
+	cmd.Example = strings.ReplaceAll(`  # fork session triage-42 at step 6 with a new system prompt, and follow the run
+  CMD fork triage-42 --at-step 6 --system-file prompt.txt --wait
+
+  # the session's timeline, read from the store it lives in
+  CMD inspect triage-42 --store s3://agentrewind/sessions
+
+  # the pass/drift table of the replay suite "nightly"
+  CMD suite status nightly
+
+  # can the run be resumed, from where, and what to do next
+  CMD resume triage-42`, "CMD", name)
+	cmd.AddCommand(newKubectlForkCommand(), newKubectlInspectCommand(), newSuiteCommand(), newKubectlResumeCommand())
+	if plugin {
+		cmd.AddCommand(newKubectlVersionCommand())
+	}
+	return cmd
+}
+
+// newKubectlVersionCommand is the plugin's version: agentrewind's own, with yaml too.
+func newKubectlVersionCommand() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "version",
+		Short: "Print the version of this build",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutputYAML(output); err != nil {
+				return err
+			}
+			info := version.Get()
+			if structured(output) {
+				return writeDocument(cmd.OutOrStdout(), output, info)
+			}
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), info)
+			return err
+		},
+	}
+	outputFlagYAML(cmd, &output)
+	return cmd
+}
