@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -52,6 +53,7 @@ type managerOptions struct {
 	leaseDuration           time.Duration
 	renewDeadline           time.Duration
 	retryPeriod             time.Duration
+	watchNamespaces         []string
 	zap                     zap.Options
 
 	controllers controllerOptions
@@ -200,11 +202,38 @@ func newManagerCommand() *cobra.Command {
 	f.DurationVar(&opts.leaseDuration, "leader-election-lease-duration", 15*time.Second, "how long a non-leader waits before it may take over an unrenewed lease")
 	f.DurationVar(&opts.renewDeadline, "leader-election-renew-deadline", 10*time.Second, "how long the leader keeps retrying to renew before it gives up leadership")
 	f.DurationVar(&opts.retryPeriod, "leader-election-retry-period", 2*time.Second, "how often leader election clients retry")
+	f.StringSliceVar(&opts.watchNamespaces, "watch-namespaces", nil, "namespaces whose agentrewind objects, Jobs and Leases the manager watches and reconciles (comma-separated); empty is all. "+
+		"--gc-namespaces and --store-sync-namespace must be among them")
 	opts.controllers.register(f)
 	zapFlags := goflag.NewFlagSet("zap", goflag.ContinueOnError)
 	opts.zap.BindFlags(zapFlags)
 	f.AddGoFlagSet(zapFlags)
 	return cmd
+}
+
+// watchCache limits the manager's cache, and so every controller, to the namespaces of
+// --watch-namespaces (none: all namespaces). The garbage collector and the store sync read through the
+// same cache, so the namespaces they are given must be watched.
+func watchCache(watch, gcNamespaces []string, syncNamespace string) (cache.Options, error) {
+	if len(watch) == 0 {
+		return cache.Options{}, nil
+	}
+	namespaces := make(map[string]cache.Config, len(watch))
+	for _, ns := range watch {
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return cache.Options{}, fmt.Errorf("--watch-namespaces: %q is not a namespace name: %s", ns, strings.Join(errs, "; "))
+		}
+		namespaces[ns] = cache.Config{}
+	}
+	for _, ns := range gcNamespaces {
+		if _, ok := namespaces[ns]; !ok && ns != "" {
+			return cache.Options{}, fmt.Errorf("--gc-namespaces names %q, which --watch-namespaces does not: the garbage collector only sees watched namespaces", ns)
+		}
+	}
+	if _, ok := namespaces[syncNamespace]; !ok && syncNamespace != "" {
+		return cache.Options{}, fmt.Errorf("--store-sync-namespace %q is not among --watch-namespaces: the store sync only sees watched namespaces", syncNamespace)
+	}
+	return cache.Options{DefaultNamespaces: namespaces}, nil
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {
@@ -228,9 +257,14 @@ func runManager(cmd *cobra.Command, opts managerOptions) error {
 	if opts.secureMetrics {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
+	cacheOpts, err := watchCache(opts.watchNamespaces, opts.controllers.gc.Namespaces, opts.controllers.storeSyncNamespace)
+	if err != nil {
+		return err
+	}
 	leaseDuration, renewDeadline, retryPeriod := opts.leaseDuration, opts.renewDeadline, opts.retryPeriod
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        newScheme(),
+		Cache:                         cacheOpts,
 		Metrics:                       metricsOpts,
 		HealthProbeBindAddress:        opts.probeAddr,
 		LeaderElection:                opts.leaderElect,
@@ -255,7 +289,7 @@ func runManager(cmd *cobra.Command, opts managerOptions) error {
 	}
 
 	log.Info("Starting manager", "version", version.Get().Version, "leaderElection", opts.leaderElect,
-		"metricsAddress", opts.metricsAddr, "probeAddress", opts.probeAddr)
+		"metricsAddress", opts.metricsAddr, "probeAddress", opts.probeAddr, "watchNamespaces", opts.watchNamespaces)
 	if err := mgr.Start(cmd.Context()); err != nil {
 		return fmt.Errorf("running the manager: %w", err)
 	}
