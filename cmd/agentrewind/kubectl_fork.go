@@ -500,12 +500,14 @@ func (s forkSummary) exitError() error {
 }
 
 func printForkSummary(out io.Writer, s forkSummary) error {
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	outcome := string(s.Outcome)
 	if outcome == "" {
 		outcome = "Stalled"
 	}
-	fmt.Fprintf(w, "forkrun/%s\t%s (%s)\n", s.ForkRun, outcome, orDash(s.Reason))
+	if _, err := fmt.Fprintf(out, "forkrun/%s: %s (%s)\n", s.ForkRun, outcome, orDash(s.Reason)); err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	from := "whole session, replayed"
 	if s.AtStep != nil {
 		from = fmt.Sprintf("forked at step %d", *s.AtStep)
