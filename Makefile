@@ -142,6 +142,7 @@ bench: ## Run the benchmarks side by side with their peers (compare the ratios, 
 .PHONY: build
 build: generate ## Build the agentrewind binary into bin/.
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o $(LOCALBIN)/agentrewind ./cmd/agentrewind
+	ln -sf agentrewind $(LOCALBIN)/kubectl-rewind && ln -sf agentrewind $(LOCALBIN)/kubectl_complete-rewind # the kubectl plugin and its completion
 
 .PHONY: run
 run: manifests generate ## Run the manager from your host against the cluster in KUBECONFIG.
