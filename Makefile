@@ -5,6 +5,8 @@
 CONTROLLER_GEN_VERSION ?= v0.23.0
 K8S_VERSION            ?= v1.37.2
 VERSITYGW_VERSION      ?= v1.8.0
+# Helm 3 (stable), built from the Go module proxy like controller-gen.
+HELM_VERSION           ?= v3.22.0
 # golangci-lint with kube-api-linter compiled in (hack/lint). Both must match hack/lint/go.mod; the rule
 # that builds bin/golangci-kal-* checks that they do.
 GOLANGCI_LINT_VERSION  ?= v2.15.0
@@ -25,12 +27,15 @@ LOCALBIN       ?= $(CURDIR)/bin
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 ENVTEST_ASSETS ?= $(LOCALBIN)/k8s/$(K8S_VERSION)
 VERSITYGW      ?= $(LOCALBIN)/versitygw-$(VERSITYGW_VERSION)
+HELM           ?= $(LOCALBIN)/helm-$(HELM_VERSION)
 GOLANGCI_KAL   ?= $(LOCALBIN)/golangci-kal-$(GOLANGCI_LINT_VERSION)-kal-$(lastword $(subst -, ,$(KAL_VERSION)))
 CA_BUNDLE      ?= /etc/ssl/certs/ca-certificates.crt
 
 # The tests find the control plane and the S3 server through these.
 export KUBEBUILDER_ASSETS := $(ENVTEST_ASSETS)
 export VERSITYGW
+# The chart's tests (test/chart) and the end-to-end suite render and install charts/agentrewind with it.
+export HELM
 
 GOTEST_FLAGS ?= -count=1 -timeout 25m
 
@@ -52,6 +57,7 @@ help: ## Display this help.
 manifests: controller-gen ## Generate the CRDs and RBAC from the API types and markers.
 	$(CONTROLLER_GEN) crd paths="./api/..." output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=agentrewind-manager paths="./cmd/...;./internal/controller/..." output:rbac:artifacts:config=config/rbac
+	hack/chart-gen.sh
 	@$(MAKE) --no-print-directory api-docs
 
 .PHONY: api-docs
@@ -84,9 +90,9 @@ vet: ## Run go vet against the code.
 
 .PHONY: verify-gen
 verify-gen: manifests generate ## Fail if generated files (CRDs, RBAC, DeepCopy, docs/api.md) are stale (run 'make manifests generate' and commit).
-	@if [ -n "$$(git status --porcelain -- api config docs/api.md)" ]; then \
+	@if [ -n "$$(git status --porcelain -- api config charts docs/api.md)" ]; then \
 		echo "Generated files are stale; run 'make manifests generate' and commit:"; \
-		git status --porcelain -- api config docs/api.md; git --no-pager diff --stat -- api config docs/api.md; exit 1; \
+		git status --porcelain -- api config charts docs/api.md; git --no-pager diff --stat -- api config charts docs/api.md; exit 1; \
 	fi
 	@echo "Generated files are current."
 
@@ -107,7 +113,7 @@ TEST_PREREQS := manifests generate fmt
 endif
 
 .PHONY: test
-test: $(TEST_PREREQS) vet lint-api envtest-assets s3-server ## Run all tests against a real API server and a real S3 server, after linting the API.
+test: $(TEST_PREREQS) vet lint-api envtest-assets s3-server helm-lint ## Run all tests against a real API server and a real S3 server, after linting the API.
 	go test $(GOTEST_FLAGS) ./...
 	@# The public SDK from a module of its own: what a Go agent in another repository can import.
 	cd examples/sdk-agent && go vet ./... && go test $(GOTEST_FLAGS) ./...
@@ -137,6 +143,17 @@ bench: ## Run the benchmarks side by side with their peers (compare the ratios, 
 	@# API server CPU per session; ARW_SCALE_APISERVER_PROFILE=<file> saves a kube-apiserver CPU profile.
 	go test -run '^$$' -bench ControllersVsNoop -benchtime 1x -timeout 30m ./internal/controller/
 
+.PHONY: helm-lint
+helm-lint: helm ## Lint and render the Helm chart (charts/agentrewind) with each value set in its ci/ directory.
+	@for f in charts/agentrewind/ci/*-values.yaml; do \
+		echo "helm lint --strict and helm template with $$f"; \
+		$(HELM) lint --strict charts/agentrewind -f $$f >/dev/null || { $(HELM) lint --strict charts/agentrewind -f $$f; exit 1; }; \
+		$(HELM) template agentrewind charts/agentrewind -n agentrewind-system -f $$f >/dev/null; \
+	done
+	@# A misspelt value is an error (values.schema.json), not a silently ignored setting.
+	@if $(HELM) template agentrewind charts/agentrewind -f charts/agentrewind/ci/default-values.yaml --set stor.endpoint=x >/dev/null 2>&1; then \
+		echo "values.schema.json accepted the misspelt value stor.endpoint"; exit 1; fi
+
 ##@ Build
 
 .PHONY: build
@@ -164,6 +181,20 @@ $(CONTROLLER_GEN):
 	@mkdir -p $(LOCALBIN)
 	GOBIN=$(LOCALBIN) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
 	mv $(LOCALBIN)/controller-gen $(CONTROLLER_GEN)
+
+# The -X flags are those of helm's own Makefile: its version, and the Kubernetes version helm template
+# and helm lint assume (that of its client-go, 1.37), which the chart's kubeVersion is checked against.
+HELM_LDFLAGS := -s -w -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) -X helm.sh/helm/v3/internal/version.gitTreeState=clean \
+	-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=37 \
+	-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=37
+.PHONY: helm
+helm: $(HELM) ## Install helm into bin/.
+$(HELM):
+	@mkdir -p $(LOCALBIN)
+	@echo "Building helm $(HELM_VERSION) (about a minute cold)..."
+	GOBIN=$(LOCALBIN)/.helm-$(HELM_VERSION) CGO_ENABLED=0 go install -trimpath -ldflags '$(HELM_LDFLAGS)' helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	mv $(LOCALBIN)/.helm-$(HELM_VERSION)/helm $(HELM)
+	rmdir $(LOCALBIN)/.helm-$(HELM_VERSION)
 
 .PHONY: envtest-assets
 envtest-assets: ## Build kube-apiserver, etcd and kubectl for envtest into bin/k8s/<version>/.
