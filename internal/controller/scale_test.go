@@ -649,8 +649,9 @@ func (f *finalState) observe(obj any) {
 	}
 }
 
-// runScale creates n sessions and measures one side reconciling them to their final state.
-func runScale(tb testing.TB, side scaleSide, n, workers int, timeout time.Duration) scaleFigures {
+// runScale creates n sessions and measures one side reconciling them to their final state. then, when
+// given, runs with every manager stopped and the final objects still in place (a restart's measure).
+func runScale(tb testing.TB, side scaleSide, n, workers int, timeout time.Duration, then func(*scaleEnv)) scaleFigures {
 	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -731,6 +732,9 @@ func runScale(tb testing.TB, side scaleSide, n, workers int, timeout time.Durati
 		tb.Fatal(err)
 	}
 	f.events = len(events.Items)
+	if then != nil {
+		then(e)
+	}
 	e.cleanup()
 	return f
 }
