@@ -433,6 +433,19 @@ func TestChartPolicyNamesTheManagersServiceAccount(t *testing.T) {
 	if got := manager(t, r).Spec.Template.Spec.ServiceAccountName; got != "rewinder" {
 		t.Errorf("manager runs as %q", got)
 	}
+	var b admissionv1.ValidatingAdmissionPolicyBinding
+	get(t, r, "ValidatingAdmissionPolicyBinding", "agentrewind-checkpoint-minter", &b)
+	if b.Spec.PolicyName != p.Name || b.Spec.MatchResources != nil {
+		t.Errorf("binding %+v: want policy %s in every namespace", b.Spec, p.Name)
+	}
+
+	// checkpointPolicy.namespaceSelector narrows it (over watchNamespaces), for a cluster with another release.
+	r = render(t, "--set", "watchNamespaces={a}", "--set", "checkpointPolicy.namespaceSelector.matchLabels.team=a")
+	get(t, r, "ValidatingAdmissionPolicyBinding", "agentrewind-checkpoint-minter", &b)
+	if b.Spec.MatchResources == nil || b.Spec.MatchResources.NamespaceSelector == nil ||
+		!cmp.Equal(b.Spec.MatchResources.NamespaceSelector.MatchLabels, map[string]string{"team": "a"}) {
+		t.Errorf("binding matchResources %+v, want the namespaces labelled team=a", b.Spec.MatchResources)
+	}
 }
 
 // No credential ever goes through the chart: it renders no Secret, and the manager reads its keys from
