@@ -278,7 +278,7 @@ store-image: $(VERSITYGW) ## Build the in-cluster S3 server image E2E_STORE_IMG 
 # and E2E_STORE_IMG; otherwise it starts the local cluster when needed and imports the freshly built
 # images into it. The suite records on this machine with bin/agentrewind and the agent's binary.
 .PHONY: e2e
-e2e: ## Run the end-to-end suite (test/e2e) on the single-node cluster, or on the cluster in KUBECONFIG.
+e2e: helm ## Run the end-to-end suite (test/e2e) on the single-node cluster, or on the cluster in KUBECONFIG; it installs the operator with Helm (E2E_INSTALL=kustomize: config/default).
 	@if [ -z "$$KUBECONFIG" ]; then $(MAKE) --no-print-directory cluster-up; fi
 	$(MAKE) --no-print-directory docker-build store-image IMG=$(E2E_IMG) AGENT_IMG=$(E2E_AGENT_IMG)
 	@if [ -z "$$KUBECONFIG" ]; then hack/cluster/import-image.sh $(E2E_IMG) $(E2E_AGENT_IMG) $(E2E_STORE_IMG) && \

@@ -29,7 +29,7 @@ import (
 	agentrewindv1alpha1 "github.com/agentrewind/agentrewind/api/v1alpha1"
 )
 
-// What config/default installs.
+// What config/default installs, and the chart as release agentrewind (helmRelease) in agentrewind-system.
 const (
 	systemNamespace = "agentrewind-system"
 	managerName     = "agentrewind-manager" // Deployment, ServiceAccount and ClusterRole
@@ -163,13 +163,18 @@ func findKubectl() (string, error) {
 	return "", errors.New("no kubectl: run 'make envtest-assets' or set KUBECTL")
 }
 
-// deploy installs config/default with the freshly built image, the way a user would (kubectl apply -k),
-// and waits for the manager's rollout.
+// deploy installs the operator with the freshly built image the way a user would, and waits for the
+// manager's rollout: with Helm (charts/agentrewind, the default), or with E2E_INSTALL=kustomize
+// config/default (kubectl apply -k). Either way the manager gets the flags of managerArgs.
 func deploy() error {
 	ctx := context.Background()
 	start := time.Now()
+	mode := envOr("E2E_INSTALL", "helm")
+	if mode != "helm" && mode != "kustomize" {
+		return fmt.Errorf("E2E_INSTALL=%q: want helm (charts/agentrewind) or kustomize (config/default)", mode)
+	}
 	// The namespace and the manager's store Secret first, so the manager's first pod can start. The
-	// namespace carries the same labels as in config/manager; apply -k takes it over.
+	// namespace carries the same labels as in config/manager; apply -k takes it over, Helm leaves it be.
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: systemNamespace, Labels: restrictedLabels()}}
 	if err := k8s.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
@@ -193,6 +198,28 @@ func deploy() error {
 		return err
 	}
 
+	if mode == "helm" {
+		if err := helmInstallOperator(); err != nil {
+			return err
+		}
+	} else if err := kustomizeOperator(); err != nil {
+		return err
+	}
+	if out, err := kubectl("rollout", "status", "-n", systemNamespace, "deployment/"+managerName, "--timeout", "180s"); err != nil {
+		diag, _ := kubectl("get", "pods,replicasets,events", "-n", systemNamespace, "-o", "wide")
+		logs, _ := kubectl("logs", "-n", systemNamespace, "deployment/"+managerName, "--tail", "50")
+		return fmt.Errorf("the manager did not roll out: %w\n%s\n%s\n%s", err, out, diag, logs)
+	}
+	what := "config/default"
+	if mode == "helm" {
+		what = "charts/agentrewind (Helm release " + helmRelease + ")"
+	}
+	fmt.Fprintf(os.Stderr, "e2e: deployed %s with %s in %s\n", what, image, time.Since(start).Round(100*time.Millisecond))
+	return nil
+}
+
+// kustomizeOperator applies config/default with the image under test and managerArgs (writeOverlay).
+func kustomizeOperator() error {
 	overlay, err := writeOverlay()
 	if err != nil {
 		return err
@@ -201,12 +228,6 @@ func deploy() error {
 	if out, err := kubectl("apply", "--server-side", "--force-conflicts", "--field-manager", fieldOwner, "-k", overlay); err != nil {
 		return fmt.Errorf("kubectl apply -k config/default: %w\n%s", err, out)
 	}
-	if out, err := kubectl("rollout", "status", "-n", systemNamespace, "deployment/"+managerName, "--timeout", "180s"); err != nil {
-		diag, _ := kubectl("get", "pods,replicasets,events", "-n", systemNamespace, "-o", "wide")
-		logs, _ := kubectl("logs", "-n", systemNamespace, "deployment/"+managerName, "--tail", "50")
-		return fmt.Errorf("the manager did not roll out: %w\n%s\n%s\n%s", err, out, diag, logs)
-	}
-	fmt.Fprintf(os.Stderr, "e2e: deployed config/default with %s in %s\n", image, time.Since(start).Round(100*time.Millisecond))
 	return nil
 }
 
