@@ -2,12 +2,57 @@ package argocd
 
 import (
 	"os"
+	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 )
+
+// TestTheChecksOnControllerOutput runs every kind's check over the objects the controllers produced,
+// kept in testdata, as Argo CD's repository tests its own checks. Every kind has a fixture for each
+// health it can report, so a mapping removed or changed fails here.
+func TestTheChecksOnControllerOutput(t *testing.T) {
+	want := map[string][]string{
+		"AgentSession": {"Degraded", "Healthy", "Progressing"},
+		"Checkpoint":   {"Degraded", "Healthy", "Progressing"},
+		"ForkRun":      {"Degraded", "Healthy", "Progressing"},
+		"ResumePlan":   {"Degraded", "Healthy", "Progressing", "Suspended"},
+	}
+	for _, kind := range Kinds {
+		t.Run(kind, func(t *testing.T) {
+			script, err := Script(kind)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var tests HealthTests
+			readYAML(t, filepath.Join(Dir(kind), "health_test.yaml"), &tests)
+			var seen []string
+			for _, tc := range tests.Tests {
+				var obj map[string]any
+				readYAML(t, filepath.Join(Dir(kind), tc.InputPath), &obj)
+				if obj["kind"] != kind || obj["apiVersion"] != Group+"/v1alpha1" {
+					t.Errorf("%s: a %v %v, not a %s", tc.InputPath, obj["apiVersion"], obj["kind"], kind)
+				}
+				got, err := Evaluate(script, obj)
+				if err != nil {
+					t.Errorf("%s: %v", tc.InputPath, err)
+					continue
+				}
+				if d := cmp.Diff(tc.HealthStatus, got); d != "" {
+					t.Errorf("%s (-want +got):\n%s", tc.InputPath, d)
+				}
+				seen = append(seen, tc.HealthStatus.Status)
+			}
+			slices.Sort(seen)
+			if d := cmp.Diff(want[kind], slices.Compact(seen)); d != "" {
+				t.Errorf("health reported by the fixtures (-want +got):\n%s", d)
+			}
+		})
+	}
+}
 
 // TestTheChecksOnStatesTheControllersDoNotWrite covers the branches no controller output reaches: a
 // status Argo CD may see from an older operator or a hand edit. They are the fallbacks the checks

@@ -1,8 +1,9 @@
 -- Argo CD health of an agentrewind.io ForkRun (a fork, or a replay-suite regression test).
 --   Progressing: no status yet, a spec generation not observed yet (a commit changed the spec, so it
 --                runs again), waiting for its session, or its Job running (Reconciling).
---   Degraded:    Stalled: a replay that diverged (a failing regression test turns the app red), a fork
---                that missed its goal or diverged, a Job that failed, an invalid spec.
+--   Degraded:    Stalled: a replay that diverged (a failing regression test turns the app red; the
+--                message names the step and the call), a fork that missed its goal or diverged, a Job
+--                that failed, an invalid spec.
 --   Healthy:     Ready: a replay that passed, a fork that reached its goal or completed.
 -- The Ready, Reconciling and Stalled conditions and observedGeneration, read the way kstatus reads
 -- them. Argo CD runs a custom check without Lua's string library, so only base functions are used.
@@ -38,10 +39,6 @@ if generation ~= nil and observed ~= nil and observed < generation then
   return {status = "Progressing", message = "Generation " .. generation .. " is not observed yet (status is of generation " .. observed .. ")"}
 end
 if stalled ~= nil and stalled.status == "True" then
-  local d = obj.status.firstDivergence
-  if stalled.reason == "Diverged" and d ~= nil and d.step ~= nil then
-    return {status = "Degraded", message = "Diverged at step " .. d.step .. ": " .. stalled.message}
-  end
   return {status = "Degraded", message = explain(stalled)}
 end
 if reconciling ~= nil and reconciling.status == "True" then
