@@ -289,3 +289,21 @@ func TestKubectlForkWaitGivesUpAtItsTimeout(t *testing.T) {
 	}
 	e.forkRun("slow") // still there
 }
+
+// TestForkExitCodeOfEveryOutcome pins fork --wait's exit code for each outcome a ForkRun can end with,
+// and for a run stalled before it had one.
+func TestForkExitCodeOfEveryOutcome(t *testing.T) {
+	for outcome, want := range map[v1alpha1.ForkOutcome]int{
+		v1alpha1.OutcomeGoalReached: 0, v1alpha1.OutcomeCompleted: 0, v1alpha1.OutcomePassed: 0,
+		v1alpha1.OutcomeDiverged: exitDrift, v1alpha1.OutcomeGoalMissed: exitGoalMissed, v1alpha1.OutcomeFailed: exitRunFailed,
+		"": exitRunFailed,
+	} {
+		got := 0
+		if err := (forkSummary{ForkRun: "f", Outcome: outcome}).exitError(); err != nil {
+			got = exitCode(err)
+		}
+		if got != want {
+			t.Errorf("outcome %q: exit %d, want %d", outcome, got, want)
+		}
+	}
+}
