@@ -334,7 +334,9 @@ func planFacts(complete, moved bool) verdict.Facts {
 		Rounds:   []coherence.Round{}}
 }
 
-// judge finishes a plan's Job with the verdicts the engine computes over facts, as its Job writes them.
+// judge finishes a plan's Job with the verdicts the engine's pure verdict.Evaluate computes over facts,
+// written as the Job writes its result: the verdicts are the engine's, the facts made up (a git history
+// would be needed to gather them).
 func (e *env) judge(plan string, facts verdict.Facts, eventsHash string) {
 	e.t.Helper()
 	rep, err := task.NewReport(verdict.Evaluate(facts, verdict.DefaultPolicy()))
@@ -383,7 +385,6 @@ func testResumePlanHealth(t *testing.T) {
 	h.check("run-1", "healthy_unresumable", "Healthy", status.CurrentStatus)
 
 	hash := s.Status.Recording.EventsHash
-	wantVerdicts := map[string]v1alpha1.ResumeVerdict{}
 	for _, p := range []struct {
 		name, fixture, want string
 		complete, moved     bool
@@ -401,7 +402,6 @@ func testResumePlanHealth(t *testing.T) {
 		if err := e.c.Get(e.ctx, client.ObjectKey{Namespace: e.ns, Name: p.name}, &rp); err != nil {
 			t.Fatal(err)
 		}
-		wantVerdicts[p.name] = p.verdict
 		if rp.Status.Verdict != p.verdict {
 			t.Fatalf("%s: verdict %s, want %s", p.name, rp.Status.Verdict, p.verdict)
 		}
