@@ -97,7 +97,8 @@ type HealthTest struct {
 var Statuses = []string{"Healthy", "Progressing", "Degraded", "Suspended", "Missing", "Unknown"}
 
 // Evaluate runs a health check over obj the way Argo CD's controller runs a check from argocd-cm: only
-// the package, base and table libraries (no string, math or os), obj as a global decoded from the live
+// the package, base and table libraries (no string or math; Argo CD adds a restricted os, which the
+// checks do not use, so it is left out here), obj as a global decoded from the live
 // object, a one-second limit, and the table the script returns read as {status, message}.
 func Evaluate(script string, obj map[string]any) (Health, error) {
 	l := lua.NewState(lua.Options{SkipOpenLibs: true})

@@ -97,8 +97,8 @@ func TestTheChecksOnStatesTheControllersDoNotWrite(t *testing.T) {
 	}
 }
 
-// TestTheChecksUseOnlyWhatArgoCDLoads: Argo CD runs a check from argocd-cm without Lua's string, math
-// and os libraries; a script that called one would fail there while passing under a full interpreter.
+// TestTheChecksUseOnlyWhatArgoCDLoads: Argo CD runs a check from argocd-cm without Lua's string and
+// math libraries; a script that called one would fail there while passing under a full interpreter.
 func TestTheChecksUseOnlyWhatArgoCDLoads(t *testing.T) {
 	if _, err := Evaluate(`return {status = string.upper("healthy")}`, map[string]any{}); err == nil {
 		t.Fatal("the runner loads the string library, which Argo CD does not")
