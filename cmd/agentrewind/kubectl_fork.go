@@ -273,8 +273,8 @@ func (o *forkOptions) forkRunFor(s *v1alpha1.AgentSession, system string, warn i
 // the whole must stay a label value.
 func generatedPrefix(session, mode string) string {
 	prefix := session + "-" + mode + "-"
-	if max := maxForkRunName - 5; len(prefix) > max {
-		prefix = strings.TrimRight(prefix[:max-1], "-.") + "-"
+	if limit := maxForkRunName - 5; len(prefix) > limit {
+		prefix = strings.TrimRight(prefix[:limit-1], "-.") + "-"
 	}
 	return prefix
 }

@@ -307,3 +307,15 @@ func TestForkExitCodeOfEveryOutcome(t *testing.T) {
 		}
 	}
 }
+
+// TestForkGeneratedNamesStayLabelValues checks the generateName of a long session's ForkRun: with the
+// API server's 5 characters it is still a label value, which its Job's pods need.
+func TestForkGeneratedNamesStayLabelValues(t *testing.T) {
+	long := strings.Repeat("s", 70)
+	for _, session := range []string{"triage", long, strings.Repeat("a.", 40)} {
+		prefix := generatedPrefix(session, "replay")
+		if n := len(prefix) + 5; n > maxForkRunName || !strings.HasSuffix(prefix, "-") || !strings.HasPrefix(prefix, session[:min(len(session), 40)]) {
+			t.Errorf("generatedPrefix(%q) = %q: %d characters with the suffix", session, prefix, n)
+		}
+	}
+}
