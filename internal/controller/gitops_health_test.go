@@ -13,9 +13,12 @@ import (
 	"testing"
 
 	"github.com/minio/minio-go/v7"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -549,4 +552,43 @@ func yamlDocs(t *testing.T, md string) []string {
 		t.Fatal("docs/gitops.md has an unclosed yaml block")
 	}
 	return slices.Clip(docs)
+}
+
+// TestTheArgoCDConfigMapPatchKeepsArgoCDsOwnKeys applies config/argocd/argocd-cm.yaml to an argocd-cm
+// that holds a key of Argo CD's own, as the guide's `kubectl patch --patch-file` does (a strategic
+// merge patch): the health checks are added, byte for byte, and the other key stays.
+func TestTheArgoCDConfigMapPatchKeepsArgoCDsOwnKeys(t *testing.T) {
+	e := newEnv(t)
+	if err := e.c.Create(e.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "argocd"}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "argocd-cm", Namespace: "argocd"}, Data: map[string]string{"url": "https://argocd.example.com"}}
+	if err := e.c.Create(e.ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.c.Delete(e.ctx, cm) })
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	file, err := os.ReadFile(filepath.Join(root, "config", "argocd", argocd.ConfigMapPath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch, err := yaml.YAMLToJSON(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.c.Patch(e.ctx, cm, client.RawPatch(types.StrategicMergePatchType, patch)); err != nil {
+		t.Fatalf("patching argocd-cm with %s: %v", argocd.ConfigMapPath, err)
+	}
+	want := map[string]string{"url": "https://argocd.example.com"}
+	for _, kind := range argocd.Kinds {
+		if want[argocd.ConfigMapKey(kind)], err = argocd.Script(kind); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := diff(want, cm.Data); d != "" {
+		t.Errorf("argocd-cm after the patch (-want +got):\n%s", d)
+	}
 }
