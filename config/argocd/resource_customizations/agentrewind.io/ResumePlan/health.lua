@@ -10,12 +10,44 @@
 --                run recorded without an intent ledger (NoIntent), so red there would be noise.
 -- The Ready, Reconciling and Stalled conditions and observedGeneration, read the way kstatus reads
 -- them. Argo CD runs a custom check without Lua's string library, so only base functions are used.
+-- Every field is read for its type, so a status of the wrong shape (a hand edit, another version of
+-- the operator, a foreign writer) counts as absent and the check still answers: never a Lua error.
+local function field(t, key)
+  if type(t) == "table" then
+    return t[key]
+  end
+  return nil
+end
+
+local function text(v)
+  if type(v) == "string" then
+    return v
+  end
+  if type(v) == "number" or type(v) == "boolean" then
+    return tostring(v)
+  end
+  return nil
+end
+
+local function number(v)
+  if type(v) == "number" then
+    return v
+  end
+  if type(v) == "string" then
+    return tonumber(v)
+  end
+  return nil
+end
+
+local status = field(obj, "status")
+
 local function condition(kind)
-  if obj.status == nil or obj.status.conditions == nil then
+  local conditions = field(status, "conditions")
+  if type(conditions) ~= "table" then
     return nil
   end
-  for _, c in ipairs(obj.status.conditions) do
-    if c.type == kind then
+  for _, c in ipairs(conditions) do
+    if type(c) == "table" and c.type == kind then
       return c
     end
   end
@@ -23,23 +55,27 @@ local function condition(kind)
 end
 
 local function explain(c)
-  if c.message == nil or c.message == "" or c.message == c.reason then
-    return c.reason
+  local reason, message = text(c.reason), text(c.message)
+  if reason == nil or reason == "" then
+    reason = c.type
   end
-  return c.reason .. ": " .. c.message
+  if message == nil or message == "" or message == reason then
+    return reason
+  end
+  return reason .. ": " .. message
 end
 
 local ready, reconciling, stalled = condition("Ready"), condition("Reconciling"), condition("Stalled")
 if ready == nil and reconciling == nil and stalled == nil then
   return {status = "Progressing", message = "Waiting for the operator to report status"}
 end
-local generation = obj.metadata.generation
-local observed = obj.status.observedGeneration
+local generation = number(field(field(obj, "metadata"), "generation"))
+local observed = number(field(status, "observedGeneration"))
 if observed == nil and ready ~= nil then
-  observed = ready.observedGeneration
+  observed = number(ready.observedGeneration)
 end
 if generation ~= nil and observed ~= nil and observed < generation then
-  return {status = "Progressing", message = "Generation " .. generation .. " is not observed yet (status is of generation " .. observed .. ")"}
+  return {status = "Progressing", message = "Generation " .. text(generation) .. " is not observed yet (status is of generation " .. text(observed) .. ")"}
 end
 if stalled ~= nil and stalled.status == "True" then
   return {status = "Degraded", message = explain(stalled)}
@@ -53,16 +89,17 @@ if ready == nil or ready.status ~= "True" then
   end
   return {status = "Progressing", message = "Waiting for the operator to report status"}
 end
-local verdict = obj.status.verdict
-if verdict == nil then
+local verdict = text(field(status, "verdict"))
+if verdict == nil or verdict == "" then
   return {status = "Progressing", message = explain(ready)}
 end
 local message = verdict
-if obj.status.reason ~= nil then
-  message = message .. " (" .. obj.status.reason .. ")"
+local reason, detail = text(field(status, "reason")), text(field(status, "message"))
+if reason ~= nil then
+  message = message .. " (" .. reason .. ")"
 end
-if obj.status.message ~= nil then
-  message = message .. ": " .. obj.status.message
+if detail ~= nil then
+  message = message .. ": " .. detail
 end
 if verdict == "Diverged" then
   return {status = "Degraded", message = message}
