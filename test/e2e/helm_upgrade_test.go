@@ -23,6 +23,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -140,9 +141,10 @@ func TestHelmUpgradeFromThePreviousChartKeepsCRs(t *testing.T) {
 		t.Errorf("the manager Deployment after helm uninstall: %v, want NotFound", err)
 	}
 	for _, plural := range []string{"agentsessions", "forkruns", "resumeplans", "checkpoints"} {
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := k8s.Get(ctx, client.ObjectKey{Name: plural + ".agentrewind.io"}, crd); err != nil || crd.DeletionTimestamp != nil {
-			t.Errorf("CRD %s.agentrewind.io after helm uninstall: %v (deleting: %v), want it kept", plural, err, crd.DeletionTimestamp != nil)
+		crd := &unstructured.Unstructured{}
+		crd.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
+		if err := k8s.Get(ctx, client.ObjectKey{Name: plural + ".agentrewind.io"}, crd); err != nil || crd.GetDeletionTimestamp() != nil {
+			t.Errorf("CRD %s.agentrewind.io after helm uninstall: %v (deleting: %v), want it kept", plural, err, crd.GetDeletionTimestamp() != nil)
 		}
 		if !strings.Contains(out, plural+".agentrewind.io") {
 			t.Errorf("helm uninstall did not report keeping CRD %s.agentrewind.io:\n%s", plural, out)
@@ -244,7 +246,7 @@ func upgradeNamespace(t *testing.T) string {
 	t.Cleanup(func() {
 		if os.Getenv("E2E_KEEP") != "" || t.Failed() {
 			out, _ := kubectl("get", "all,agentrewind,events", "-n", ns, "-o", "wide")
-			t.Logf("namespace %s (kept with E2E_KEEP):\n%s", ns, out)
+			t.Logf("namespace %s:\n%s", ns, out)
 		}
 		if os.Getenv("E2E_KEEP") == "" {
 			_ = k8s.Delete(context.Background(), objs[0])
