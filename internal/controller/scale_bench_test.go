@@ -100,7 +100,7 @@ func BenchmarkControllersVsNoop(b *testing.B) {
 		var restarts []float64
 		ours := runScale(b, sideControllers, n, workers, 20*time.Minute, func(e *scaleEnv) {
 			// Alternate the sides, so that neither always runs on a warmer API server; the median ratio.
-			for range restartRounds {
+			for range envInt(b, "ARW_RESTART_ROUNDS", restartRounds) {
 				noop := e.measureRestart(sideNoop, n, workers, 5*time.Minute)
 				ours := e.measureRestart(sideControllers, n, workers, 5*time.Minute)
 				b.Log(noop)

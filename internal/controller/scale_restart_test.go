@@ -3,6 +3,8 @@ package controller
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -55,6 +57,18 @@ func (e *scaleEnv) measureRestart(side scaleSide, n, workers int, timeout time.D
 	counter := newWriteCounter()
 	names := restartControllers[side]
 	before := reconcilesEnded(e.tb, names)
+	if path := os.Getenv("ARW_RESTART_PROFILE"); path != "" {
+		// A CPU profile of this process (the manager under test, the API server's client side) over the
+		// restart, for `go tool pprof`.
+		f, err := os.Create(fmt.Sprintf("%s.%s.%d", path, side, time.Now().UnixNano()))
+		if err != nil {
+			e.tb.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			e.tb.Fatal(err)
+		}
+		defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
+	}
 	start := time.Now()
 	stop := e.startScaleManager(counter, workers, func(mgr ctrl.Manager) error {
 		if side == sideNoop {
