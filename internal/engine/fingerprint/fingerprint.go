@@ -39,7 +39,16 @@ type Options struct {
 
 // CanonicalizeJSON returns the canonical JSON bytes of a JSON document.
 func CanonicalizeJSON(doc []byte) ([]byte, error) {
-	n, err := parseDocument(string(doc), nil)
+	return canonicalJSON(doc, nil)
+}
+
+// canonicalJSON is CanonicalizeJSON for a document found at `at` inside a Go value. The one-pass
+// writer handles the common case; the tree parser handles the rest and reports every error.
+func canonicalJSON(doc []byte, at path) ([]byte, error) {
+	if out, ok := appendCanonicalJSON(make([]byte, 0, len(doc)+64), doc); ok {
+		return out, nil
+	}
+	n, err := parseDocument(string(doc), at)
 	if err != nil {
 		return nil, err
 	}
@@ -71,6 +80,16 @@ func Of(v any, opts Options) (string, error) {
 		return "", err
 	}
 	var b builder
+	if opts.plain() {
+		// A document, or a value encoding/json writes as a whole (a struct), is canonicalized from its
+		// JSON text in one pass instead of through a tree.
+		if doc, ok, err := b.topLevelJSON(v); ok {
+			if err != nil {
+				return "", err
+			}
+			return sumCanonical(doc)
+		}
+	}
 	n, err := b.build(v)
 	if err != nil {
 		return "", err
@@ -83,11 +102,28 @@ func OfJSON(doc []byte, opts Options) (string, error) {
 	if err := opts.check(); err != nil {
 		return "", err
 	}
+	if opts.plain() {
+		return sumCanonical(doc)
+	}
 	n, err := parseDocument(string(doc), nil)
 	if err != nil {
 		return "", err
 	}
 	return finish(&n, opts, len(doc))
+}
+
+// plain reports whether the options leave the canonical form as it is: no masking, no redaction.
+func (o Options) plain() bool {
+	return o.Redact == nil && (o.Mode != Structural || len(o.VolatilePaths) == 0)
+}
+
+// sumCanonical is the fingerprint of a top-level document under plain options.
+func sumCanonical(doc []byte) (string, error) {
+	out, err := canonicalJSON(doc, nil)
+	if err != nil {
+		return "", err
+	}
+	return Sum(out), nil
 }
 
 // check rejects an unknown mode: silently treating a typo as Strict would make every replay drift.

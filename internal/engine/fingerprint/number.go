@@ -86,8 +86,8 @@ func (p *parser) number() (node, error) {
 // 10^-6 <= |value| < 10^21, else as d.ddd e±(n-1). For the shortest round-trip digits of a double this
 // is RFC 8785's text; for any other decimal it is that decimal's exact digits, so two numbers get the
 // same text exactly when they have the same value.
-func appendDecimal(dst []byte, neg bool, intDigits, frac, exp string, expNeg bool) ([]byte, bool) {
-	ds := digitSeq{intDigits, frac}
+func appendDecimal[T ~string | ~[]byte](dst []byte, neg bool, intDigits, frac, exp T, expNeg bool) ([]byte, bool) {
+	ds := digitSeq[T]{intDigits, frac}
 	total := len(intDigits) + len(frac)
 	lead := 0
 	for lead < total && ds.at(lead) == '0' {
@@ -101,7 +101,8 @@ func appendDecimal(dst []byte, neg bool, intDigits, frac, exp string, expNeg boo
 		trail--
 	}
 	var e int64
-	for _, c := range []byte(exp) {
+	for i := range len(exp) {
+		c := exp[i]
 		if e < 1<<40 { // saturate: far beyond maxExponent, far from overflow
 			e = e*10 + int64(c-'0')
 		}
@@ -154,9 +155,9 @@ func appendDecimal(dst []byte, neg bool, intDigits, frac, exp string, expNeg boo
 
 // digitSeq is the digits of a literal's integer and fraction parts read as one sequence, the decimal
 // point dropped.
-type digitSeq struct{ a, b string }
+type digitSeq[T ~string | ~[]byte] struct{ a, b T }
 
-func (d digitSeq) at(i int) byte {
+func (d digitSeq[T]) at(i int) byte {
 	if i < len(d.a) {
 		return d.a[i]
 	}
@@ -164,7 +165,7 @@ func (d digitSeq) at(i int) byte {
 }
 
 // appendRange appends the digits [i, j).
-func (d digitSeq) appendRange(dst []byte, i, j int) []byte {
+func (d digitSeq[T]) appendRange(dst []byte, i, j int) []byte {
 	la := len(d.a)
 	dst = append(dst, d.a[min(i, la):min(j, la)]...)
 	return append(dst, d.b[max(i-la, 0):max(j-la, 0)]...)

@@ -43,7 +43,7 @@ type member struct {
 // which sort before 0xE000. Those two groups are exactly the lead bytes 0xEE–0xEF and 0xF0–0xF4, and a
 // byte that high can only be a lead byte, found at the same rune boundary in both strings because the
 // bytes before it are equal.
-func compareUTF16(a, b string) int {
+func compareUTF16[T ~string | ~[]byte](a, b T) int {
 	n := min(len(a), len(b))
 	for i := 0; i < n; i++ {
 		x, y := a[i], b[i]

@@ -370,14 +370,47 @@ func (b *builder) reflectMap(rv reflect.Value) (node, error) {
 // encoding/json knows: structs (tags, omitempty, embedding), marshalers, []byte, maps with non-string keys.
 // encoding/json would replace invalid UTF-8 in v's strings with U+FFFD, so they are checked first.
 func (b *builder) roundTrip(v any) (node, error) {
+	data, err := b.marshal(v)
+	if err != nil {
+		return node{}, err
+	}
+	return parseDocument(string(data), b.path)
+}
+
+// marshal is encoding/json's text for v, refused where encoding/json would repair invalid UTF-8.
+func (b *builder) marshal(v any) ([]byte, error) {
 	if !newTextCheck().valid(reflect.ValueOf(v), 0) {
-		return node{}, &InvalidUTF8Error{Path: b.path.String(), what: badUTF8Inside}
+		return nil, &InvalidUTF8Error{Path: b.path.String(), what: badUTF8Inside}
 	}
 	data, err := json.Marshal(v)
 	if err != nil {
-		return node{}, b.marshalError(v, err)
+		return nil, b.marshalError(v, err)
 	}
-	return parseDocument(string(data), b.path)
+	return data, nil
+}
+
+// topLevelJSON returns the JSON text that build would parse for v as a whole: a json.RawMessage, or what
+// encoding/json writes for a value build hands over to it entire (a struct, a pointer to one, a
+// marshaler). ok is false for the values build walks itself (maps, slices, scalars); err is set when ok
+// and the value cannot be marshalled, with the error build would return.
+func (b *builder) topLevelJSON(v any) (doc []byte, ok bool, err error) {
+	if raw, isRaw := v.(json.RawMessage); isRaw {
+		return raw, raw != nil, nil // nil is null, which build writes without parsing
+	}
+	switch v.(type) {
+	case nil, bool, string, float64, float32, int, int64, int32, int16, int8,
+		uint, uint64, uint32, uint16, uint8, uintptr, json.Number, map[string]any, []any:
+		return nil, false, nil
+	}
+	rv := reflect.ValueOf(v)
+	_, marshals := marshalsItself(rv)
+	whole := marshals || rv.Kind() == reflect.Struct ||
+		(rv.Kind() == reflect.Pointer && !rv.IsNil() && rv.Elem().Kind() == reflect.Struct)
+	if !whole {
+		return nil, false, nil
+	}
+	doc, err = b.marshal(v)
+	return doc, true, err
 }
 
 // textCheck reports whether the strings encoding/json would write for a value as JSON strings (string

@@ -1,0 +1,515 @@
+package fingerprint
+
+import (
+	"bytes"
+	"encoding/binary"
+	"slices"
+	"sync"
+	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
+)
+
+// canon writes the canonical form of a JSON document in one pass, straight into the output, without
+// building a tree: leaves are copied (or translated) as they are read, and an object whose keys arrive
+// out of order has its finished members moved into order when it closes.
+//
+// It is the fast path of CanonicalizeJSON and OfJSON, and it only handles the common case: anything
+// unusual (an error of any kind, a string NFC would change, a lone surrogate escape) makes it give up,
+// and the caller runs the tree parser, which produces the same bytes or the typed error. Strings that
+// need work beyond escaping go through the tree parser's own decoder, so both agree by construction.
+type canon struct {
+	src   []byte
+	pos   int
+	out   []byte
+	depth int
+	safe  *safeRunes
+
+	members []span // the members of the objects being read, innermost last
+	tmp     []byte // scratch for reordering an object
+
+	str string // src as a string for the tree parser's decoders; made on first need
+}
+
+// span is one member of an object being read: its decoded, NFC key and where "key":value lies in out.
+type span struct {
+	key        []byte
+	start, end int
+}
+
+// appendCanonicalJSON appends the canonical form of doc to dst. It reports false, leaving dst as it was,
+// when the document is not one the fast path handles; parseDocument then decides.
+func appendCanonicalJSON(dst, doc []byte) ([]byte, bool) {
+	c := canon{src: doc, out: dst, safe: nfcSafeRunes()}
+	c.members = make([]span, 0, 64)
+	if !c.value() {
+		return dst, false
+	}
+	c.skipSpace()
+	if c.pos != len(c.src) {
+		return dst, false
+	}
+	return c.out, true
+}
+
+func (c *canon) skipSpace() {
+	for c.pos < len(c.src) {
+		switch c.src[c.pos] {
+		case ' ', '\t', '\n', '\r':
+			c.pos++
+		default:
+			return
+		}
+	}
+}
+
+func (c *canon) value() bool {
+	c.skipSpace()
+	if c.pos >= len(c.src) {
+		return false
+	}
+	switch b := c.src[c.pos]; {
+	case b == '"':
+		return c.string()
+	case b == '{':
+		return c.object()
+	case b == '[':
+		return c.array()
+	case b == '-' || isDigit(b):
+		return c.number()
+	case b == 't':
+		return c.literal("true")
+	case b == 'f':
+		return c.literal("false")
+	case b == 'n':
+		return c.literal("null")
+	}
+	return false
+}
+
+func (c *canon) literal(lit string) bool {
+	if !bytes.HasPrefix(c.src[c.pos:], []byte(lit)) {
+		return false
+	}
+	c.pos += len(lit)
+	c.out = append(c.out, lit...)
+	return true
+}
+
+func (c *canon) array() bool {
+	if c.depth++; c.depth > maxDepth {
+		return false
+	}
+	c.pos++ // '['
+	c.out = append(c.out, '[')
+	c.skipSpace()
+	if c.pos < len(c.src) && c.src[c.pos] == ']' {
+		c.pos++
+		c.depth--
+		c.out = append(c.out, ']')
+		return true
+	}
+	for {
+		if !c.value() {
+			return false
+		}
+		c.skipSpace()
+		if c.pos >= len(c.src) {
+			return false
+		}
+		switch c.src[c.pos] {
+		case ',':
+			c.pos++
+			c.out = append(c.out, ',')
+			continue
+		case ']':
+			c.pos++
+			c.depth--
+			c.out = append(c.out, ']')
+			return true
+		}
+		return false
+	}
+}
+
+func (c *canon) object() bool {
+	if c.depth++; c.depth > maxDepth {
+		return false
+	}
+	c.pos++ // '{'
+	c.out = append(c.out, '{')
+	body := len(c.out)
+	c.skipSpace()
+	if c.pos < len(c.src) && c.src[c.pos] == '}' {
+		c.pos++
+		c.depth--
+		c.out = append(c.out, '}')
+		return true
+	}
+	mark := len(c.members)
+	for closed := false; !closed; {
+		c.skipSpace()
+		if c.pos >= len(c.src) || c.src[c.pos] != '"' {
+			return false
+		}
+		start := len(c.out)
+		key, ok := c.key()
+		if !ok {
+			return false
+		}
+		c.skipSpace()
+		if c.pos >= len(c.src) || c.src[c.pos] != ':' {
+			return false
+		}
+		c.pos++
+		c.out = append(c.out, ':')
+		if !c.value() {
+			return false
+		}
+		c.members = append(c.members, span{key: key, start: start, end: len(c.out)})
+		c.skipSpace()
+		if c.pos >= len(c.src) {
+			return false
+		}
+		switch c.src[c.pos] {
+		case ',':
+			c.out = append(c.out, ',')
+		case '}':
+			closed = true
+		default:
+			return false
+		}
+		c.pos++
+	}
+	ms := c.members[mark:]
+	sorted := true
+	for i := 1; i < len(ms); i++ {
+		switch compareUTF16(ms[i-1].key, ms[i].key) {
+		case 0:
+			return false // a duplicate key: the tree parser reports it
+		case 1:
+			sorted = false
+		}
+	}
+	if !sorted {
+		slices.SortFunc(ms, func(a, b span) int { return compareUTF16(a.key, b.key) })
+		for i := 1; i < len(ms); i++ {
+			if bytes.Equal(ms[i-1].key, ms[i].key) {
+				return false
+			}
+		}
+		c.reorder(body, ms)
+	}
+	c.members = c.members[:mark]
+	c.depth--
+	c.out = append(c.out, '}')
+	return true
+}
+
+// reorder rewrites the members written since body in the order of ms. Each member is already canonical
+// and the total length does not change, so this is one copy out and one copy back.
+func (c *canon) reorder(body int, ms []span) {
+	c.tmp = append(c.tmp[:0], c.out[body:]...)
+	w := body
+	for i, m := range ms {
+		if i > 0 {
+			c.out[w] = ','
+			w++
+		}
+		w += copy(c.out[w:], c.tmp[m.start-body:m.end-body])
+	}
+}
+
+// number copies an integer literal of up to 21 digits, which is its own canonical text, and rewrites any
+// other number with appendDecimal, exactly as the tree parser does.
+func (c *canon) number() bool {
+	s := c.src
+	start, i := c.pos, c.pos
+	neg := s[i] == '-'
+	if neg {
+		i++
+	}
+	digits := i
+	switch {
+	case i >= len(s):
+		return false
+	case s[i] == '0':
+		i++
+	case isDigit(s[i]):
+		for i < len(s) && isDigit(s[i]) {
+			i++
+		}
+	default:
+		return false
+	}
+	intEnd := i
+	var frac, exp []byte
+	expNeg := false
+	if i < len(s) && s[i] == '.' {
+		i++
+		from := i
+		for i < len(s) && isDigit(s[i]) {
+			i++
+		}
+		if i == from {
+			return false
+		}
+		frac = s[from:i]
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			expNeg = s[i] == '-'
+			i++
+		}
+		from := i
+		for i < len(s) && isDigit(s[i]) {
+			i++
+		}
+		if i == from {
+			return false
+		}
+		exp = s[from:i]
+	}
+	c.pos = i
+	if i == intEnd && intEnd-digits <= 21 {
+		if neg && intEnd-digits == 1 && s[digits] == '0' {
+			c.out = append(c.out, '0') // -0
+		} else {
+			c.out = append(c.out, s[start:i]...)
+		}
+		return true
+	}
+	out, ok := appendDecimal(c.out, neg, s[digits:intEnd], frac, exp, expNeg)
+	if !ok {
+		return false
+	}
+	c.out = out
+	return true
+}
+
+// plain8 reports whether none of the 8 bytes in w ends a run of plain ASCII string content: none is a
+// control character, '"', '\\' or a byte of a multi-byte sequence. The zero-byte tests are exact about
+// whether some byte matches (borrows only disturb bytes above a match).
+func plain8(w uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	q := w ^ (ones * '"')
+	bs := w ^ (ones * '\\')
+	t := (w - ones*0x20) & ^w // some byte < 0x20
+	t |= (q - ones) & ^q      // some byte == '"'
+	t |= (bs - ones) & ^bs    // some byte == '\\'
+	return (t|w)&highs == 0   // w: some byte >= 0x80
+}
+
+// skipPlain advances i past plain ASCII string content, eight bytes at a time while it can.
+func skipPlain(s []byte, i int) int {
+	for i+8 <= len(s) && plain8(binary.LittleEndian.Uint64(s[i:])) {
+		i += 8
+	}
+	for i < len(s) && s[i] < 0x80 && !special[s[i]] {
+		i++
+	}
+	return i
+}
+
+// string writes a string value. It translates escapes on the fly (they all decode to ASCII or to runes
+// NFC leaves alone) and copies everything else; a string it cannot vouch for is decoded again by the
+// tree parser and written from the result.
+func (c *canon) string() bool {
+	s := c.src
+	open := c.pos
+	mark := len(c.out)
+	c.out = append(c.out, '"')
+	i := open + 1
+	run := i
+	for {
+		i = skipPlain(s, i)
+		if i >= len(s) {
+			return c.slowString(open, mark)
+		}
+		switch b := s[i]; {
+		case b == '"':
+			c.out = append(c.out, s[run:i]...)
+			c.out = append(c.out, '"')
+			c.pos = i + 1
+			return true
+		case b == '\\':
+			c.out = append(c.out, s[run:i]...)
+			next, ok := c.escape(i)
+			if !ok {
+				return c.slowString(open, mark)
+			}
+			i, run = next, next
+		case b >= utf8.RuneSelf:
+			r, size := utf8.DecodeRune(s[i:])
+			if !c.safe.has(r) { // also utf8.RuneError, whether invalid or written out
+				return c.slowString(open, mark)
+			}
+			i += size
+		default: // a control character: not JSON
+			return false
+		}
+	}
+}
+
+// escape writes the canonical form of the escape at i and returns the position after it. It declines
+// (false) a malformed escape, a surrogate and a rune NFC might change.
+func (c *canon) escape(i int) (int, bool) {
+	s := c.src
+	if i+1 >= len(s) {
+		return i, false
+	}
+	switch e := s[i+1]; e {
+	case '"', '\\', 'b', 'f', 'n', 'r', 't': // canonical escapes already
+		c.out = append(c.out, '\\', e)
+		return i + 2, true
+	case '/':
+		c.out = append(c.out, '/')
+		return i + 2, true
+	case 'u':
+		if i+6 > len(s) {
+			return i, false
+		}
+		var r rune
+		for _, h := range s[i+2 : i+6] {
+			d := hexValue[h]
+			if d > 0xf {
+				return i, false
+			}
+			r = r<<4 | rune(d)
+		}
+		switch {
+		case r < utf8.RuneSelf:
+			c.out = appendByte(c.out, byte(r))
+		case 0xD800 <= r && r <= 0xDFFF, !c.safe.has(r):
+			return i, false
+		default:
+			c.out = utf8.AppendRune(c.out, r)
+		}
+		return i + 6, true
+	}
+	return i, false
+}
+
+// appendByte writes one ASCII byte of string content in canonical form.
+func appendByte(dst []byte, b byte) []byte {
+	if !needsEscape[b] {
+		return append(dst, b)
+	}
+	switch b {
+	case '"', '\\':
+		return append(dst, '\\', b)
+	case '\b':
+		return append(dst, '\\', 'b')
+	case '\f':
+		return append(dst, '\\', 'f')
+	case '\n':
+		return append(dst, '\\', 'n')
+	case '\r':
+		return append(dst, '\\', 'r')
+	case '\t':
+		return append(dst, '\\', 't')
+	}
+	return append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xf])
+}
+
+var hexValue = func() (t [256]byte) {
+	for i := range t {
+		t[i] = 0xff
+	}
+	for i, d := range hexDigits {
+		t[d] = byte(i)
+	}
+	for i, d := range "ABCDEF" {
+		t[d] = byte(10 + i)
+	}
+	return t
+}()
+
+// slowString undoes what string wrote since mark and lets the tree parser decode the string at open:
+// it validates, joins surrogates and normalizes exactly as the reference does.
+func (c *canon) slowString(open, mark int) bool {
+	text, ok := c.decode(open, false)
+	if !ok {
+		return false
+	}
+	c.out = appendString(c.out[:mark], text)
+	return true
+}
+
+// decode runs the tree parser's string decoder on the string at open.
+func (c *canon) decode(open int, isKey bool) (string, bool) {
+	if c.str == "" {
+		c.str = string(c.src)
+	}
+	p := parser{src: c.str, pos: open}
+	text, err := p.str(isKey)
+	if err != nil || p.first != nil {
+		return "", false
+	}
+	c.pos = p.pos
+	return text, true
+}
+
+// key writes an object key and returns its decoded text. A key without escapes whose runes NFC leaves
+// alone is its own text; any other goes through the tree parser's decoder.
+func (c *canon) key() ([]byte, bool) {
+	s := c.src
+	open := c.pos
+	i := open + 1
+	for {
+		i = skipPlain(s, i)
+		if i >= len(s) {
+			break
+		}
+		b := s[i]
+		if b == '"' {
+			c.out = append(c.out, s[open:i+1]...)
+			c.pos = i + 1
+			return s[open+1 : i], true
+		}
+		if b < utf8.RuneSelf {
+			break // an escape or a control character
+		}
+		r, size := utf8.DecodeRune(s[i:])
+		if !c.safe.has(r) {
+			break
+		}
+		i += size
+	}
+	text, ok := c.decode(open, true)
+	if !ok {
+		return nil, false
+	}
+	c.out = appendString(c.out, text)
+	return []byte(text), true
+}
+
+// safeRunes marks the runes below U+20000 that NFC leaves alone wherever they stand: starters that are
+// their own normal form and never combine with what precedes them. A string made only of these and ASCII
+// is in NFC (no decomposition, no reordering, no composition can apply), so it needs no normalizing.
+type safeRunes [safeRunesLimit / 64]uint64
+
+const safeRunesLimit = 0x20000
+
+func (t *safeRunes) has(r rune) bool {
+	return 0 <= r && r < safeRunesLimit && t[r>>6]&(1<<(r&63)) != 0
+}
+
+// nfcSafeRunes builds the table from golang.org/x/text's own data on first use, so it always agrees
+// with the normalizer it stands in for.
+var nfcSafeRunes = sync.OnceValue(func() *safeRunes {
+	t := new(safeRunes)
+	var buf [utf8.UTFMax]byte
+	for r := rune(utf8.RuneSelf); r < safeRunesLimit; r++ {
+		if !utf8.ValidRune(r) || r == utf8.RuneError {
+			continue
+		}
+		b := utf8.AppendRune(buf[:0], r)
+		p := norm.NFC.Properties(b)
+		if p.CCC() == 0 && p.BoundaryBefore() && norm.NFC.IsNormal(b) {
+			t[r>>6] |= 1 << (r & 63)
+		}
+	}
+	return t
+})
