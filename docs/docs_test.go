@@ -84,6 +84,32 @@ func TestRelativeLinksResolve(t *testing.T) {
 	}
 }
 
+// TestBenchmarkCommandsAreTheMakefiles checks that every `go test ... -bench` command the docs show is
+// one `make bench` runs, so the benchmark table never names a command that is not run.
+func TestBenchmarkCommandsAreTheMakefiles(t *testing.T) {
+	makefile := strings.ReplaceAll(string(readFile(t, filepath.Join("..", "Makefile"))), "$$", "$")
+	seen := 0
+	for _, f := range docFiles(t) {
+		for _, p := range prose(readDoc(t, f)) {
+			for _, m := range inlineCode.FindAllStringSubmatchIndex(p.text, -1) {
+				line := p.line + strings.Count(p.text[:m[0]], "\n")
+				// In a table cell a | is written \|.
+				cmd := strings.ReplaceAll(strings.Join(strings.Fields(p.text[m[2]:m[3]]), " "), `\|`, "|")
+				if !strings.HasPrefix(cmd, "go test ") || !strings.Contains(cmd, "-bench") {
+					continue
+				}
+				seen++
+				if !strings.Contains(makefile, cmd) {
+					t.Errorf("%s:%d: `%s` is not a command of the Makefile's bench target", f, line, cmd)
+				}
+			}
+		}
+	}
+	if seen < 5 {
+		t.Errorf("only %d benchmark commands found in the docs; the README's table names one per row", seen)
+	}
+}
+
 // TestAgentrewindCommandsExist builds the binary and walks its command tree (each level's --help) for
 // every `agentrewind ...` and `kubectl rewind ...` command the docs show.
 func TestAgentrewindCommandsExist(t *testing.T) {
