@@ -13,7 +13,7 @@ import (
 
 // benchLog builds an events.jsonl of n realistic events: model calls with a few messages, tool calls
 // and entropy draws, as a recording writes them.
-func benchLog(b *testing.B, n int) []byte {
+func benchLog(b testing.TB, n int) []byte {
 	b.Helper()
 	var buf bytes.Buffer
 	for i := 0; i < n; i++ {

@@ -2,7 +2,6 @@ package session
 
 import (
 	"bufio"
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -128,13 +127,24 @@ func ReadEvents(r io.Reader, wantHash string, blobs BlobSource, name string) ([]
 func readLog(r io.Reader, wantHash, name string, visit func(ev *Event, written, line int, offset int64) error) ([]Event, error) {
 	h := sha256.New()
 	br := bufio.NewReaderSize(io.TeeReader(r, h), 64<<10)
+	fast := newFastDecoder()
+	var long []byte // a line longer than br's buffer, put together
 	var events []Event
 	var offset int64
 	var firstErr error
 	for lineNo := 1; firstErr == nil; lineNo++ {
-		line, err := br.ReadBytes('\n')
+		// The line is only valid until the next read: decoding copies what an event keeps.
+		line, err := br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			long = append(long[:0], line...)
+			for err == bufio.ErrBufferFull {
+				line, err = br.ReadSlice('\n')
+				long = append(long, line...)
+			}
+			line = long
+		}
 		if len(line) > 0 {
-			firstErr = decodeLine(line, lineNo, offset, name, visit, &events)
+			firstErr = decodeLine(fast, line, lineNo, offset, name, visit, &events)
 			offset += int64(len(line))
 		}
 		if err == io.EOF {
@@ -155,11 +165,11 @@ func readLog(r io.Reader, wantHash, name string, visit func(ev *Event, written, 
 	return events, firstErr
 }
 
-func decodeLine(line []byte, lineNo int, offset int64, name string, visit func(*Event, int, int, int64) error, events *[]Event) error {
+func decodeLine(fast *fastDecoder, line []byte, lineNo int, offset int64, name string, visit func(*Event, int, int, int64) error, events *[]Event) error {
 	if line[len(line)-1] != '\n' {
 		return &CorruptEventError{File: name, Line: lineNo, Offset: offset, Err: errors.New("truncated: the last line has no newline")}
 	}
-	ev, written, err := decodeEvent(bytes.TrimSuffix(line, []byte("\n")))
+	ev, written, err := fast.decode(line[:len(line)-1])
 	if err != nil {
 		return &CorruptEventError{File: name, Line: lineNo, Offset: offset, Field: fieldOf(err), Err: err}
 	}

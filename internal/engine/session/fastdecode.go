@@ -1,0 +1,792 @@
+package session
+
+import (
+	"encoding/json"
+	"math"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// fastDecoder decodes a line of events.jsonl at the current schema version in one pass over its bytes,
+// checking as it goes everything decodeStrict and checkJSONText check. It only ever accepts: on
+// anything it does not handle or that may be wrong — an unknown or repeated key, a key in another
+// case or with an escape, a null where the field is not raw JSON, a number that is not a plain
+// integer, invalid UTF-8, an unpaired surrogate, session_start's meta, an older schema version — it
+// gives up and the line goes the slow way, which decides and words every refusal. What it accepts is
+// what the slow way would decode, field for field (FuzzFastDecoderAgreesWithEncodingJSON).
+//
+// Raw JSON fields (args, result, value, ...) are slices of one copy of the line, capped so that an
+// append reallocates; short strings that repeat from line to line (kinds, lanes, call sites, models,
+// roles) are shared.
+type fastDecoder struct {
+	src      []byte
+	raw      []byte // the copy of src that raw fields point into; nil until a line needs it
+	interned map[string]string
+	buf      []byte // scratch for unescaping strings
+	keys     [][]byte
+}
+
+const (
+	maxInterned      = 4096
+	maxInternedLen   = 128
+	maxFastDepth     = 512 // deeper raw values go the slow way (encoding/json allows 10000)
+	fastSmallObjKeys = 32  // raw objects with more members go the slow way
+)
+
+func newFastDecoder() *fastDecoder {
+	return &fastDecoder{interned: make(map[string]string, 64)}
+}
+
+// decode decodes one line of events.jsonl as decodeEvent does, the fast way when it can.
+func (d *fastDecoder) decode(line []byte) (Event, int, error) {
+	if ev, ok := d.event(line); ok {
+		return ev, CurrentSchemaVersion, checkKind(ev)
+	}
+	return decodeEvent(line)
+}
+
+// event decodes line, reporting false when the slow way must decode it.
+func (d *fastDecoder) event(line []byte) (Event, bool) {
+	d.src, d.raw = line, nil
+	var ev Event
+	i := d.space(0)
+	if i >= len(line) || line[i] != '{' {
+		return Event{}, false
+	}
+	var seen uint64
+	i, ok := d.object(i, func(key []byte, i int) (int, bool) {
+		var bit uint64
+		var ok bool
+		switch string(key) {
+		case "seq":
+			bit = 1 << 0
+			ev.Seq, i, ok = d.int64(i)
+		case "step":
+			bit = 1 << 1
+			ev.Step, i, ok = d.int64(i)
+		case "ts":
+			bit = 1 << 2
+			ev.TS, i, ok = d.int64(i)
+		case "lane":
+			bit = 1 << 3
+			ev.Lane, i, ok = d.string(i, true)
+		case "callSite":
+			bit = 1 << 4
+			ev.CallSite, i, ok = d.string(i, true)
+		case "kind":
+			bit = 1 << 5
+			var s string
+			s, i, ok = d.string(i, true)
+			ev.Kind = Kind(s)
+		case "schemaVersion":
+			bit = 1 << 6
+			var v int64
+			v, i, ok = d.int64(i)
+			ok = ok && v >= math.MinInt && v <= math.MaxInt
+			ev.SchemaVersion = int(v)
+		case "author":
+			bit = 1 << 7
+			var s string
+			s, i, ok = d.string(i, true)
+			ev.Author = Author(s)
+		case "provenance":
+			bit = 1 << 8
+			var s string
+			s, i, ok = d.string(i, true)
+			ev.Provenance = Provenance(s)
+		case "provider":
+			bit = 1 << 9
+			ev.Provider, i, ok = d.string(i, true)
+		case "request":
+			bit = 1 << 10
+			ev.Request, i, ok = d.request(i)
+		case "requestHash":
+			bit = 1 << 11
+			ev.RequestHash, i, ok = d.string(i, false)
+		case "response":
+			bit = 1 << 12
+			ev.Response, i, ok = d.response(i)
+		case "name":
+			bit = 1 << 13
+			ev.Name, i, ok = d.string(i, true)
+		case "args":
+			bit = 1 << 14
+			ev.Args, i, ok = d.rawValue(i)
+		case "argsHash":
+			bit = 1 << 15
+			ev.ArgsHash, i, ok = d.string(i, false)
+		case "result":
+			bit = 1 << 16
+			ev.Result, i, ok = d.rawValue(i)
+		case "error":
+			bit = 1 << 17
+			ev.Error, i, ok = d.serializedError(i)
+		case "stream":
+			bit = 1 << 18
+			ev.Stream, i, ok = d.stream(i)
+		case "usage":
+			bit = 1 << 19
+			ev.Usage, i, ok = d.usage(i)
+		case "latencyMs":
+			bit = 1 << 20
+			ev.LatencyMs, i, ok = d.int64(i)
+		case "blobs":
+			bit = 1 << 21
+			ev.Blobs, i, ok = d.stringMap(i)
+		case "source":
+			bit = 1 << 22
+			var s string
+			s, i, ok = d.string(i, true)
+			ev.Source = EntropySource(s)
+		case "value":
+			bit = 1 << 23
+			ev.Value, i, ok = d.rawValue(i)
+		case "text":
+			bit = 1 << 24
+			ev.Text, i, ok = d.string(i, false)
+		case "ledger":
+			bit = 1 << 25
+			ev.Ledger, i, ok = d.rawValue(i)
+		case "ok":
+			bit = 1 << 26
+			var b bool
+			b, i, ok = d.bool(i)
+			ev.OK = &b
+		default: // meta, an unknown field, a field in another case
+			return i, false
+		}
+		if seen&bit != 0 {
+			return i, false
+		}
+		seen |= bit
+		return i, ok
+	})
+	if !ok || d.space(i) != len(line) || ev.SchemaVersion != CurrentSchemaVersion {
+		return Event{}, false
+	}
+	return ev, true
+}
+
+// object walks the object whose '{' is at i, calling member with each key (unescaped keys only) and
+// the offset of its value; member returns the offset after the value.
+func (d *fastDecoder) object(i int, member func(key []byte, i int) (int, bool)) (int, bool) {
+	src := d.src
+	i = d.space(i + 1)
+	if i < len(src) && src[i] == '}' {
+		return i + 1, true
+	}
+	for {
+		key, next, ok := d.key(i)
+		if !ok {
+			return i, false
+		}
+		if i, ok = member(key, d.space(next)); !ok {
+			return i, false
+		}
+		i = d.space(i)
+		if i >= len(src) {
+			return i, false
+		}
+		switch src[i] {
+		case ',':
+			i = d.space(i + 1)
+		case '}':
+			return i + 1, true
+		default:
+			return i, false
+		}
+	}
+}
+
+// key reads an object key without escapes at i and the ':' after it, returning the key and the offset
+// after the ':'.
+func (d *fastDecoder) key(i int) ([]byte, int, bool) {
+	src := d.src
+	if i >= len(src) || src[i] != '"' {
+		return nil, i, false
+	}
+	end, escaped, ok := d.scanString(i)
+	if !ok || escaped {
+		return nil, i, false
+	}
+	key := src[i+1 : end-1]
+	i = d.space(end)
+	if i >= len(src) || src[i] != ':' {
+		return nil, i, false
+	}
+	return key, i + 1, true
+}
+
+// scanString checks the string whose opening quote is at i — no control characters, valid escapes,
+// paired surrogates, valid UTF-8 — and returns the offset after its closing quote and whether it has
+// escapes.
+func (d *fastDecoder) scanString(i int) (int, bool, bool) {
+	src := d.src
+	escaped := false
+	for j := i + 1; j < len(src); {
+		b := src[j]
+		switch {
+		case b == '"':
+			return j + 1, escaped, true
+		case b == '\\':
+			escaped = true
+			_, next, ok := d.escape(j)
+			if !ok {
+				return j, false, false
+			}
+			j = next
+		case b < 0x20:
+			return j, false, false
+		case b < utf8.RuneSelf:
+			j++
+		default:
+			r, size := utf8.DecodeRune(src[j:])
+			if r == utf8.RuneError && size == 1 {
+				return j, false, false
+			}
+			j += size
+		}
+	}
+	return len(src), false, false
+}
+
+// escape decodes the escape whose backslash is at j as checkJSONText does, refusing unpaired surrogates.
+func (d *fastDecoder) escape(j int) (rune, int, bool) {
+	src := d.src
+	if j+1 >= len(src) {
+		return 0, j, false
+	}
+	switch e := src[j+1]; e {
+	case '"', '\\', '/':
+		return rune(e), j + 2, true
+	case 'b':
+		return '\b', j + 2, true
+	case 'f':
+		return '\f', j + 2, true
+	case 'n':
+		return '\n', j + 2, true
+	case 'r':
+		return '\r', j + 2, true
+	case 't':
+		return '\t', j + 2, true
+	case 'u':
+		r, ok := d.hex4(j + 2)
+		if !ok {
+			return 0, j, false
+		}
+		if !utf16.IsSurrogate(r) {
+			return r, j + 6, true
+		}
+		if r < 0xDC00 && j+7 < len(src) && src[j+6] == '\\' && src[j+7] == 'u' {
+			if lo, ok := d.hex4(j + 8); ok && 0xDC00 <= lo && lo <= 0xDFFF {
+				return utf16.DecodeRune(r, lo), j + 12, true
+			}
+		}
+	}
+	return 0, j, false
+}
+
+func (d *fastDecoder) hex4(i int) (rune, bool) {
+	if i+4 > len(d.src) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range d.src[i : i+4] {
+		switch {
+		case '0' <= c && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case 'a' <= c && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case 'A' <= c && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
+}
+
+// string decodes the string value at i; intern shares values that repeat from line to line.
+func (d *fastDecoder) string(i int, intern bool) (string, int, bool) {
+	src := d.src
+	if i >= len(src) || src[i] != '"' {
+		return "", i, false
+	}
+	end, escaped, ok := d.scanString(i)
+	if !ok {
+		return "", i, false
+	}
+	text := src[i+1 : end-1]
+	if escaped {
+		d.buf = d.buf[:0]
+		for j := i + 1; j < end-1; {
+			if src[j] != '\\' {
+				d.buf = append(d.buf, src[j])
+				j++
+				continue
+			}
+			r, next, _ := d.escape(j)
+			d.buf = utf8.AppendRune(d.buf, r)
+			j = next
+		}
+		text = d.buf
+	}
+	if !intern || len(text) > maxInternedLen {
+		return string(text), end, true
+	}
+	if s, ok := d.interned[string(text)]; ok {
+		return s, end, true
+	}
+	s := string(text)
+	if len(d.interned) < maxInterned {
+		d.interned[s] = s
+	}
+	return s, end, true
+}
+
+// int64 decodes an integer as encoding/json does into an int64 field: a JSON number without fraction
+// or exponent that fits.
+func (d *fastDecoder) int64(i int) (int64, int, bool) {
+	src := d.src
+	j := i
+	neg := j < len(src) && src[j] == '-'
+	if neg {
+		j++
+	}
+	start := j
+	var u uint64
+	for ; j < len(src) && '0' <= src[j] && src[j] <= '9'; j++ {
+		if u > (math.MaxUint64-9)/10 {
+			return 0, i, false
+		}
+		u = u*10 + uint64(src[j]-'0')
+	}
+	switch {
+	case j == start, j-start > 1 && src[start] == '0':
+		return 0, i, false
+	case j < len(src) && (src[j] == '.' || src[j] == 'e' || src[j] == 'E'):
+		return 0, i, false
+	case neg && u <= 1<<63:
+		return -int64(u), j, true
+	case !neg && u <= math.MaxInt64:
+		return int64(u), j, true
+	}
+	return 0, i, false
+}
+
+func (d *fastDecoder) bool(i int) (bool, int, bool) {
+	src := d.src[i:]
+	switch {
+	case len(src) >= 4 && string(src[:4]) == "true":
+		return true, i + 4, true
+	case len(src) >= 5 && string(src[:5]) == "false":
+		return false, i + 5, true
+	}
+	return false, i, false
+}
+
+// rawValue checks the JSON value at i and returns it as raw JSON.
+func (d *fastDecoder) rawValue(i int) (json.RawMessage, int, bool) {
+	end, ok := d.skip(i, 0)
+	if !ok {
+		return nil, i, false
+	}
+	if d.raw == nil {
+		d.raw = append([]byte(nil), d.src...)
+	}
+	return json.RawMessage(d.raw[i:end:end]), end, true
+}
+
+// skip checks the JSON value at i as checkJSONText does with no type (valid text, no repeated keys,
+// valid UTF-8, paired surrogates) and returns the offset after it.
+func (d *fastDecoder) skip(i, depth int) (int, bool) {
+	src := d.src
+	if i >= len(src) || depth > maxFastDepth {
+		return i, false
+	}
+	switch c := src[i]; {
+	case c == '"':
+		end, _, ok := d.scanString(i)
+		return end, ok
+	case c == '{':
+		first := len(d.keys)
+		defer func() { d.keys = d.keys[:first] }()
+		return d.object(i, func(key []byte, i int) (int, bool) {
+			if len(d.keys)-first >= fastSmallObjKeys {
+				return i, false
+			}
+			for _, k := range d.keys[first:] {
+				if string(k) == string(key) {
+					return i, false
+				}
+			}
+			d.keys = append(d.keys, key)
+			return d.skip(i, depth+1)
+		})
+	case c == '[':
+		i = d.space(i + 1)
+		if i < len(src) && src[i] == ']' {
+			return i + 1, true
+		}
+		for {
+			var ok bool
+			if i, ok = d.skip(i, depth+1); !ok {
+				return i, false
+			}
+			i = d.space(i)
+			if i >= len(src) {
+				return i, false
+			}
+			switch src[i] {
+			case ',':
+				i = d.space(i + 1)
+			case ']':
+				return i + 1, true
+			default:
+				return i, false
+			}
+		}
+	case c == '-' || '0' <= c && c <= '9':
+		return d.number(i)
+	case c == 't' && len(src)-i >= 4 && string(src[i:i+4]) == "true":
+		return i + 4, true
+	case c == 'f' && len(src)-i >= 5 && string(src[i:i+5]) == "false":
+		return i + 5, true
+	case c == 'n' && len(src)-i >= 4 && string(src[i:i+4]) == "null":
+		return i + 4, true
+	}
+	return i, false
+}
+
+// number checks a JSON number at i.
+func (d *fastDecoder) number(i int) (int, bool) {
+	src := d.src
+	j := i
+	if j < len(src) && src[j] == '-' {
+		j++
+	}
+	digits := func() bool {
+		start := j
+		for j < len(src) && '0' <= src[j] && src[j] <= '9' {
+			j++
+		}
+		return j > start
+	}
+	switch {
+	case j < len(src) && src[j] == '0':
+		j++
+	case !digits():
+		return i, false
+	}
+	if j < len(src) && src[j] == '.' {
+		j++
+		if !digits() {
+			return i, false
+		}
+	}
+	if j < len(src) && (src[j] == 'e' || src[j] == 'E') {
+		j++
+		if j < len(src) && (src[j] == '+' || src[j] == '-') {
+			j++
+		}
+		if !digits() {
+			return i, false
+		}
+	}
+	return j, true
+}
+
+func (d *fastDecoder) space(i int) int {
+	for i < len(d.src) {
+		switch d.src[i] {
+		case ' ', '\t', '\r', '\n':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+func (d *fastDecoder) isObject(i int) bool { return i < len(d.src) && d.src[i] == '{' }
+
+func (d *fastDecoder) request(i int) (*Request, int, bool) {
+	if !d.isObject(i) {
+		return nil, i, false
+	}
+	r := new(Request)
+	var seen uint8
+	i, ok := d.object(i, func(key []byte, i int) (int, bool) {
+		var bit uint8
+		var ok bool
+		switch string(key) {
+		case "model":
+			bit = 1 << 0
+			r.Model, i, ok = d.string(i, true)
+		case "system":
+			bit = 1 << 1
+			r.System, i, ok = d.string(i, false)
+		case "messages":
+			bit = 1 << 2
+			r.Messages, i, ok = d.messages(i)
+		case "params":
+			bit = 1 << 3
+			r.Params, i, ok = d.rawMap(i)
+		default:
+			return i, false
+		}
+		if seen&bit != 0 {
+			return i, false
+		}
+		seen |= bit
+		return i, ok
+	})
+	return r, i, ok
+}
+
+func (d *fastDecoder) messages(i int) ([]Message, int, bool) {
+	src := d.src
+	if i >= len(src) || src[i] != '[' {
+		return nil, i, false
+	}
+	msgs := []Message{}
+	i = d.space(i + 1)
+	if i < len(src) && src[i] == ']' {
+		return msgs, i + 1, true
+	}
+	for {
+		if !d.isObject(i) {
+			return nil, i, false
+		}
+		var m Message
+		var seen uint8
+		var ok bool
+		i, ok = d.object(i, func(key []byte, i int) (int, bool) {
+			var bit uint8
+			var ok bool
+			switch string(key) {
+			case "role":
+				bit = 1 << 0
+				m.Role, i, ok = d.string(i, true)
+			case "content":
+				bit = 1 << 1
+				m.Content, i, ok = d.rawValue(i)
+			default:
+				return i, false
+			}
+			if seen&bit != 0 {
+				return i, false
+			}
+			seen |= bit
+			return i, ok
+		})
+		if !ok {
+			return nil, i, false
+		}
+		msgs = append(msgs, m)
+		if i = d.space(i); i >= len(src) {
+			return nil, i, false
+		}
+		switch src[i] {
+		case ',':
+			i = d.space(i + 1)
+		case ']':
+			return msgs, i + 1, true
+		default:
+			return nil, i, false
+		}
+	}
+}
+
+// rawMap decodes an object of raw JSON values, refusing a repeated key.
+func (d *fastDecoder) rawMap(i int) (map[string]json.RawMessage, int, bool) {
+	if !d.isObject(i) {
+		return nil, i, false
+	}
+	m := map[string]json.RawMessage{}
+	i, ok := d.object(i, func(key []byte, i int) (int, bool) {
+		if _, dup := m[string(key)]; dup {
+			return i, false
+		}
+		v, i, ok := d.rawValue(i)
+		m[string(key)] = v
+		return i, ok
+	})
+	return m, i, ok
+}
+
+// stringMap decodes an object of strings, refusing a repeated key.
+func (d *fastDecoder) stringMap(i int) (map[string]string, int, bool) {
+	if !d.isObject(i) {
+		return nil, i, false
+	}
+	m := map[string]string{}
+	i, ok := d.object(i, func(key []byte, i int) (int, bool) {
+		if _, dup := m[string(key)]; dup {
+			return i, false
+		}
+		v, i, ok := d.string(i, false)
+		m[string(key)] = v
+		return i, ok
+	})
+	return m, i, ok
+}
+
+func (d *fastDecoder) response(i int) (*Response, int, bool) {
+	if !d.isObject(i) {
+		return nil, i, false
+	}
+	r := new(Response)
+	var seen uint8
+	i, ok := d.object(i, func(key []byte, i int) (int, bool) {
+		var bit uint8
+		var ok bool
+		switch string(key) {
+		case "content":
+			bit = 1 << 0
+			r.Content, i, ok = d.rawValue(i)
+		case "stopReason":
+			bit = 1 << 1
+			r.StopReason, i, ok = d.string(i, true)
+		case "usage":
+			bit = 1 << 2
+			r.Usage, i, ok = d.usage(i)
+		case "raw":
+			bit = 1 << 3
+			r.Raw, i, ok = d.rawValue(i)
+		default:
+			return i, false
+		}
+		if seen&bit != 0 {
+			return i, false
+		}
+		seen |= bit
+		return i, ok
+	})
+	return r, i, ok
+}
+
+func (d *fastDecoder) usage(i int) (*Usage, int, bool) {
+	if !d.isObject(i) {
+		return nil, i, false
+	}
+	u := new(Usage)
+	var seen uint8
+	i, ok := d.object(i, func(key []byte, i int) (int, bool) {
+		var bit uint8
+		var ok bool
+		switch string(key) {
+		case "inputTokens":
+			bit = 1 << 0
+			u.InputTokens, i, ok = d.int64(i)
+		case "outputTokens":
+			bit = 1 << 1
+			u.OutputTokens, i, ok = d.int64(i)
+		case "cacheCreationInputTokens":
+			bit = 1 << 2
+			u.CacheCreationInputTokens, i, ok = d.int64(i)
+		case "cacheReadInputTokens":
+			bit = 1 << 3
+			u.CacheReadInputTokens, i, ok = d.int64(i)
+		case "costMicroUSD":
+			bit = 1 << 4
+			u.CostMicroUSD, i, ok = d.int64(i)
+		default:
+			return i, false
+		}
+		if seen&bit != 0 {
+			return i, false
+		}
+		seen |= bit
+		return i, ok
+	})
+	return u, i, ok
+}
+
+func (d *fastDecoder) serializedError(i int) (*SerializedError, int, bool) {
+	if !d.isObject(i) {
+		return nil, i, false
+	}
+	e := new(SerializedError)
+	var seen uint8
+	i, ok := d.object(i, func(key []byte, i int) (int, bool) {
+		var bit uint8
+		var ok bool
+		switch string(key) {
+		case "name":
+			bit = 1 << 0
+			e.Name, i, ok = d.string(i, true)
+		case "message":
+			bit = 1 << 1
+			e.Message, i, ok = d.string(i, false)
+		case "stack":
+			bit = 1 << 2
+			e.Stack, i, ok = d.string(i, false)
+		case "data":
+			bit = 1 << 3
+			e.Data, i, ok = d.rawValue(i)
+		default:
+			return i, false
+		}
+		if seen&bit != 0 {
+			return i, false
+		}
+		seen |= bit
+		return i, ok
+	})
+	return e, i, ok
+}
+
+func (d *fastDecoder) stream(i int) ([]Chunk, int, bool) {
+	src := d.src
+	if i >= len(src) || src[i] != '[' {
+		return nil, i, false
+	}
+	chunks := []Chunk{}
+	i = d.space(i + 1)
+	if i < len(src) && src[i] == ']' {
+		return chunks, i + 1, true
+	}
+	for {
+		if !d.isObject(i) {
+			return nil, i, false
+		}
+		var c Chunk
+		var seen uint8
+		var ok bool
+		i, ok = d.object(i, func(key []byte, i int) (int, bool) {
+			var bit uint8
+			var ok bool
+			switch string(key) {
+			case "offsetMs":
+				bit = 1 << 0
+				c.OffsetMs, i, ok = d.int64(i)
+			case "data":
+				bit = 1 << 1
+				c.Data, i, ok = d.rawValue(i)
+			default:
+				return i, false
+			}
+			if seen&bit != 0 {
+				return i, false
+			}
+			seen |= bit
+			return i, ok
+		})
+		if !ok {
+			return nil, i, false
+		}
+		chunks = append(chunks, c)
+		if i = d.space(i); i >= len(src) {
+			return nil, i, false
+		}
+		switch src[i] {
+		case ',':
+			i = d.space(i + 1)
+		case ']':
+			return chunks, i + 1, true
+		default:
+			return nil, i, false
+		}
+	}
+}
