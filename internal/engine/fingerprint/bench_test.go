@@ -2,8 +2,6 @@ package fingerprint
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -11,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gowebpki/jcs"
 )
@@ -171,6 +170,16 @@ func requestCorpus(n int, ascii bool) [][]byte {
 	return docs
 }
 
+// BenchmarkFingerprint compares fingerprinting a request with its limit and with a peer, over one corpus
+// of 200 generated requests (one request per op, cycling, every side on the same requests):
+//
+//   - agentrewind: OfJSON, i.e. parse, canonicalize and SHA-256 to hex;
+//   - jcs+sha256: github.com/gowebpki/jcs's Transform (RFC 8785), then the same SHA-256 to hex (Sum);
+//   - sha256-only: the limit, SHA-256 to hex (Sum) of the request's canonical bytes computed beforehand.
+//
+// The three sub-benchmarks run one after the other, so on a busy machine their times are not comparable.
+// The -vs-limit pairs interleave a side with the limit on each request and report both ns/op and
+// %-of-limit, the limit's time as a percentage of the side's (100 would be canonicalizing for free).
 func BenchmarkFingerprint(b *testing.B) {
 	corpus := requestCorpus(200, false)
 	canonical := make([][]byte, len(corpus))
@@ -187,35 +196,63 @@ func BenchmarkFingerprint(b *testing.B) {
 	// throughput against the same input size so the MB/s columns compare directly.
 	perOp := int64(total / len(corpus))
 
+	fingerprint := func(doc []byte) {
+		if _, err := OfJSON(doc, Options{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	jcsSum := func(doc []byte) {
+		out, err := jcs.Transform(doc)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = Sum(out)
+	}
 	b.Run("agentrewind", func(b *testing.B) {
 		b.SetBytes(perOp)
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
-			if _, err := OfJSON(corpus[i%len(corpus)], Options{}); err != nil {
-				b.Fatal(err)
-			}
+			fingerprint(corpus[i%len(corpus)])
 		}
 	})
 	b.Run("jcs+sha256", func(b *testing.B) {
 		b.SetBytes(perOp)
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
-			out, err := jcs.Transform(corpus[i%len(corpus)])
-			if err != nil {
-				b.Fatal(err)
-			}
-			sum := sha256.Sum256(out)
-			_ = hex.EncodeToString(sum[:])
+			jcsSum(corpus[i%len(corpus)])
 		}
 	})
 	b.Run("sha256-only", func(b *testing.B) {
 		b.SetBytes(perOp)
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
-			sum := sha256.Sum256(canonical[i%len(canonical)])
-			_ = hex.EncodeToString(sum[:])
+			_ = Sum(canonical[i%len(canonical)])
 		}
 	})
+	// Interleaved pairs: each op times one side and then the limit on the same request, so both see the
+	// same machine. jcs+sha256 gets its own pair: its allocations would otherwise start garbage
+	// collections that the fingerprint side pays for.
+	sideBySide := func(name, metric string, side func([]byte)) {
+		b.Run(name, func(b *testing.B) {
+			var sideTime, limit time.Duration
+			n := 0
+			for i := 0; b.Loop(); i++ {
+				k := i % len(corpus)
+				t0 := time.Now()
+				side(corpus[k])
+				t1 := time.Now()
+				_ = Sum(canonical[k])
+				limit += time.Since(t1)
+				sideTime += t1.Sub(t0)
+				n++
+			}
+			b.ReportMetric(float64(sideTime.Nanoseconds())/float64(n), metric+"-ns/op")
+			b.ReportMetric(float64(limit.Nanoseconds())/float64(n), "sha256-ns/op")
+			b.ReportMetric(100*float64(limit)/float64(sideTime), "%-of-limit")
+		})
+	}
+	sideBySide("agentrewind-vs-limit", "agentrewind", fingerprint)
+	sideBySide("jcs+sha256-vs-limit", "jcs+sha256", jcsSum)
 }
 
 func requireMatchesJCS(t *testing.T, doc []byte) {

@@ -3,6 +3,7 @@ package fingerprint
 import (
 	"bytes"
 	"encoding/binary"
+	"math/bits"
 	"slices"
 	"sync"
 	"unicode/utf8"
@@ -27,21 +28,50 @@ type canon struct {
 
 	members []span // the members of the objects being read, innermost last
 	tmp     []byte // scratch for reordering an object
+	keys    []byte // the decoded text of keys that are not their own text in src
 
 	str string // src as a string for the tree parser's decoders; made on first need
 }
 
-// span is one member of an object being read: its decoded, NFC key and where "key":value lies in out.
+// span is one member of an object being read: where its decoded, NFC key is (in src, or in keys when
+// negative: -1-offset) and where "key":value lies in out. It holds no pointers, so sorting spans costs
+// the garbage collector nothing.
 type span struct {
-	key        []byte
-	start, end int
+	key, keyLen int32
+	start, end  int32
 }
 
-// appendCanonicalJSON appends the canonical form of doc to dst. It reports false, leaving dst as it was,
-// when the document is not one the fast path handles; parseDocument then decides.
-func appendCanonicalJSON(dst, doc []byte) ([]byte, bool) {
-	c := canon{src: doc, out: dst, safe: nfcSafeRunes()}
-	c.members = make([]span, 0, 64)
+// maxFastLen bounds the documents the fast path takes, so that offsets fit a span.
+const maxFastLen = 1 << 30
+
+// keyOf is the decoded key of m.
+func (c *canon) keyOf(m span) []byte {
+	if m.key < 0 {
+		off := -1 - m.key
+		return c.keys[off : off+m.keyLen]
+	}
+	return c.src[m.key : m.key+m.keyLen]
+}
+
+func (c *canon) compareKeys(a, b span) int { return compareUTF16(c.keyOf(a), c.keyOf(b)) }
+
+// canonicalBytes returns the canonical form of doc in a new slice, and false when the document is not
+// one the fast path handles; parseDocument then decides. The output and the reordering scratch share
+// one allocation.
+func canonicalBytes(doc []byte) ([]byte, bool) {
+	if len(doc) > maxFastLen {
+		return nil, false
+	}
+	n := len(doc) + 64
+	buf := make([]byte, 2*n)
+	return appendCanonicalJSON(buf[:0:n], buf[n:n], doc)
+}
+
+// appendCanonicalJSON appends the canonical form of doc to dst, using tmp as scratch. It reports false
+// when the document is not one the fast path handles.
+func appendCanonicalJSON(dst, tmp, doc []byte) ([]byte, bool) {
+	var stack [64]span
+	c := canon{src: doc, out: dst, tmp: tmp, members: stack[:0], safe: nfcSafeRunes()}
 	if !c.value() {
 		return dst, false
 	}
@@ -152,8 +182,8 @@ func (c *canon) object() bool {
 		if c.pos >= len(c.src) || c.src[c.pos] != '"' {
 			return false
 		}
-		start := len(c.out)
-		key, ok := c.key()
+		start := int32(len(c.out))
+		key, keyLen, ok := c.key()
 		if !ok {
 			return false
 		}
@@ -166,7 +196,7 @@ func (c *canon) object() bool {
 		if !c.value() {
 			return false
 		}
-		c.members = append(c.members, span{key: key, start: start, end: len(c.out)})
+		c.members = append(c.members, span{key: key, keyLen: keyLen, start: start, end: int32(len(c.out))})
 		c.skipSpace()
 		if c.pos >= len(c.src) {
 			return false
@@ -184,7 +214,7 @@ func (c *canon) object() bool {
 	ms := c.members[mark:]
 	sorted := true
 	for i := 1; i < len(ms); i++ {
-		switch compareUTF16(ms[i-1].key, ms[i].key) {
+		switch c.compareKeys(ms[i-1], ms[i]) {
 		case 0:
 			return false // a duplicate key: the tree parser reports it
 		case 1:
@@ -192,9 +222,9 @@ func (c *canon) object() bool {
 		}
 	}
 	if !sorted {
-		slices.SortFunc(ms, func(a, b span) int { return compareUTF16(a.key, b.key) })
+		slices.SortFunc(ms, c.compareKeys)
 		for i := 1; i < len(ms); i++ {
-			if bytes.Equal(ms[i-1].key, ms[i].key) {
+			if bytes.Equal(c.keyOf(ms[i-1]), c.keyOf(ms[i])) {
 				return false
 			}
 		}
@@ -209,6 +239,7 @@ func (c *canon) object() bool {
 // reorder rewrites the members written since body in the order of ms. Each member is already canonical
 // and the total length does not change, so this is one copy out and one copy back.
 func (c *canon) reorder(body int, ms []span) {
+	b := int32(body)
 	c.tmp = append(c.tmp[:0], c.out[body:]...)
 	w := body
 	for i, m := range ms {
@@ -216,7 +247,7 @@ func (c *canon) reorder(body int, ms []span) {
 			c.out[w] = ','
 			w++
 		}
-		w += copy(c.out[w:], c.tmp[m.start-body:m.end-body])
+		w += copy(c.out[w:], c.tmp[m.start-b:m.end-b])
 	}
 }
 
@@ -288,22 +319,26 @@ func (c *canon) number() bool {
 	return true
 }
 
-// plain8 reports whether none of the 8 bytes in w ends a run of plain ASCII string content: none is a
-// control character, '"', '\\' or a byte of a multi-byte sequence. The zero-byte tests are exact about
-// whether some byte matches (borrows only disturb bytes above a match).
-func plain8(w uint64) bool {
+// stops8 marks (with its high bit) each byte of the little-endian word w that ends a run of plain ASCII
+// string content: a control character, '"', '\\' or a byte of a multi-byte sequence. Bytes above the
+// first mark may be marked wrongly (a borrow from the match), but the lowest mark is always exact, and
+// it is the only one used.
+func stops8(w uint64) uint64 {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	q := w ^ (ones * '"')
 	bs := w ^ (ones * '\\')
 	t := (w - ones*0x20) & ^w // some byte < 0x20
 	t |= (q - ones) & ^q      // some byte == '"'
 	t |= (bs - ones) & ^bs    // some byte == '\\'
-	return (t|w)&highs == 0   // w: some byte >= 0x80
+	return (t | w) & highs    // w: some byte >= 0x80
 }
 
 // skipPlain advances i past plain ASCII string content, eight bytes at a time while it can.
 func skipPlain(s []byte, i int) int {
-	for i+8 <= len(s) && plain8(binary.LittleEndian.Uint64(s[i:])) {
+	for i+8 <= len(s) {
+		if m := stops8(binary.LittleEndian.Uint64(s[i:])); m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
 		i += 8
 	}
 	for i < len(s) && s[i] < 0x80 && !special[s[i]] {
@@ -453,7 +488,7 @@ func (c *canon) decode(open int, isKey bool) (string, bool) {
 
 // key writes an object key and returns its decoded text. A key without escapes whose runes NFC leaves
 // alone is its own text; any other goes through the tree parser's decoder.
-func (c *canon) key() ([]byte, bool) {
+func (c *canon) key() (off, n int32, ok bool) {
 	s := c.src
 	open := c.pos
 	i := open + 1
@@ -466,7 +501,7 @@ func (c *canon) key() ([]byte, bool) {
 		if b == '"' {
 			c.out = append(c.out, s[open:i+1]...)
 			c.pos = i + 1
-			return s[open+1 : i], true
+			return int32(open + 1), int32(i - open - 1), true
 		}
 		if b < utf8.RuneSelf {
 			break // an escape or a control character
@@ -479,10 +514,12 @@ func (c *canon) key() ([]byte, bool) {
 	}
 	text, ok := c.decode(open, true)
 	if !ok {
-		return nil, false
+		return 0, 0, false
 	}
 	c.out = appendString(c.out, text)
-	return []byte(text), true
+	off = int32(len(c.keys))
+	c.keys = append(c.keys, text...)
+	return -1 - off, int32(len(text)), true
 }
 
 // safeRunes marks the runes below U+20000 that NFC leaves alone wherever they stand: starters that are

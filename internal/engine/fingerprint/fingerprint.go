@@ -45,7 +45,7 @@ func CanonicalizeJSON(doc []byte) ([]byte, error) {
 // canonicalJSON is CanonicalizeJSON for a document found at `at` inside a Go value. The one-pass
 // writer handles the common case; the tree parser handles the rest and reports every error.
 func canonicalJSON(doc []byte, at path) ([]byte, error) {
-	if out, ok := appendCanonicalJSON(make([]byte, 0, len(doc)+64), doc); ok {
+	if out, ok := canonicalBytes(doc); ok {
 		return out, nil
 	}
 	n, err := parseDocument(string(doc), at)
@@ -70,7 +70,9 @@ func Canonicalize(v any) ([]byte, error) {
 // Sum returns the lowercase hex SHA-256 of b (64 chars).
 func Sum(b []byte) string {
 	h := sha256.Sum256(b)
-	return hex.EncodeToString(h[:])
+	var text [2 * sha256.Size]byte
+	hex.Encode(text[:], h[:])
+	return string(text[:]) // one allocation, where hex.EncodeToString makes two
 }
 
 // Of fingerprints a value (a Go value or json.RawMessage) under opts: structural masking, then redaction,
