@@ -276,7 +276,17 @@ patches:
       kind: Deployment
       name: %s
     patch: |-
-%s`, rel, name, tag, managerName, managerName, managerName, argPatches(managerArgs()))
+%s
+  # As the Helm install's checkpointPolicy.namespaceSelector: the Checkpoint policy leaves the namespace
+  # of the upgrade test's release (another operator) alone.
+  - target:
+      kind: ValidatingAdmissionPolicyBinding
+      name: agentrewind-checkpoint-minter
+    patch: |-
+      - op: add
+        path: /spec/matchResources
+        value: {namespaceSelector: {matchExpressions: [{key: %q, operator: DoesNotExist}]}}
+`, rel, name, tag, managerName, managerName, managerName, argPatches(managerArgs()), otherOperatorLabel)
 	return dir, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644)
 }
 
