@@ -481,6 +481,8 @@ func TestChartSchemaRejectsATypo(t *testing.T) {
 		{"gc.interval=5 minutes", "gc.interval"},
 		{"image.pullPolicy=Sometimes", "pullPolicy"},
 		{"watchNamespaces[0]=Team_A", "watchNamespaces"},
+		{"manager.securityContext.readOnlyRootFileSystem=true", "readOnlyRootFileSystem"},
+		{"manager.resources.request.cpu=1", "request"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
 			_, err := helm(t, "template", release, chartDir(), "-f", filepath.Join(chartDir(), "ci", "default-values.yaml"), "--set", tc.set)
