@@ -4,8 +4,10 @@
 // large fields to blobs, and forward schema migrations.
 //
 // It verifies what it reads — the events hash, every blob's hash, every line's text and shape, and the
-// log's structure — and reports a problem with the file, line, byte offset and field. It makes no
-// decisions about replay and never sees a secret in the clear: callers redact before they write.
+// log's structure — and reports a problem with the file, line, byte offset and field. A line is decoded
+// in one pass that checks as it goes (fastdecode.go); anything unusual, and every refusal, goes through
+// encoding/json and checkJSONText, the reference both ways must agree with. It makes no decisions
+// about replay and never sees a secret in the clear: callers redact before they write.
 //
 // Rule: meta.json = session_start's meta (if any) + eventsHash, events, vaultHash, redaction.counts.
 // A committed log without session_end (a crashed run) opens, for resuming; CheckComplete refuses it.

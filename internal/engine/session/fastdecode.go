@@ -15,12 +15,13 @@ import (
 // gives up and the line goes the slow way, which decides and words every refusal. What it accepts is
 // what the slow way would decode, field for field (FuzzFastDecoderAgreesWithEncodingJSON).
 //
-// Raw JSON fields (args, result, value, ...) are slices of one copy of the line, capped so that an
-// append reallocates; short strings that repeat from line to line (kinds, lanes, call sites, models,
+// Raw JSON fields (args, result, value, ...) are slices of one copy of the line from the first of them
+// on, capped so that an append reallocates; short strings that repeat from line to line (kinds, lanes, call sites, models,
 // roles) are shared.
 type fastDecoder struct {
 	src      []byte
-	raw      []byte // the copy of src that raw fields point into; nil until a line needs it
+	raw      []byte // the copy of src[rawFrom:] that raw fields point into; nil until a line needs it
+	rawFrom  int
 	interned map[string]string
 	buf      []byte // scratch for unescaping strings
 	keys     [][]byte
@@ -392,9 +393,9 @@ func (d *fastDecoder) rawValue(i int) (json.RawMessage, int, bool) {
 		return nil, i, false
 	}
 	if d.raw == nil {
-		d.raw = append([]byte(nil), d.src...)
+		d.raw, d.rawFrom = append([]byte(nil), d.src[i:]...), i
 	}
-	return json.RawMessage(d.raw[i:end:end]), end, true
+	return json.RawMessage(d.raw[i-d.rawFrom : end-d.rawFrom : end-d.rawFrom]), end, true
 }
 
 // skip checks the JSON value at i as checkJSONText does with no type (valid text, no repeated keys,
