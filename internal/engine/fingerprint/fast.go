@@ -31,7 +31,22 @@ type canon struct {
 	keys    []byte // the decoded text of keys that are not their own text in src
 
 	str string // src as a string for the tree parser's decoders; made on first need
+
+	// moves is what reordering objects may still copy. Every enclosing unsorted object moves a member
+	// again, so a document nested deep in unsorted objects would cost its size times its depth; past
+	// this budget the tree parser, which costs n log n whatever the shape, takes over.
+	moves     int
+	overspent bool
 }
+
+// fastOutcome says how the fast path dealt with a document.
+type fastOutcome uint8
+
+const (
+	fastDone      fastOutcome = iota // the output is the canonical form
+	fastDeclined                     // not a document it handles: an error, or needs the tree's care
+	fastOverspent                    // well-formed perhaps, but too long or too costly to reorder
+)
 
 // span is one member of an object being read: where its decoded, NFC key is (in src, or in keys when
 // negative: -1-offset) and where "key":value lies in out. It holds no pointers, so sorting spans costs
@@ -44,6 +59,10 @@ type span struct {
 // maxFastLen bounds the documents the fast path takes, so that offsets fit a span.
 const maxFastLen = 1 << 30
 
+// moveBudget is how many times its own size a document may be copied when reordering objects: realistic
+// requests, some six unsorted objects deep, need a fraction of it.
+const moveBudget = 32
+
 // keyOf is the decoded key of m.
 func (c *canon) keyOf(m span) []byte {
 	if m.key < 0 {
@@ -55,31 +74,28 @@ func (c *canon) keyOf(m span) []byte {
 
 func (c *canon) compareKeys(a, b span) int { return compareUTF16(c.keyOf(a), c.keyOf(b)) }
 
-// canonicalBytes returns the canonical form of doc in a new slice, and false when the document is not
-// one the fast path handles; parseDocument then decides. The output and the reordering scratch share
-// one allocation.
-func canonicalBytes(doc []byte) ([]byte, bool) {
+// canonicalBytes returns the canonical form of doc in a new slice when the outcome is fastDone; for any
+// other, parseDocument decides. The output and the reordering scratch share one allocation.
+func canonicalBytes(doc []byte) ([]byte, fastOutcome) {
 	if len(doc) > maxFastLen {
-		return nil, false
+		return nil, fastOverspent
 	}
 	n := len(doc) + 64
 	buf := make([]byte, 2*n)
-	return appendCanonicalJSON(buf[:0:n], buf[n:n], doc)
-}
-
-// appendCanonicalJSON appends the canonical form of doc to dst, using tmp as scratch. It reports false
-// when the document is not one the fast path handles.
-func appendCanonicalJSON(dst, tmp, doc []byte) ([]byte, bool) {
-	var stack [64]span
-	c := canon{src: doc, out: dst, tmp: tmp, members: stack[:0], safe: nfcSafeRunes()}
-	if !c.value() {
-		return dst, false
+	c := canon{src: doc, out: buf[:0:n], tmp: buf[n:n], members: make([]span, 0, 64), safe: nfcSafeRunes(),
+		moves: moveBudget*len(doc) + 4096}
+	ok := c.value()
+	if ok {
+		c.skipSpace()
+		ok = c.pos == len(c.src)
 	}
-	c.skipSpace()
-	if c.pos != len(c.src) {
-		return dst, false
+	switch {
+	case c.overspent:
+		return nil, fastOverspent
+	case !ok:
+		return nil, fastDeclined
 	}
-	return c.out, true
+	return c.out, fastDone
 }
 
 func (c *canon) skipSpace() {
@@ -222,6 +238,10 @@ func (c *canon) object() bool {
 		}
 	}
 	if !sorted {
+		if c.moves -= len(c.out) - body; c.moves < 0 {
+			c.overspent = true
+			return false
+		}
 		slices.SortFunc(ms, c.compareKeys)
 		for i := 1; i < len(ms); i++ {
 			if bytes.Equal(c.keyOf(ms[i-1]), c.keyOf(ms[i])) {
@@ -347,28 +367,41 @@ func skipPlain(s []byte, i int) int {
 	return i
 }
 
-// string writes a string value. It translates escapes on the fly (they all decode to ASCII or to runes
-// NFC leaves alone) and copies everything else; a string it cannot vouch for is decoded again by the
-// tree parser and written from the result.
+// string writes a string value. Escapes that are canonical already (\n, \", ...) and runes NFC leaves
+// alone stay in the run copied from src at the end; \/ and \u escapes are translated on the way (they
+// decode to ASCII or to such runes). A string it cannot vouch for is decoded again by the tree parser
+// and written from the result.
 func (c *canon) string() bool {
 	s := c.src
 	open := c.pos
 	mark := len(c.out)
-	c.out = append(c.out, '"')
 	i := open + 1
-	run := i
+	run := open
 	for {
-		i = skipPlain(s, i)
+		for i+8 <= len(s) { // skipPlain, inlined: most of a request is here
+			if m := stops8(binary.LittleEndian.Uint64(s[i:])); m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				goto stop
+			}
+			i += 8
+		}
+		for i < len(s) && s[i] < utf8.RuneSelf && !special[s[i]] {
+			i++
+		}
 		if i >= len(s) {
 			return c.slowString(open, mark)
 		}
+	stop:
 		switch b := s[i]; {
 		case b == '"':
-			c.out = append(c.out, s[run:i]...)
-			c.out = append(c.out, '"')
+			c.out = append(c.out, s[run:i+1]...)
 			c.pos = i + 1
 			return true
 		case b == '\\':
+			if i+1 < len(s) && canonicalEscape[s[i+1]] {
+				i += 2
+				continue
+			}
 			c.out = append(c.out, s[run:i]...)
 			next, ok := c.escape(i)
 			if !ok {
@@ -376,15 +409,41 @@ func (c *canon) string() bool {
 			}
 			i, run = next, next
 		case b >= utf8.RuneSelf:
-			r, size := utf8.DecodeRune(s[i:])
-			if !c.safe.has(r) { // also utf8.RuneError, whether invalid or written out
-				return c.slowString(open, mark)
+			for i < len(s) && s[i] >= utf8.RuneSelf {
+				r, size := decodeRune(s, i)
+				if !c.safe.has(r) { // also utf8.RuneError, whether invalid or written out
+					return c.slowString(open, mark)
+				}
+				i += size
 			}
-			i += size
 		default: // a control character: not JSON
 			return false
 		}
 	}
+}
+
+// canonicalEscape marks the escapes written as they are read: the short ones RFC 8785 also writes.
+var canonicalEscape = [256]bool{'"': true, '\\': true, 'b': true, 'f': true, 'n': true, 'r': true, 't': true}
+
+// decodeRune decodes the multi-byte sequence at s[i], as utf8.DecodeRune does (utf8.RuneError, 1 for an
+// invalid one) but with the two- and three-byte forms that make up most non-ASCII text inline.
+func decodeRune(s []byte, i int) (rune, int) {
+	b0 := s[i]
+	switch {
+	case 0xC2 <= b0 && b0 < 0xE0 && i+1 < len(s):
+		if b1 := s[i+1]; b1&0xC0 == 0x80 {
+			return rune(b0&0x1F)<<6 | rune(b1&0x3F), 2
+		}
+	case 0xE0 <= b0 && b0 < 0xF0 && i+2 < len(s):
+		b1, b2 := s[i+1], s[i+2]
+		if b1&0xC0 == 0x80 && b2&0xC0 == 0x80 {
+			r := rune(b0&0x0F)<<12 | rune(b1&0x3F)<<6 | rune(b2&0x3F)
+			if r >= 0x800 && (r < 0xD800 || r > 0xDFFF) {
+				return r, 3
+			}
+		}
+	}
+	return utf8.DecodeRune(s[i:])
 }
 
 // escape writes the canonical form of the escape at i and returns the position after it. It declines
@@ -506,7 +565,7 @@ func (c *canon) key() (off, n int32, ok bool) {
 		if b < utf8.RuneSelf {
 			break // an escape or a control character
 		}
-		r, size := utf8.DecodeRune(s[i:])
+		r, size := decodeRune(s, i)
 		if !c.safe.has(r) {
 			break
 		}

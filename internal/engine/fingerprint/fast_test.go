@@ -29,11 +29,12 @@ func referenceCanonicalJSON(doc []byte) ([]byte, error) {
 func requireMatchesReference(t *testing.T, in []byte) {
 	t.Helper()
 	want, wantErr := referenceCanonicalJSON(in)
-	got, ok := canonicalBytes(in)
+	got, how := canonicalBytes(in)
+	ok := how == fastDone
 	switch {
 	case ok && wantErr != nil:
 		t.Fatalf("fast path accepts %q, which the reference refuses: %v\nfast: %q", in, wantErr, got)
-	case !ok && wantErr == nil:
+	case how == fastDeclined && wantErr == nil:
 		t.Fatalf("fast path declines %q, which the reference accepts as %q", in, want)
 	case ok && !bytes.Equal(got, want):
 		t.Fatalf("fast path differs on %q:\n%s", in, cmp.Diff(string(want), string(got)))
@@ -101,17 +102,30 @@ func fastPathSeeds() []string {
 		// nesting, deep and unbalanced
 		strings.Repeat("[", 200) + strings.Repeat("]", 200),
 		strings.Repeat(`{"a":`, 100) + "null" + strings.Repeat("}", 100),
-		strings.Repeat("[", 10001) + strings.Repeat("]", 10001),
 		`{"a":[}`, `[1,]`, `{"a" 1}`, `{,}`, ` 42 `, `nul`, `[tru]`, `"abc`, `{"a":1}x`, ``,
-		// huge strings, plain, with escapes and with non-ASCII
-		`["` + strings.Repeat("lorem ipsum ", 20000) + `"]`,
-		`{"k":"` + strings.Repeat(`line\n\"quoted\" \u003ctag\u003e `, 5000) + `"}`,
-		`{"k":"` + strings.Repeat("日本語 café ", 5000) + `"}`,
+		// huge strings, plain, with escapes and with non-ASCII (a few kilobytes: see hugeSeeds)
+		`["` + strings.Repeat("lorem ipsum ", 400) + `"]`,
+		`{"k":"` + strings.Repeat(`line\n\"quoted\" \u003ctag\u003e `, 100) + `"}`,
+		`{"k":"` + strings.Repeat("日本語 café ", 200) + `", "e\u0301":"` + strings.Repeat("x", 5000) + `"}`,
+	}
+}
+
+// hugeSeeds are too big to fuzz from (the fuzzer minimizes every input it finds interesting, one byte
+// at a time): strings of megabytes and nesting past the limit, for the unit test.
+func hugeSeeds() []string {
+	return []string{
+		strings.Repeat("[", maxDepth) + strings.Repeat("]", maxDepth),
+		strings.Repeat("[", maxDepth+1) + strings.Repeat("]", maxDepth+1),
+		strings.Repeat(`{"b":0,"a":`, maxDepth) + "null" + strings.Repeat("}", maxDepth),
+		`["` + strings.Repeat("lorem ipsum ", 100000) + `"]`,
+		`{"k":"` + strings.Repeat(`line\n\"quoted\" \u003ctag\u003e `, 40000) + `", "a":1}`,
+		`{"k":"` + strings.Repeat("日本語 café ", 100000) + `"}`,
+		`{"k":"` + strings.Repeat("cafe\u0301 ", 100000) + `"}`,
 	}
 }
 
 func TestFastPathMatchesReferenceOnSeeds(t *testing.T) {
-	for _, seed := range fastPathSeeds() {
+	for _, seed := range append(fastPathSeeds(), hugeSeeds()...) {
 		requireMatchesReference(t, []byte(seed))
 	}
 }
@@ -201,5 +215,27 @@ func TestStops8FindsTheFirstStopByte(t *testing.T) {
 		if want == -1 && got != 8 || want != -1 && got != want {
 			t.Fatalf("skipPlain(%q) = %d, want %d (stops8 = %#x)", w, got, want, stops8(binary.LittleEndian.Uint64(w[:])))
 		}
+	}
+}
+
+func TestGeneratedRequestsTakeTheFastPath(t *testing.T) {
+	for i, doc := range requestCorpus(200, false) {
+		if _, how := canonicalBytes(doc); how != fastDone {
+			t.Fatalf("request %d: outcome %d, want fastDone", i, how)
+		}
+	}
+}
+
+// TestDeepUnsortedNestingHandsOverToTheTree: every unsorted object moves its members once more, so a
+// document nested deep in them would cost its size times its depth; the budget hands it to the tree.
+func TestDeepUnsortedNestingHandsOverToTheTree(t *testing.T) {
+	doc := []byte(strings.Repeat(`{"b":0,"a":`, 5000) + "null" + strings.Repeat("}", 5000))
+	if _, how := canonicalBytes(doc); how != fastOverspent {
+		t.Fatalf("outcome %d, want fastOverspent", how)
+	}
+	requireMatchesReference(t, doc)
+	shallow := []byte(strings.Repeat(`{"b":0,"a":`, 8) + "null" + strings.Repeat("}", 8))
+	if _, how := canonicalBytes(shallow); how != fastDone {
+		t.Fatalf("outcome %d for 8 levels, want fastDone", how)
 	}
 }

@@ -45,7 +45,7 @@ func CanonicalizeJSON(doc []byte) ([]byte, error) {
 // canonicalJSON is CanonicalizeJSON for a document found at `at` inside a Go value. The one-pass
 // writer handles the common case; the tree parser handles the rest and reports every error.
 func canonicalJSON(doc []byte, at path) ([]byte, error) {
-	if out, ok := canonicalBytes(doc); ok {
+	if out, how := canonicalBytes(doc); how == fastDone {
 		return out, nil
 	}
 	n, err := parseDocument(string(doc), at)
