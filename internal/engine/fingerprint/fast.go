@@ -11,9 +11,11 @@ import (
 	"golang.org/x/text/unicode/norm"
 )
 
-// canon writes the canonical form of a JSON document in one pass, straight into the output, without
-// building a tree: leaves are copied (or translated) as they are read, and an object whose keys arrive
-// out of order has its finished members moved into order when it closes.
+// canon writes the canonical form of a JSON document without building a tree. One pass over the
+// document writes every token in canonical form, in document order, into out; an object whose keys
+// arrive out of order only records its members' spans, sorted. If there is any such object, a second
+// pass copies out once more, each of those objects' members in order (see emit), so a byte is copied at
+// most twice however deep it lies.
 //
 // It is the fast path of CanonicalizeJSON and OfJSON, and it only handles the common case: anything
 // unusual (an error of any kind, a string NFC would change, a lone surrogate escape) makes it give up,
@@ -26,42 +28,44 @@ type canon struct {
 	depth int
 	safe  *safeRunes
 
-	members []span // the members of the objects being read, innermost last
-	tmp     []byte // scratch for reordering an object
-	keys    []byte // the decoded text of keys that are not their own text in src
+	members []span   // the members of the objects being read, innermost last
+	objects []object // every object opened so far, in document order
+	sorted  []span   // the members of the unsorted objects, in canonical order
+	keys    []byte   // the decoded text of keys that are not their own text in src
 
 	str string // src as a string for the tree parser's decoders; made on first need
 
-	// moves is what reordering objects may still copy. Every enclosing unsorted object moves a member
-	// again, so a document nested deep in unsorted objects would cost its size times its depth; past
-	// this budget the tree parser, which costs n log n whatever the shape, takes over.
-	moves     int
-	overspent bool
+	unsorted bool // some object's keys arrived out of order
+}
+
+// object is where an object lies in out and, for one whose keys arrive out of order, where its members
+// lie in canon.sorted. next is the index of the first object after it (its own objects come between).
+type object struct {
+	start, end       int32
+	members, nMember int32 // nMember is 0 for an object already in order
+	next             int32
 }
 
 // fastOutcome says how the fast path dealt with a document.
 type fastOutcome uint8
 
 const (
-	fastDone      fastOutcome = iota // the output is the canonical form
-	fastDeclined                     // not a document it handles: an error, or needs the tree's care
-	fastOverspent                    // well-formed perhaps, but too long or too costly to reorder
+	fastDone     fastOutcome = iota // the output is the canonical form
+	fastDeclined                    // not a document it handles: an error, or needs the tree's care
+	fastTooLong                     // longer than maxFastLen
 )
 
 // span is one member of an object being read: where its decoded, NFC key is (in src, or in keys when
-// negative: -1-offset) and where "key":value lies in out. It holds no pointers, so sorting spans costs
-// the garbage collector nothing.
+// negative: -1-offset), where "key":value lies in out and the index of the first object inside it. It
+// holds no pointers, so sorting spans costs the garbage collector nothing.
 type span struct {
 	key, keyLen int32
 	start, end  int32
+	object      int32
 }
 
 // maxFastLen bounds the documents the fast path takes, so that offsets fit a span.
 const maxFastLen = 1 << 30
-
-// moveBudget is how many times its own size a document may be copied when reordering objects: realistic
-// requests, some six unsorted objects deep, need a fraction of it.
-const moveBudget = 32
 
 // keyOf is the decoded key of m.
 func (c *canon) keyOf(m span) []byte {
@@ -75,27 +79,54 @@ func (c *canon) keyOf(m span) []byte {
 func (c *canon) compareKeys(a, b span) int { return compareUTF16(c.keyOf(a), c.keyOf(b)) }
 
 // canonicalBytes returns the canonical form of doc in a new slice when the outcome is fastDone; for any
-// other, parseDocument decides. The output and the reordering scratch share one allocation.
+// other, parseDocument decides. The two passes' outputs share one allocation.
 func canonicalBytes(doc []byte) ([]byte, fastOutcome) {
 	if len(doc) > maxFastLen {
-		return nil, fastOverspent
+		return nil, fastTooLong
 	}
 	n := len(doc) + 64
 	buf := make([]byte, 2*n)
-	c := canon{src: doc, out: buf[:0:n], tmp: buf[n:n], members: make([]span, 0, 64), safe: nfcSafeRunes(),
-		moves: moveBudget*len(doc) + 4096}
-	ok := c.value()
-	if ok {
-		c.skipSpace()
-		ok = c.pos == len(c.src)
-	}
-	switch {
-	case c.overspent:
-		return nil, fastOverspent
-	case !ok:
+	// Requests have about one object per 150 bytes and one member of an unsorted object per 50; the
+	// lists are sized so that they rarely grow.
+	spans := make([]span, 0, 64+32+len(doc)/16)
+	c := canon{src: doc, out: buf[:0:n], members: spans[:0:64], sorted: spans[64:64],
+		objects: make([]object, 0, 16+len(doc)/64), safe: nfcSafeRunes()}
+	if !c.value() {
 		return nil, fastDeclined
 	}
-	return c.out, fastDone
+	c.skipSpace()
+	if c.pos != len(c.src) {
+		return nil, fastDeclined
+	}
+	if !c.unsorted {
+		return c.out, fastDone
+	}
+	out, _ := c.emit(buf[n:n], 0, len(c.out), 0)
+	return out, fastDone
+}
+
+// emit appends out[a:b] with the members of every unsorted object in it put in order. first is the
+// index of the first object at or after a; emit returns the index of the first object after b.
+func (c *canon) emit(dst []byte, a, b int, first int32) ([]byte, int32) {
+	o := first
+	for int(o) < len(c.objects) && int(c.objects[o].start) < b {
+		obj := c.objects[o]
+		if obj.nMember == 0 { // in order: copied as it is, but objects inside it may not be
+			o++
+			continue
+		}
+		dst = append(dst, c.out[a:obj.start]...)
+		dst = append(dst, '{')
+		for i, m := range c.sorted[obj.members : obj.members+obj.nMember] {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst, _ = c.emit(dst, int(m.start), int(m.end), m.object)
+		}
+		dst = append(dst, '}')
+		a, o = int(obj.end), obj.next
+	}
+	return append(dst, c.out[a:b]...), o
 }
 
 func (c *canon) skipSpace() {
@@ -183,14 +214,13 @@ func (c *canon) object() bool {
 		return false
 	}
 	c.pos++ // '{'
+	self := len(c.objects)
+	c.objects = append(c.objects, object{start: int32(len(c.out))})
 	c.out = append(c.out, '{')
-	body := len(c.out)
 	c.skipSpace()
 	if c.pos < len(c.src) && c.src[c.pos] == '}' {
 		c.pos++
-		c.depth--
-		c.out = append(c.out, '}')
-		return true
+		return c.closeObject(self, nil)
 	}
 	mark := len(c.members)
 	for closed := false; !closed; {
@@ -198,9 +228,9 @@ func (c *canon) object() bool {
 		if c.pos >= len(c.src) || c.src[c.pos] != '"' {
 			return false
 		}
-		start := int32(len(c.out))
-		key, keyLen, ok := c.key()
-		if !ok {
+		m := span{start: int32(len(c.out)), object: int32(len(c.objects))}
+		var ok bool
+		if m.key, m.keyLen, ok = c.key(); !ok {
 			return false
 		}
 		c.skipSpace()
@@ -212,7 +242,8 @@ func (c *canon) object() bool {
 		if !c.value() {
 			return false
 		}
-		c.members = append(c.members, span{key: key, keyLen: keyLen, start: start, end: int32(len(c.out))})
+		m.end = int32(len(c.out))
+		c.members = append(c.members, m)
 		c.skipSpace()
 		if c.pos >= len(c.src) {
 			return false
@@ -227,7 +258,18 @@ func (c *canon) object() bool {
 		}
 		c.pos++
 	}
-	ms := c.members[mark:]
+	ok := c.closeObject(self, c.members[mark:])
+	c.members = c.members[:mark]
+	return ok
+}
+
+// closeObject finishes the object objects[self] with members ms, refusing duplicate keys. Members out of
+// order are sorted and kept for emit.
+func (c *canon) closeObject(self int, ms []span) bool {
+	c.depth--
+	c.out = append(c.out, '}')
+	obj := &c.objects[self]
+	obj.end, obj.next = int32(len(c.out)), int32(len(c.objects))
 	sorted := true
 	for i := 1; i < len(ms); i++ {
 		switch c.compareKeys(ms[i-1], ms[i]) {
@@ -237,38 +279,19 @@ func (c *canon) object() bool {
 			sorted = false
 		}
 	}
-	if !sorted {
-		if c.moves -= len(c.out) - body; c.moves < 0 {
-			c.overspent = true
+	if sorted {
+		return true
+	}
+	slices.SortFunc(ms, c.compareKeys)
+	for i := 1; i < len(ms); i++ {
+		if bytes.Equal(c.keyOf(ms[i-1]), c.keyOf(ms[i])) {
 			return false
 		}
-		slices.SortFunc(ms, c.compareKeys)
-		for i := 1; i < len(ms); i++ {
-			if bytes.Equal(c.keyOf(ms[i-1]), c.keyOf(ms[i])) {
-				return false
-			}
-		}
-		c.reorder(body, ms)
 	}
-	c.members = c.members[:mark]
-	c.depth--
-	c.out = append(c.out, '}')
+	obj.members, obj.nMember = int32(len(c.sorted)), int32(len(ms))
+	c.sorted = append(c.sorted, ms...)
+	c.unsorted = true
 	return true
-}
-
-// reorder rewrites the members written since body in the order of ms. Each member is already canonical
-// and the total length does not change, so this is one copy out and one copy back.
-func (c *canon) reorder(body int, ms []span) {
-	b := int32(body)
-	c.tmp = append(c.tmp[:0], c.out[body:]...)
-	w := body
-	for i, m := range ms {
-		if i > 0 {
-			c.out[w] = ','
-			w++
-		}
-		w += copy(c.out[w:], c.tmp[m.start-b:m.end-b])
-	}
 }
 
 // number copies an integer literal of up to 21 digits, which is its own canonical text, and rewrites any

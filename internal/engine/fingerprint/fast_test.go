@@ -145,8 +145,9 @@ func TestFastPathMatchesReferenceOnGeneratedRequests(t *testing.T) {
 }
 
 // TestFingerprintAllocatesAFewTimesPerRequest holds the one-pass writer to what it was built for: a
-// request costs a constant handful of allocations (output and scratch, the member stack, the hex
-// string), where a tree costs one per container and per decoded string (135 on this corpus).
+// request costs a constant handful of allocations (the output of both passes, the member and object
+// lists, the hex string), where a tree costs one per container and per decoded string (135 on this
+// corpus).
 func TestFingerprintAllocatesAFewTimesPerRequest(t *testing.T) {
 	for i, doc := range requestCorpus(20, false) {
 		allocs := testing.AllocsPerRun(20, func() {
@@ -154,8 +155,8 @@ func TestFingerprintAllocatesAFewTimesPerRequest(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
-		if allocs > 3 {
-			t.Errorf("request %d: OfJSON allocates %.0f times, want at most 3", i, allocs)
+		if allocs > 4 {
+			t.Errorf("request %d: OfJSON allocates %.0f times, want at most 4", i, allocs)
 		}
 	}
 }
@@ -226,16 +227,12 @@ func TestGeneratedRequestsTakeTheFastPath(t *testing.T) {
 	}
 }
 
-// TestDeepUnsortedNestingHandsOverToTheTree: every unsorted object moves its members once more, so a
-// document nested deep in them would cost its size times its depth; the budget hands it to the tree.
-func TestDeepUnsortedNestingHandsOverToTheTree(t *testing.T) {
-	doc := []byte(strings.Repeat(`{"b":0,"a":`, 5000) + "null" + strings.Repeat("}", 5000))
-	if _, how := canonicalBytes(doc); how != fastOverspent {
-		t.Fatalf("outcome %d, want fastOverspent", how)
+// TestDeepUnsortedNestingIsCopiedOnce: however deep the objects whose keys arrive out of order, a byte is
+// copied once by the first pass and once by emit, so the time is linear in the size.
+func TestDeepUnsortedNestingIsCopiedOnce(t *testing.T) {
+	doc := []byte(strings.Repeat(`{"b":0,"a":`, maxDepth) + "null" + strings.Repeat("}", maxDepth))
+	if _, how := canonicalBytes(doc); how != fastDone {
+		t.Fatalf("outcome %d, want fastDone", how)
 	}
 	requireMatchesReference(t, doc)
-	shallow := []byte(strings.Repeat(`{"b":0,"a":`, 8) + "null" + strings.Repeat("}", 8))
-	if _, how := canonicalBytes(shallow); how != fastDone {
-		t.Fatalf("outcome %d for 8 levels, want fastDone", how)
-	}
 }
