@@ -264,7 +264,7 @@ func runManager(cmd *cobra.Command, opts managerOptions) error {
 	leaseDuration, renewDeadline, retryPeriod := opts.leaseDuration, opts.renewDeadline, opts.retryPeriod
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        newScheme(),
-		Cache:                         cacheOpts,
+		Cache:                         controller.CacheOptions(cacheOpts),
 		Metrics:                       metricsOpts,
 		HealthProbeBindAddress:        opts.probeAddr,
 		LeaderElection:                opts.leaderElect,

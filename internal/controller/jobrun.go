@@ -8,11 +8,13 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
@@ -83,8 +85,8 @@ func (d *Deps) ensureJob(ctx context.Context, owner client.Object, desired *batc
 		return jobStep{}, err
 	}
 	if err := d.Create(ctx, desired); err != nil {
-		if apierrors.IsAlreadyExists(err) { // the cache lagged behind an earlier create
-			return jobStep{}, errRequeue
+		if apierrors.IsAlreadyExists(err) {
+			return jobStep{}, d.jobNameTaken(ctx, owner, desired)
 		}
 		return jobStep{}, fmt.Errorf("creating Job %s: %w", desired.Name, err)
 	}
@@ -92,6 +94,30 @@ func (d *Deps) ensureJob(ctx context.Context, owner client.Object, desired *batc
 	d.Recorder.Eventf(owner, desired, corev1.EventTypeNormal, "JobStarted", "Start", "Started %s Job %s", desired.Labels[jobs.LabelPurpose], desired.Name)
 	return jobStep{job: desired, started: true, state: jobs.Running}, nil
 }
+
+// jobNameTaken explains a Job name the cache did not hold but the API server has: most often the cache
+// lagging behind an earlier create of the owner's (a quiet requeue), else a Job the operator did not
+// make, which the cache (CacheOptions) does not see: an error naming it and what to do, retried with
+// the controller's backoff rather than every conflictRequeue.
+func (d *Deps) jobNameTaken(ctx context.Context, owner client.Object, desired *batchv1.Job) error {
+	var existing batchv1.Job
+	if err := d.APIReader.Get(ctx, client.ObjectKeyFromObject(desired), &existing); err != nil {
+		return errRequeue // gone again, or unreadable: the next pass decides
+	}
+	if metav1.IsControlledBy(&existing, owner) {
+		return errRequeue
+	}
+	d.Recorder.Eventf(owner, &existing, corev1.EventTypeWarning, ReasonJobNameTaken, "Start",
+		"Job %s exists and was not made by agentrewind for this object: delete or rename it", desired.Name)
+	kind := "object"
+	if gvk, err := apiutil.GVKForObject(owner, d.Scheme); err == nil {
+		kind = gvk.Kind
+	}
+	return fmt.Errorf("job %s exists and was not made by agentrewind for %s %s: delete or rename it", desired.Name, kind, owner.GetName())
+}
+
+// ReasonJobNameTaken: a Job the operator did not make holds the name of one it must create.
+const ReasonJobNameTaken = "JobNameTaken"
 
 // failure is what a failed Job says about why, from its result, its summary, or Kubernetes.
 type failure struct {

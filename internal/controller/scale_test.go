@@ -55,8 +55,8 @@ import (
 // created the same way (scaleCreators goroutines on the suite's client) from the same instant the clock
 // starts; managers built by the same function (startScaleManager) with the same rest config (client-side
 // rate limiting off, QPS -1, as ctrl.GetConfig leaves the operator's manager; the API server's priority
-// and fairness is the only limit), the same MaxConcurrentReconciles for every controller, a cache limited
-// to the run's namespace, and the same counting interceptor on the manager's client. The clock stops when
+// and fairness is the only limit), the same MaxConcurrentReconciles for every controller, the operator's
+// cache options (CacheOptions) limited to the run's namespace, and the same counting interceptor on the manager's client. The clock stops when
 // an informer of the test's own has seen every session (and, for the controllers, every ResumePlan) in
 // its final state. The sides run one after the other, the no-op first, each in a fresh namespace.
 //
@@ -419,7 +419,7 @@ func (e *scaleEnv) startScaleManager(counter *writeCounter, workers int, setup f
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: new(true), MaxConcurrentReconciles: workers},
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{e.ns: {}}},
+		Cache:                  CacheOptions(cache.Options{DefaultNamespaces: map[string]cache.Config{e.ns: {}}}),
 	}
 	if counter != nil {
 		funcs := counter.funcs()

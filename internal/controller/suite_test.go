@@ -167,7 +167,7 @@ func (e *env) runManager(funcs *interceptor.Funcs, cacheOpts cache.Options, setu
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: new(true)},
-		Cache:                  cacheOpts,
+		Cache:                  CacheOptions(cacheOpts), // the operator's, as cmd/agentrewind's manager sets them
 	}
 	if funcs != nil {
 		opts.NewClient = func(cfg *rest.Config, o client.Options) (client.Client, error) {
