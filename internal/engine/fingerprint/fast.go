@@ -59,6 +59,7 @@ const (
 // negative: -1-offset), where "key":value lies in out and the index of the first object inside it. It
 // holds no pointers, so sorting spans costs the garbage collector nothing.
 type span struct {
+	prefix      uint64 // the key's first 8 bytes, big-endian and zero-padded, when they are ASCII; else 0
 	key, keyLen int32
 	start, end  int32
 	object      int32
@@ -76,7 +77,36 @@ func (c *canon) keyOf(m span) []byte {
 	return c.src[m.key : m.key+m.keyLen]
 }
 
-func (c *canon) compareKeys(a, b span) int { return compareUTF16(c.keyOf(a), c.keyOf(b)) }
+// compareKeys orders members by key, as compareUTF16 does. ASCII agrees with UTF-16 order byte for byte,
+// so two different ASCII prefixes decide at once; equal ones (or a zero, for a key that is not ASCII)
+// leave it to the whole keys.
+func (c *canon) compareKeys(a, b span) int {
+	if a.prefix != b.prefix && a.prefix != 0 && b.prefix != 0 {
+		if a.prefix < b.prefix {
+			return -1
+		}
+		return 1
+	}
+	return compareUTF16(c.keyOf(a), c.keyOf(b))
+}
+
+// keyPrefix is span.prefix for key k.
+func keyPrefix(k []byte) uint64 {
+	var p uint64
+	for i := range 8 {
+		p <<= 8
+		if i < len(k) {
+			if k[i] >= utf8.RuneSelf {
+				return 0
+			}
+			p |= uint64(k[i])
+		}
+	}
+	if p == 0 {
+		return 0 // "" or NULs: let the whole keys decide
+	}
+	return p
+}
 
 // canonicalBytes returns the canonical form of doc in a new slice when the outcome is fastDone; for any
 // other, parseDocument decides. The two passes' outputs share one allocation.
@@ -88,9 +118,9 @@ func canonicalBytes(doc []byte) ([]byte, fastOutcome) {
 	buf := make([]byte, 2*n)
 	// Requests have about one object per 150 bytes and one member of an unsorted object per 50; the
 	// lists are sized so that they rarely grow.
-	spans := make([]span, 0, 64+32+len(doc)/16)
+	spans := make([]span, 0, 64+32+len(doc)/48)
 	c := canon{src: doc, out: buf[:0:n], members: spans[:0:64], sorted: spans[64:64],
-		objects: make([]object, 0, 16+len(doc)/64), safe: nfcSafeRunes()}
+		objects: make([]object, 0, 16+len(doc)/128), safe: nfcSafeRunes()}
 	if !c.value() {
 		return nil, fastDeclined
 	}
@@ -233,6 +263,7 @@ func (c *canon) object() bool {
 		if m.key, m.keyLen, ok = c.key(); !ok {
 			return false
 		}
+		m.prefix = keyPrefix(c.keyOf(m))
 		c.skipSpace()
 		if c.pos >= len(c.src) || c.src[c.pos] != ':' {
 			return false
