@@ -104,8 +104,18 @@ func helmInstallOperator() error {
 		return err
 	}
 	defer os.Remove(values)
+	// A cluster the suite last ran on with E2E_INSTALL=kustomize holds config/default's manager, whose
+	// Deployment selector (immutable) the chart's differs from: it goes, and the release takes over the
+	// rest of that installation (--take-ownership).
+	var old appsv1.Deployment
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: systemNamespace, Name: managerName}, &old); err == nil &&
+		old.Labels["app.kubernetes.io/managed-by"] != "Helm" {
+		if out, err := kubectl("delete", "deployment", managerName, "-n", systemNamespace, "--wait", "--timeout", "120s"); err != nil {
+			return fmt.Errorf("deleting config/default's manager before installing the chart: %w\n%s", err, out)
+		}
+	}
 	if out, err := helmCmd("upgrade", "--install", helmRelease, filepath.Join(repoRoot, "charts", "agentrewind"),
-		"--namespace", systemNamespace, "-f", values, "--wait", "--timeout", "4m"); err != nil {
+		"--namespace", systemNamespace, "-f", values, "--take-ownership", "--wait", "--timeout", "4m"); err != nil {
 		return fmt.Errorf("helm upgrade --install %s charts/agentrewind: %w\n%s", helmRelease, err, out)
 	}
 	var dep appsv1.Deployment
@@ -117,6 +127,21 @@ func helmInstallOperator() error {
 		if !slices.Contains(args, want) {
 			return fmt.Errorf("the chart's manager lacks %s (helmValues and managerArgs disagree): %s", want, strings.Join(args, " "))
 		}
+	}
+	return nil
+}
+
+// uninstallSuiteRelease removes the suite's Helm release, if a run with Helm left one, before
+// config/default is applied (the chart's manager Deployment has another, immutable, selector). The
+// CRDs and every object stay.
+func uninstallSuiteRelease() error {
+	var dep appsv1.Deployment
+	err := k8s.Get(context.Background(), client.ObjectKey{Namespace: systemNamespace, Name: managerName}, &dep)
+	if err != nil || dep.Labels["app.kubernetes.io/managed-by"] != "Helm" {
+		return nil
+	}
+	if out, err := helmCmd("uninstall", helmRelease, "--namespace", systemNamespace, "--wait"); err != nil {
+		return fmt.Errorf("helm uninstall %s before applying config/default: %w\n%s", helmRelease, err, out)
 	}
 	return nil
 }

@@ -220,6 +220,9 @@ func deploy() error {
 
 // kustomizeOperator applies config/default with the image under test and managerArgs (writeOverlay).
 func kustomizeOperator() error {
+	if err := uninstallSuiteRelease(); err != nil {
+		return err
+	}
 	overlay, err := writeOverlay()
 	if err != nil {
 		return err
