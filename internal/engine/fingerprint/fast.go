@@ -90,6 +90,24 @@ func (c *canon) compareKeys(a, b span) int {
 	return compareUTF16(c.keyOf(a), c.keyOf(b))
 }
 
+// shortKey reads a key of fewer than 8 plain ASCII bytes, which w (the 8 bytes after the quote at k-1)
+// holds with its closing quote, into m and out. It reports false, having done nothing, for any other.
+func (c *canon) shortKey(m *span, k int, w uint64) bool {
+	stops := stops8(w)
+	if stops == 0 {
+		return false
+	}
+	n := bits.TrailingZeros64(stops) >> 3
+	if c.src[k+n] != '"' || n == 0 {
+		return false
+	}
+	m.key, m.keyLen = int32(k), int32(n)
+	m.prefix = bits.ReverseBytes64(w) &^ (1<<(64-8*n) - 1) // keyPrefix, from the word in hand
+	c.out = append(c.out, c.src[k-1:k+n+1]...)
+	c.pos = k + n + 1
+	return true
+}
+
 // keyPrefix is span.prefix for key k.
 func keyPrefix(k []byte) uint64 {
 	var p uint64
@@ -259,11 +277,15 @@ func (c *canon) object() bool {
 			return false
 		}
 		m := span{start: int32(len(c.out)), object: int32(len(c.objects))}
-		var ok bool
-		if m.key, m.keyLen, ok = c.key(); !ok {
-			return false
+		if k := c.pos + 1; k+8 <= len(c.src) && c.shortKey(&m, k, binary.LittleEndian.Uint64(c.src[k:])) {
+			// most keys ("role", "type", "content") are a few plain ASCII bytes: read in one word
+		} else {
+			var ok bool
+			if m.key, m.keyLen, ok = c.key(); !ok {
+				return false
+			}
+			m.prefix = keyPrefix(c.keyOf(m))
 		}
-		m.prefix = keyPrefix(c.keyOf(m))
 		c.skipSpace()
 		if c.pos >= len(c.src) || c.src[c.pos] != ':' {
 			return false
@@ -464,7 +486,17 @@ func (c *canon) string() bool {
 			i, run = next, next
 		case b >= utf8.RuneSelf:
 			for i < len(s) && s[i] >= utf8.RuneSelf {
-				r, size := decodeRune(s, i)
+				// decodeRune, with its most common case (a three-byte rune: CJK, punctuation) inlined
+				var r rune
+				size := 3
+				if b0 := s[i]; b0&0xF0 == 0xE0 && i+2 < len(s) && s[i+1]&0xC0 == 0x80 && s[i+2]&0xC0 == 0x80 {
+					r = rune(b0&0x0F)<<12 | rune(s[i+1]&0x3F)<<6 | rune(s[i+2]&0x3F)
+					if r < 0x800 || (0xD800 <= r && r <= 0xDFFF) {
+						r = utf8.RuneError // overlong or a surrogate: not safe
+					}
+				} else {
+					r, size = decodeRune(s, i)
+				}
 				if !c.safe.has(r) { // also utf8.RuneError, whether invalid or written out
 					return c.slowString(open, mark)
 				}
