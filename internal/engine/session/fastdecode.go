@@ -16,8 +16,8 @@ import (
 // what the slow way would decode, field for field (FuzzFastDecoderAgreesWithEncodingJSON).
 //
 // Raw JSON fields (args, result, value, ...) are slices of one copy of the line from the first of them
-// on, capped so that an append reallocates; short strings that repeat from line to line (kinds, lanes, call sites, models,
-// roles) are shared.
+// on, capped so that an append reallocates; short strings that repeat from line to line (kinds, lanes,
+// call sites, models, roles) are shared.
 type fastDecoder struct {
 	src      []byte
 	raw      []byte // the copy of src[rawFrom:] that raw fields point into; nil until a line needs it
