@@ -25,8 +25,9 @@
 // the problem is. A fingerprint that silently depended on which duplicate won, or on how a broken byte
 // was repaired, would match requests it should not.
 //
-// The package must stay pure: no I/O, no clock, no randomness and no package state that changes, so a
-// fingerprint depends on its input and nothing else, on every run and platform, and every function is
+// The package must stay pure: no I/O, no clock, no randomness and no package state that changes a
+// result (its only state is a pool of scratch memory that holds nothing from one call to the next), so
+// a fingerprint depends on its input and nothing else, on every run and platform, and every function is
 // safe for concurrent use. It knows nothing about
 // sessions, providers or secrets; callers decide what to fingerprint, which paths are volatile and how to
 // redact.

@@ -127,29 +127,88 @@ func keyPrefix(k []byte) uint64 {
 }
 
 // canonicalBytes returns the canonical form of doc in a new slice when the outcome is fastDone; for any
-// other, parseDocument decides. The two passes' outputs share one allocation.
+// other, parseDocument decides.
 func canonicalBytes(doc []byte) ([]byte, fastOutcome) {
+	s := scratchPool.Get().(*scratch)
+	defer s.release()
+	out, how := s.canonicalize(doc)
+	if how != fastDone {
+		return nil, how
+	}
+	return bytes.Clone(out), fastDone
+}
+
+// canonicalSum is Sum(canonicalBytes(doc)) without a copy of the canonical form.
+func canonicalSum(doc []byte) (string, fastOutcome) {
+	s := scratchPool.Get().(*scratch)
+	defer s.release()
+	out, how := s.canonicalize(doc)
+	if how != fastDone {
+		return "", how
+	}
+	return Sum(out), fastDone
+}
+
+// scratch is the memory the fast path works in: both passes' output and the member and object lists.
+// It is pooled, because allocating (and zeroing) it for every request costs as much as the rest of the
+// work; what it holds never outlives one call, so the pool changes no result.
+type scratch struct {
+	first, second []byte
+	spans         []span
+	objects       []object
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// maxPooled bounds the scratch kept for the next call, so one huge document does not pin its memory.
+const maxPooled = 1 << 20
+
+func (s *scratch) release() {
+	if cap(s.first) > maxPooled || cap(s.second) > maxPooled || cap(s.spans)*32 > maxPooled || cap(s.objects)*20 > maxPooled {
+		return
+	}
+	scratchPool.Put(s)
+}
+
+// grow returns b emptied, with room for n bytes.
+func grow[T any](b []T, n int) []T {
+	if cap(b) < n {
+		return make([]T, 0, n)
+	}
+	return b[:0]
+}
+
+// canonicalize writes the canonical form of doc into s and returns it (memory of s).
+func (s *scratch) canonicalize(doc []byte) ([]byte, fastOutcome) {
 	if len(doc) > maxFastLen {
 		return nil, fastTooLong
 	}
-	n := len(doc) + 64
-	buf := make([]byte, 2*n)
 	// Requests have about one object per 150 bytes and one member of an unsorted object per 50; the
-	// lists are sized so that they rarely grow.
-	spans := make([]span, 0, 64+32+len(doc)/48)
-	c := canon{src: doc, out: buf[:0:n], members: spans[:0:64], sorted: spans[64:64],
-		objects: make([]object, 0, 16+len(doc)/128), safe: nfcSafeRunes()}
-	if !c.value() {
-		return nil, fastDeclined
+	// lists start at sizes they rarely outgrow.
+	s.first = grow(s.first, len(doc)+64)
+	s.spans = grow(s.spans, 64+32+len(doc)/48)
+	s.objects = grow(s.objects, 16+len(doc)/128)
+	c := canon{src: doc, out: s.first, members: s.spans[:0:64], sorted: s.spans[64:64], objects: s.objects,
+		safe: nfcSafeRunes()}
+	ok := c.value()
+	if ok {
+		c.skipSpace()
+		ok = c.pos == len(c.src)
 	}
-	c.skipSpace()
-	if c.pos != len(c.src) {
+	// Keep whatever grew for the next call.
+	s.first, s.objects = c.out[:0], c.objects[:0]
+	if cap(c.sorted) > cap(s.spans)-64 {
+		s.spans = make([]span, 0, 64+cap(c.sorted))
+	}
+	if !ok {
 		return nil, fastDeclined
 	}
 	if !c.unsorted {
 		return c.out, fastDone
 	}
-	out, _ := c.emit(buf[n:n], 0, len(c.out), 0)
+	s.second = grow(s.second, len(c.out))
+	out, _ := c.emit(s.second, 0, len(c.out), 0)
+	s.second = out[:0]
 	return out, fastDone
 }
 

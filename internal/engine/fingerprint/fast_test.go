@@ -144,10 +144,10 @@ func TestFastPathMatchesReferenceOnGeneratedRequests(t *testing.T) {
 	}
 }
 
-// TestFingerprintAllocatesAFewTimesPerRequest holds the one-pass writer to what it was built for: a
-// request costs a constant handful of allocations (the output of both passes, the member and object
-// lists, the hex string), where a tree costs one per container and per decoded string (135 on this
-// corpus).
+// TestFingerprintAllocatesAFewTimesPerRequest holds the fast path to what it was built for: with its
+// scratch pooled, a fingerprint allocates its hex string and nothing else (a garbage collection that
+// empties the pool may add a few, hence 2), where a tree costs one allocation per container and per
+// decoded string (135 a request on this corpus).
 func TestFingerprintAllocatesAFewTimesPerRequest(t *testing.T) {
 	for i, doc := range requestCorpus(20, false) {
 		allocs := testing.AllocsPerRun(20, func() {
@@ -155,8 +155,8 @@ func TestFingerprintAllocatesAFewTimesPerRequest(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
-		if allocs > 4 {
-			t.Errorf("request %d: OfJSON allocates %.0f times, want at most 4", i, allocs)
+		if allocs > 2 {
+			t.Errorf("request %d: OfJSON allocates %.0f times, want at most 2", i, allocs)
 		}
 	}
 }
