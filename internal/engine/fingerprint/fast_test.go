@@ -239,3 +239,40 @@ func TestDeepUnsortedNestingIsCopiedOnce(t *testing.T) {
 	}
 	requireMatchesReference(t, doc)
 }
+
+// TestConcurrentFingerprintsShareNoScratch: the pooled scratch is one call's alone, so fingerprints
+// taken at the same time on many goroutines are the ones taken one by one.
+func TestConcurrentFingerprintsShareNoScratch(t *testing.T) {
+	corpus := requestCorpus(40, false)
+	want := make([]string, len(corpus))
+	for i, doc := range corpus {
+		want[i] = Sum(must(referenceCanonicalJSON(doc)))
+	}
+	errs := make(chan error, 8)
+	for g := range 8 {
+		go func() {
+			for round := range 5 {
+				for k := range corpus {
+					i := (k + g*7 + round) % len(corpus)
+					if got, err := OfJSON(corpus[i], Options{}); err != nil || got != want[i] {
+						errs <- fmt.Errorf("goroutine %d, request %d: %s, %v; want %s", g, i, got, err, want[i])
+						return
+					}
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func must(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
