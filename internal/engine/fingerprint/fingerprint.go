@@ -48,6 +48,11 @@ func canonicalJSON(doc []byte, at path) ([]byte, error) {
 	if out, how := canonicalBytes(doc); how == fastDone {
 		return out, nil
 	}
+	return treeCanonicalJSON(doc, at)
+}
+
+// treeCanonicalJSON is canonicalJSON through the tree parser, which reports every error.
+func treeCanonicalJSON(doc []byte, at path) ([]byte, error) {
 	n, err := parseDocument(string(doc), at)
 	if err != nil {
 		return nil, err
@@ -121,7 +126,10 @@ func (o Options) plain() bool {
 
 // sumCanonical is the fingerprint of a top-level document under plain options.
 func sumCanonical(doc []byte) (string, error) {
-	out, err := canonicalJSON(doc, nil)
+	if sum, how := canonicalSum(doc); how == fastDone {
+		return sum, nil
+	}
+	out, err := treeCanonicalJSON(doc, nil)
 	if err != nil {
 		return "", err
 	}
