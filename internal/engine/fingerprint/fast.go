@@ -17,7 +17,8 @@ import (
 // pass copies out once more, each of those objects' members in order (see emit), so a byte is copied at
 // most twice however deep it lies.
 //
-// It is the fast path of CanonicalizeJSON and OfJSON, and it only handles the common case: anything
+// It is the fast path of CanonicalizeJSON, OfJSON and Of (for what Of marshals whole, as structs), and
+// it only handles the common case: anything
 // unusual (an error of any kind, a string NFC would change, a lone surrogate escape) makes it give up,
 // and the caller runs the tree parser, which produces the same bytes or the typed error. Strings that
 // need work beyond escaping go through the tree parser's own decoder, so both agree by construction.
@@ -164,13 +165,13 @@ var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 const maxPooled = 1 << 20
 
 func (s *scratch) release() {
-	if cap(s.first) > maxPooled || cap(s.second) > maxPooled || cap(s.spans)*32 > maxPooled || cap(s.objects)*20 > maxPooled {
+	if max(cap(s.first), cap(s.second), cap(s.spans)*32, cap(s.objects)*20) > maxPooled {
 		return
 	}
 	scratchPool.Put(s)
 }
 
-// grow returns b emptied, with room for n bytes.
+// grow returns b emptied, with room for n elements.
 func grow[T any](b []T, n int) []T {
 	if cap(b) < n {
 		return make([]T, 0, n)
