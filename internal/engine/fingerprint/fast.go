@@ -81,14 +81,14 @@ func (c *canon) keyOf(m span) []byte {
 // compareKeys orders members by key, as compareUTF16 does. ASCII agrees with UTF-16 order byte for byte,
 // so two different ASCII prefixes decide at once; equal ones (or a zero, for a key that is not ASCII)
 // leave it to the whole keys.
-func (c *canon) compareKeys(a, b span) int {
+func (c *canon) compareKeys(a, b *span) int {
 	if a.prefix != b.prefix && a.prefix != 0 && b.prefix != 0 {
 		if a.prefix < b.prefix {
 			return -1
 		}
 		return 1
 	}
-	return compareUTF16(c.keyOf(a), c.keyOf(b))
+	return compareUTF16(c.keyOf(*a), c.keyOf(*b))
 }
 
 // shortKey reads a key of fewer than 8 plain ASCII bytes, which w (the 8 bytes after the quote at k-1)
@@ -238,15 +238,12 @@ func (c *canon) emit(dst []byte, a, b int, first int32) ([]byte, int32) {
 }
 
 func (c *canon) skipSpace() {
-	for c.pos < len(c.src) {
-		switch c.src[c.pos] {
-		case ' ', '\t', '\n', '\r':
-			c.pos++
-		default:
-			return
-		}
+	for c.pos < len(c.src) && isSpace[c.src[c.pos]] {
+		c.pos++
 	}
 }
+
+var isSpace = [256]bool{' ': true, '\t': true, '\n': true, '\r': true}
 
 func (c *canon) value() bool {
 	c.skipSpace()
@@ -383,27 +380,52 @@ func (c *canon) closeObject(self int, ms []span) bool {
 	c.out = append(c.out, '}')
 	obj := &c.objects[self]
 	obj.end, obj.next = int32(len(c.out)), int32(len(c.objects))
-	sorted := true
+	first := len(ms) // the first member out of order
 	for i := 1; i < len(ms); i++ {
-		switch c.compareKeys(ms[i-1], ms[i]) {
+		switch c.compareKeys(&ms[i-1], &ms[i]) {
 		case 0:
 			return false // a duplicate key: the tree parser reports it
 		case 1:
-			sorted = false
+			first = min(first, i)
 		}
 	}
-	if sorted {
+	if first == len(ms) {
 		return true
-	}
-	slices.SortFunc(ms, c.compareKeys)
-	for i := 1; i < len(ms); i++ {
-		if bytes.Equal(c.keyOf(ms[i-1]), c.keyOf(ms[i])) {
-			return false
-		}
 	}
 	obj.members, obj.nMember = int32(len(c.sorted)), int32(len(ms))
 	c.sorted = append(c.sorted, ms...)
 	c.unsorted = true
+	return c.sortMembers(c.sorted[obj.members:], first)
+}
+
+// sortMembers sorts ms, whose first `from` members are in order, and reports false on a duplicate key.
+// Objects are small, and insertion sort both sorts them fastest and meets every duplicate: inserting a
+// key stops at the greatest key not above it, which is its duplicate if it has one.
+func (c *canon) sortMembers(ms []span, from int) bool {
+	if len(ms) > 16 {
+		slices.SortFunc(ms, func(a, b span) int { return c.compareKeys(&a, &b) })
+		for i := 1; i < len(ms); i++ {
+			if c.compareKeys(&ms[i-1], &ms[i]) == 0 {
+				return false
+			}
+		}
+		return true
+	}
+	for i := from; i < len(ms); i++ {
+		x := ms[i]
+		j := i
+		for ; j > 0; j-- {
+			d := c.compareKeys(&ms[j-1], &x)
+			if d == 0 {
+				return false
+			}
+			if d < 0 {
+				break
+			}
+			ms[j] = ms[j-1]
+		}
+		ms[j] = x
+	}
 	return true
 }
 

@@ -99,6 +99,7 @@ func fastPathSeeds() []string {
 		// duplicate keys, sorted or not, nested
 		`{"a":1,"a":2}`, `{"b":1,"a":2,"b":3}`, `{"x":{"b":1,"a":2,"a":3}}`,
 		`{"\ue000":1,"\ud83d\ude00":2,"z":3,"":4,"\u0080":5}`,
+		manyKeys(20, ""), manyKeys(20, "k07"), manyKeys(12, "k11"), `{"abcdefgh":1,"abcdefg":2,"abcdefgi":3,"abcdefgh\u0000":4}`,
 		// nesting, deep and unbalanced
 		strings.Repeat("[", 200) + strings.Repeat("]", 200),
 		strings.Repeat(`{"a":`, 100) + "null" + strings.Repeat("}", 100),
@@ -122,6 +123,19 @@ func hugeSeeds() []string {
 		`{"k":"` + strings.Repeat("日本語 café ", 100000) + `"}`,
 		`{"k":"` + strings.Repeat("cafe\u0301 ", 100000) + `"}`,
 	}
+}
+
+// manyKeys is an object with n keys in reverse order, and dup once more if it is not empty.
+func manyKeys(n int, dup string) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i := n - 1; i >= 0; i-- {
+		fmt.Fprintf(&b, `"k%02d":%d,`, i, i)
+	}
+	if dup != "" {
+		fmt.Fprintf(&b, `%q:0,`, dup)
+	}
+	return strings.TrimSuffix(b.String(), ",") + "}"
 }
 
 func TestFastPathMatchesReferenceOnSeeds(t *testing.T) {
