@@ -229,6 +229,10 @@ func (c *canon) emit(dst []byte, a, b int, first int32) ([]byte, int32) {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
+			if int(m.object) == len(c.objects) || c.objects[m.object].start >= m.end {
+				dst = append(dst, c.out[m.start:m.end]...) // no object inside
+				continue
+			}
 			dst, _ = c.emit(dst, int(m.start), int(m.end), m.object)
 		}
 		dst = append(dst, '}')
@@ -568,15 +572,21 @@ func (c *canon) string() bool {
 			i, run = next, next
 		case b >= utf8.RuneSelf:
 			for i < len(s) && s[i] >= utf8.RuneSelf {
-				// decodeRune, with its most common case (a three-byte rune: CJK, punctuation) inlined
+				// decodeRune, with its common cases (two-byte runes: accented Latin, Greek, Cyrillic;
+				// three-byte runes: CJK, punctuation) inlined
 				var r rune
-				size := 3
-				if b0 := s[i]; b0&0xF0 == 0xE0 && i+2 < len(s) && s[i+1]&0xC0 == 0x80 && s[i+2]&0xC0 == 0x80 {
-					r = rune(b0&0x0F)<<12 | rune(s[i+1]&0x3F)<<6 | rune(s[i+2]&0x3F)
+				size := 2
+				switch b0 := s[i]; {
+				case b0&0xE0 == 0xC0 && i+1 < len(s) && s[i+1]&0xC0 == 0x80:
+					if r = rune(b0&0x1F)<<6 | rune(s[i+1]&0x3F); r < utf8.RuneSelf {
+						r = utf8.RuneError // overlong: not safe
+					}
+				case b0&0xF0 == 0xE0 && i+2 < len(s) && s[i+1]&0xC0 == 0x80 && s[i+2]&0xC0 == 0x80:
+					r, size = rune(b0&0x0F)<<12|rune(s[i+1]&0x3F)<<6|rune(s[i+2]&0x3F), 3
 					if r < 0x800 || (0xD800 <= r && r <= 0xDFFF) {
 						r = utf8.RuneError // overlong or a surrogate: not safe
 					}
-				} else {
+				default:
 					r, size = decodeRune(s, i)
 				}
 				if !c.safe.has(r) { // also utf8.RuneError, whether invalid or written out
