@@ -62,7 +62,8 @@ type managerOptions struct {
 // controllerOptions are the flags of the controllers: the engine Jobs and the default store.
 type controllerOptions struct {
 	enabled                              bool
-	engineImage                          string
+	engineImage, proxyImage              string
+	jobSecretCA                          string
 	jobTTL, jobDeadline, jobRetryAfter   time.Duration
 	storeEndpoint, storeRegion           string
 	storeBucket, storePrefix             string
@@ -77,6 +78,7 @@ type controllerOptions struct {
 func (o *controllerOptions) register(f *pflag.FlagSet) {
 	f.BoolVar(&o.enabled, "controllers", true, "run the AgentSession, ResumePlan, ForkRun and Checkpoint controllers (off: only the manager's endpoints and leader election)")
 	f.StringVar(&o.engineImage, "engine-image", "", "the image engine Jobs run (this binary's image), also the rewind proxy beside a ForkRun's agent; required with --controllers")
+	f.StringVar(&o.proxyImage, "proxy-image", "", "the image of the rewind proxy beside a recording's or a ForkRun's agent (the same binary); empty: --engine-image")
 	f.DurationVar(&o.jobTTL, "job-ttl", 24*time.Hour, "how long a finished engine Job is kept for its logs before Kubernetes deletes it")
 	f.DurationVar(&o.jobDeadline, "job-active-deadline", time.Hour, "how long one engine Job may run before Kubernetes stops it")
 	f.DurationVar(&o.jobRetryAfter, "job-retry-after", time.Minute, "how long after a Job failed for a reason that may pass (store unavailable, session not pushed yet) it runs again")
@@ -90,6 +92,7 @@ func (o *controllerOptions) register(f *pflag.FlagSet) {
 	f.StringVar(&o.jobSecretID, "store-job-access-key-id-key", kubecreds.SecretKeyAccessKeyID, "key of the access key ID in that Secret")
 	f.StringVar(&o.jobSecretKey, "store-job-secret-access-key-key", kubecreds.SecretKeySecretAccessKey, "key of the secret access key in that Secret")
 	f.StringVar(&o.jobSecretToken, "store-job-session-token-key", "", "key of an optional session token in that Secret")
+	f.StringVar(&o.jobSecretCA, "store-job-ca-key", "", "key of an optional PEM bundle in that Secret: the private CA that signed the store's certificate, which engine Jobs and proxies then trust beside the image's roots; empty: none")
 	f.StringVar(&o.storeSyncNamespace, "store-sync-namespace", "",
 		"namespace whose prefix of the default store (<store-prefix>/<namespace>/) the store sync lists, creating an AgentSession there for every committed session none records (sessions pushed from outside the cluster); empty disables the sync")
 	f.DurationVar(&o.storeSyncInterval, "store-sync-interval", 5*time.Minute, "time between two passes of the store sync, the first at leader election; 0 disables the sync")
@@ -111,7 +114,7 @@ func (o *controllerOptions) setup(ctx context.Context, mgr ctrl.Manager) error {
 		return fmt.Errorf("the manager's store credentials: %w", err)
 	}
 	cfg := controller.StoreConfig{Endpoint: o.storeEndpoint, Region: o.storeRegion, Bucket: o.storeBucket, Prefix: o.storePrefix, Credentials: creds,
-		JobSecret: controller.JobSecretKeys{Name: o.jobSecret, AccessKeyID: o.jobSecretID, SecretAccessKey: o.jobSecretKey, SessionToken: o.jobSecretToken}}
+		JobSecret: controller.JobSecretKeys{Name: o.jobSecret, AccessKeyID: o.jobSecretID, SecretAccessKey: o.jobSecretKey, SessionToken: o.jobSecretToken, CA: o.jobSecretCA}}
 	if err := (blobstore.Config{Endpoint: cfg.Endpoint, Bucket: cfg.Bucket, Prefix: cfg.Prefix, Credentials: creds}).Validate(); err != nil {
 		return fmt.Errorf("the default store: %w", err)
 	}
@@ -134,7 +137,7 @@ func (o *controllerOptions) setup(ctx context.Context, mgr ctrl.Manager) error {
 		Scheme:    mgr.GetScheme(),
 		Clock:     clock.RealClock{},
 		Stores:    &controller.Stores{Config: cfg, Secrets: mgr.GetAPIReader()},
-		Jobs:      controller.JobSettings{Image: o.engineImage, TTLAfterFinished: o.jobTTL, ActiveDeadline: o.jobDeadline, RetryAfter: o.jobRetryAfter, Upstreams: o.upstreams},
+		Jobs:      controller.JobSettings{Image: o.engineImage, ProxyImage: o.proxyImage, TTLAfterFinished: o.jobTTL, ActiveDeadline: o.jobDeadline, RetryAfter: o.jobRetryAfter, Upstreams: o.upstreams},
 		Metrics:   metrics,
 	}
 	sessions := &controller.AgentSessionReconciler{Deps: deps}

@@ -20,7 +20,7 @@ func (r *AgentSessionReconciler) verifyJob(s *v1alpha1.AgentSession, loc Locatio
 	spec.Purpose = string(task.Verify)
 	spec.Inputs = []string{strconv.FormatInt(s.Generation, 10), s.Spec.SessionID, loc.String()}
 	spec.Args = r.Stores.jobArgs(loc, s.Spec.SessionID)
-	spec.Env = r.Stores.jobEnv(loc)
+	r.Stores.jobStore(&spec, loc)
 	return spec, nil
 }
 

@@ -52,7 +52,7 @@ func recordProvider(k v1alpha1.ProviderKeys) string {
 // TTL, deadline, restricted security, store credentials): its engine container becomes the proxy in
 // record mode with the provider keys, the agent runs beside it, with its workspace claim if it has one.
 func (r *AgentSessionReconciler) recordJob(s *v1alpha1.AgentSession, loc Location) (*batchv1.Job, error) {
-	spec := r.Jobs.spec()
+	spec := r.Jobs.proxySpec()
 	spec.Owner = s
 	spec.Purpose = recordPurpose
 	spec.Inputs = []string{string(s.UID), s.Spec.SessionID}
@@ -63,7 +63,8 @@ func (r *AgentSessionReconciler) recordJob(s *v1alpha1.AgentSession, loc Locatio
 	}
 	spec.Args = append(append(append(append(proxyListenArgs(), r.Stores.jobArgs(loc, s.Spec.SessionID)...),
 		"--provider", recordProvider(s.Spec.ProviderKeys)), r.Jobs.Upstreams.proxyArgs()...), tools...)
-	spec.Env = append(r.Stores.jobEnv(loc), providerKeyEnv(s.Spec.ProviderKeys)...)
+	r.Stores.jobStore(&spec, loc)
+	spec.Env = append(spec.Env, providerKeyEnv(s.Spec.ProviderKeys)...)
 	job, err := jobs.Build(spec, r.Scheme)
 	if err != nil {
 		return nil, err

@@ -31,10 +31,10 @@ func (r *CheckpointReconciler) snapshotJob(ck *v1alpha1.Checkpoint, s *v1alpha1.
 	for _, x := range w.Excludes {
 		spec.Args = append(spec.Args, "--exclude", x)
 	}
-	spec.Env = r.Stores.jobEnv(loc)
-	spec.Volumes = []corev1.Volume{{Name: "workspace", VolumeSource: corev1.VolumeSource{
-		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: w.Volume.ClaimName, ReadOnly: true}}}}
-	spec.Mounts = []corev1.VolumeMount{{Name: "workspace", MountPath: workspaceMount, SubPath: w.Volume.SubPath, ReadOnly: true}}
+	r.Stores.jobStore(&spec, loc)
+	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: "workspace", VolumeSource: corev1.VolumeSource{
+		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: w.Volume.ClaimName, ReadOnly: true}}})
+	spec.Mounts = append(spec.Mounts, corev1.VolumeMount{Name: "workspace", MountPath: workspaceMount, SubPath: w.Volume.SubPath, ReadOnly: true})
 	return spec
 }
 

@@ -123,7 +123,7 @@ func (r *ForkRunReconciler) restoreContainer(s *v1alpha1.AgentSession, loc Locat
 		args = append(args, "--region", rg)
 	}
 	args = append(args, "--guard", guard)
-	return corev1.Container{
+	c := corev1.Container{
 		Name:                     RestoreContainer,
 		Image:                    r.Jobs.Image,
 		Args:                     args,
@@ -133,6 +133,11 @@ func (r *ForkRunReconciler) restoreContainer(s *v1alpha1.AgentSession, loc Locat
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		SecurityContext:          sc.DeepCopy(),
 	}
+	if _, mount, env, ok := r.Stores.jobCA(); ok { // the pod has the volume: the fork Job's spec (jobStore)
+		c.VolumeMounts = append(c.VolumeMounts, mount)
+		c.Env = append(c.Env, env)
+	}
+	return c
 }
 
 // restoredManifest is the snapshot a ForkRun Job restores before its agent starts, "" when none.

@@ -137,12 +137,12 @@ func (r *ForkRunReconciler) forkRunJob(fr *v1alpha1.ForkRun, s *v1alpha1.AgentSe
 	if err != nil {
 		return nil, err
 	}
-	spec := r.Jobs.spec()
+	spec := r.Jobs.proxySpec()
 	spec.Owner = fr
 	spec.Purpose = string(forkTask(fr))
 	spec.Inputs = forkJobInputs(fr)
 	spec.Args = args
-	spec.Env = r.Stores.jobEnv(loc)
+	r.Stores.jobStore(&spec, loc)
 	if fr.Spec.Mode == v1alpha1.ModeFork {
 		// The provider keys reach the proxy only; a replay gets none, as it never goes upstream.
 		spec.Env = append(spec.Env, providerKeyEnv(fr.Spec.Fork.ProviderKeys)...)

@@ -159,7 +159,7 @@ func (g *GarbageCollector) sweepJob(t sweepTarget, lease *coordinationv1.Lease, 
 	}
 	spec.Args = append(spec.Args, "--margin", g.Options.SweepMargin.String(),
 		"--lease-name", lease.Name, "--lease-namespace", lease.Namespace, "--lease-duration", g.Options.SweepLeaseDuration.String())
-	spec.Env = g.Stores.jobEnv(t.loc)
+	g.Stores.jobStore(&spec, t.loc)
 	return spec
 }
 

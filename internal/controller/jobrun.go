@@ -26,6 +26,9 @@ import (
 type JobSettings struct {
 	// Image is the engine image (this binary's image).
 	Image string
+	// ProxyImage is the image of the rewind proxy beside an agent (a recording's, a fork's, a replay's);
+	// empty is Image. The proxy is the same binary: a separate image lets a cluster pin or patch it apart.
+	ProxyImage string
 	// TTLAfterFinished is how long a finished Job is kept for its logs.
 	TTLAfterFinished time.Duration
 	// ActiveDeadline bounds how long one Job may run.
@@ -39,6 +42,15 @@ type JobSettings struct {
 
 func (s JobSettings) spec() jobs.Spec {
 	return jobs.Spec{Image: s.Image, TTLAfterFinished: new(int32(s.TTLAfterFinished.Seconds())), ActiveDeadline: new(int64(s.ActiveDeadline.Seconds()))}
+}
+
+// proxySpec is spec for a Job whose engine container becomes the proxy beside an agent (newAgentPod).
+func (s JobSettings) proxySpec() jobs.Spec {
+	spec := s.spec()
+	if s.ProxyImage != "" {
+		spec.Image = s.ProxyImage
+	}
+	return spec
 }
 
 // Deps are what every reconciler here shares.

@@ -25,7 +25,7 @@ func (r *ResumePlanReconciler) resumePlanJob(rp *v1alpha1.ResumePlan, s *v1alpha
 	spec.Purpose = string(task.ResumePlan)
 	spec.Inputs = []string{strconv.FormatInt(rp.Generation, 10), s.Spec.SessionID, s.Status.Recording.EventsHash, loc.String()}
 	spec.Args = r.Stores.jobArgs(loc, s.Spec.SessionID)
-	spec.Env = r.Stores.jobEnv(loc)
+	r.Stores.jobStore(&spec, loc)
 	switch {
 	case rp.Spec.Git.URL != "":
 		g := rp.Spec.Git
@@ -45,9 +45,9 @@ func (r *ResumePlanReconciler) resumePlanJob(rp *v1alpha1.ResumePlan, s *v1alpha
 		}
 	case rp.Spec.Workspace.ClaimName != "":
 		w := rp.Spec.Workspace
-		spec.Volumes = []corev1.Volume{{Name: "workspace", VolumeSource: corev1.VolumeSource{
-			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: w.ClaimName, ReadOnly: true}}}}
-		spec.Mounts = []corev1.VolumeMount{{Name: "workspace", MountPath: workspaceMount, SubPath: w.SubPath, ReadOnly: true}}
+		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: "workspace", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: w.ClaimName, ReadOnly: true}}})
+		spec.Mounts = append(spec.Mounts, corev1.VolumeMount{Name: "workspace", MountPath: workspaceMount, SubPath: w.SubPath, ReadOnly: true})
 		spec.Args = append(spec.Args, "--git-dir", workspaceMount)
 	}
 	return spec

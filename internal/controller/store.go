@@ -32,7 +32,18 @@ type StoreConfig struct {
 // JobSecretKeys is a Secret name and the keys holding the credentials.
 type JobSecretKeys struct {
 	Name, AccessKeyID, SecretAccessKey, SessionToken string
+	// CA is the key of a PEM bundle of the private CA that signed the store's certificate, trusted by
+	// every engine Job and proxy beside the image's roots; empty: the image's roots only. The key is
+	// optional in each namespace's Secret: a namespace without it gets the image's roots.
+	CA string
 }
+
+// storeCADir is where a Job's containers find the store's CA bundle (JobSecretKeys.CA). Go reads every
+// file of SSL_CERT_DIR in addition to the image's bundle (/etc/ssl/certs/ca-certificates.crt).
+const storeCADir = "/var/run/agentrewind/store-ca"
+
+// storeCAVolume is the name of the volume holding the store's CA bundle in a Job's pod.
+const storeCAVolume = "store-ca"
 
 // Location is where one session lives: the operator's store under the namespace's prefix, or a
 // tenant's bucket with the tenant's credentials (spec.storage).
@@ -152,6 +163,31 @@ func (s *Stores) jobArgs(loc Location, sessionID string) []string {
 		args = append(args, "--region", s.Config.Region)
 	}
 	return args
+}
+
+// jobStore gives a Job its store credentials (jobEnv) and, when the operator knows of a private CA,
+// that CA from the same Secret of the Job's namespace (jobCA).
+func (s *Stores) jobStore(spec *jobs.Spec, loc Location) {
+	spec.Env = append(spec.Env, s.jobEnv(loc)...)
+	if vol, mount, env, ok := s.jobCA(); ok {
+		spec.Volumes = append(spec.Volumes, vol)
+		spec.Mounts = append(spec.Mounts, mount)
+		spec.Env = append(spec.Env, env)
+	}
+}
+
+// jobCA is the volume, mount and environment that make a container trust the store's CA bundle: the
+// key JobSecretKeys.CA of the namespace's job Secret, optional (a namespace without it keeps the
+// image's roots, and its Jobs fail on the store's certificate with a message that names it).
+func (s *Stores) jobCA() (corev1.Volume, corev1.VolumeMount, corev1.EnvVar, bool) {
+	k := s.Config.JobSecret
+	if k.CA == "" {
+		return corev1.Volume{}, corev1.VolumeMount{}, corev1.EnvVar{}, false
+	}
+	vol := corev1.Volume{Name: storeCAVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+		SecretName: k.Name, Items: []corev1.KeyToPath{{Key: k.CA, Path: "ca.crt"}}, Optional: new(true)}}}
+	return vol, corev1.VolumeMount{Name: storeCAVolume, MountPath: storeCADir, ReadOnly: true},
+		corev1.EnvVar{Name: "SSL_CERT_DIR", Value: storeCADir}, true
 }
 
 // jobEnv gives a Job its store credentials as Secret key references, read by the kubelet when the

@@ -299,7 +299,7 @@ func TestChartValuesReachTheManagersFlags(t *testing.T) {
 		if c.Image != "agentrewind:0.2.0" && !strings.HasPrefix(c.Image, "agentrewind:") {
 			t.Errorf("manager image %q, want agentrewind:<appVersion>", c.Image)
 		}
-		for _, absent := range []string{"watch-namespaces", "store-sync-namespace", "gc-namespaces", "anthropic-upstream"} {
+		for _, absent := range []string{"watch-namespaces", "store-sync-namespace", "gc-namespaces", "anthropic-upstream", "proxy-image", "store-job-ca-key"} {
 			if v, ok := f[absent]; ok {
 				t.Errorf("--%s=%q set without its value", absent, v)
 			}
@@ -314,6 +314,7 @@ func TestChartValuesReachTheManagersFlags(t *testing.T) {
 		f := flags(t, d)
 		want := map[string]string{
 			"engine-image":                    "registry.example.internal/agentrewind-engine:1.2.3",
+			"proxy-image":                     "registry.example.internal/agentrewind-proxy:1.2.3",
 			"job-ttl":                         "2h",
 			"job-active-deadline":             "30m",
 			"job-retry-after":                 "10s",
@@ -325,6 +326,7 @@ func TestChartValuesReachTheManagersFlags(t *testing.T) {
 			"store-job-access-key-id-key":     "accessKeyID",
 			"store-job-secret-access-key-key": "secretAccessKey",
 			"store-job-session-token-key":     "token",
+			"store-job-ca-key":                "ca.crt",
 			"store-sync-namespace":            "team-a",
 			"store-sync-interval":             "1m",
 			"anthropic-upstream":              "https://llm-gateway.example.internal/anthropic",
