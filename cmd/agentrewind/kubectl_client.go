@@ -84,17 +84,24 @@ func completeNames(f *kubectlFlags, list func(ctx context.Context, c client.Clie
 		if len(args) > 0 {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		c, ns, err := f.client()
-		if err != nil {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
 		ctx, cancel := context.WithTimeout(cmd.Context(), completionTimeout)
 		defer cancel()
-		names, err := list(ctx, c, ns)
+		// The API discovery the client does first takes no context: untilDone holds the timeout
+		// against a server that accepts the connection and never answers.
+		found := make(chan []string, 1)
+		err := untilDone(ctx, func() error {
+			c, ns, err := f.client()
+			if err != nil {
+				return err
+			}
+			names, err := list(ctx, c, ns)
+			found <- names
+			return err
+		})
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		return names, cobra.ShellCompDirectiveNoFileComp
+		return <-found, cobra.ShellCompDirectiveNoFileComp
 	}
 }
 

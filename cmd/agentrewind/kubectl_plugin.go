@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -75,7 +77,47 @@ finds them: --kubeconfig, --context and -n/--namespace, else $KUBECONFIG and the
 	if plugin {
 		cmd.AddCommand(newKubectlVersionCommand())
 	}
+	interruptible(cmd)
 	return cmd
+}
+
+// interruptible makes every command of the tree return once its context ends (main ends it on Ctrl-C
+// and SIGTERM), even while a step that takes no context blocks: opening a FIFO no one writes, reading
+// a terminal for --system-file -, the API discovery of a server that accepts a connection and never
+// answers. Without it the signal is caught and nothing stops.
+func interruptible(root *cobra.Command) {
+	if run := root.RunE; run != nil {
+		root.RunE = func(cmd *cobra.Command, args []string) error {
+			return untilDone(cmd.Context(), func() error { return run(cmd, args) })
+		}
+	}
+	for _, c := range root.Commands() {
+		interruptible(c)
+	}
+}
+
+// untilDone runs f and returns its error, or an error as soon as ctx ends, leaving f to the process's
+// exit.
+func untilDone(ctx context.Context, f func() error) error {
+	if ctx == nil {
+		return f()
+	}
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		select {
+		case err := <-done: // finished at the same moment: its own error says more
+			return err
+		default:
+		}
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return fmt.Errorf("gave up: %w", context.Cause(ctx))
+		}
+		return fmt.Errorf("interrupted: %w", context.Cause(ctx))
+	}
 }
 
 // newKubectlVersionCommand is the plugin's version: agentrewind's own, with yaml too.
