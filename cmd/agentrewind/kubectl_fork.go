@@ -36,6 +36,15 @@ const (
 // maxSystemPrompt is the CRD's bound on spec.fork.overrides.system, in characters.
 const maxSystemPrompt = 65536
 
+// maxSystemPromptBytes is the most --system-file is read of: a character is at most 4 bytes of UTF-8,
+// so a file longer than this holds more characters than a prompt may, and /dev/zero or a pipe that
+// never ends is refused after it instead of read into memory without end.
+const maxSystemPromptBytes = 4 * maxSystemPrompt
+
+// watchRetryDelay is the least time between two watches of fork --wait: a watch the server (or a
+// proxy) closes at once is opened again after it, not in a busy loop of reads and watches.
+var watchRetryDelay = time.Second
+
 // maxForkRunName keeps a ForkRun's name a valid label value: its Job's pods are labelled with it.
 const maxForkRunName = validation.LabelValueMaxLength
 
@@ -180,17 +189,22 @@ func secretKeyFlag(flag, value string) (v1alpha1.SecretKeyReference, error) {
 
 // readSystemPrompt reads --system-file, or stdin for "-".
 func (o *forkOptions) readSystemPrompt(stdin io.Reader) (string, error) {
-	var data []byte
-	var err error
-	if o.systemFile == "-" {
-		data, err = io.ReadAll(stdin)
-	} else {
-		data, err = os.ReadFile(o.systemFile)
+	src := stdin
+	if o.systemFile != "-" {
+		f, err := os.Open(o.systemFile)
+		if err != nil {
+			return "", fmt.Errorf("--system-file: reading the system prompt: %w", err)
+		}
+		defer func() { _ = f.Close() }()
+		src = f
 	}
+	data, err := io.ReadAll(io.LimitReader(src, maxSystemPromptBytes+1))
 	if err != nil {
 		return "", fmt.Errorf("--system-file: reading the system prompt: %w", err)
 	}
 	switch n := utf8.RuneCount(data); {
+	case len(data) > maxSystemPromptBytes:
+		return "", fmt.Errorf("--system-file %s holds more than %d characters; a system prompt override holds at most %d", o.systemFile, maxSystemPrompt, maxSystemPrompt)
 	case !utf8.Valid(data):
 		return "", fmt.Errorf("--system-file %s is not UTF-8 text", o.systemFile)
 	case n == 0:
@@ -408,10 +422,17 @@ func waitForkRun(ctx context.Context, c client.WithWatch, key client.ObjectKey, 
 		if err != nil {
 			return nil, fmt.Errorf("watching ForkRun %s: %w", key.Name, err)
 		}
+		opened := time.Now()
 		done, err := followWatch(w, seen)
 		w.Stop()
 		if done != nil || err != nil {
 			return done, err
+		}
+		if wait := watchRetryDelay - time.Since(opened); wait > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(wait):
+			}
 		}
 		if err := ctx.Err(); err != nil {
 			return nil, err
