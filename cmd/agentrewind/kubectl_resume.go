@@ -143,7 +143,7 @@ func printResume(out io.Writer, rp *v1alpha1.ResumePlan) error {
 		p.line("resumeplan/%s (session %s): no verdict yet", rp.Name, rp.Spec.SessionRef.Name)
 		return p.err
 	}
-	p.line("resumeplan/%s (session %s): %s (%s)", rp.Name, rp.Spec.SessionRef.Name, st.Verdict, st.Reason)
+	p.line("resumeplan/%s (session %s): %s%s", rp.Name, rp.Spec.SessionRef.Name, st.Verdict, inParens(string(st.Reason)))
 	if st.Message != "" {
 		p.line("  %s", printable(st.Message))
 	}
@@ -157,10 +157,10 @@ func printResume(out io.Writer, rp *v1alpha1.ResumePlan) error {
 		p.line("                      | %s", printable(l))
 	}
 	if r := st.Reachability; r.State != "" {
-		p.line("Garbage collection: %s (%s)%s", r.State, r.Reason, dashMessage(r.Message))
+		p.line("Garbage collection: %s%s%s", r.State, inParens(string(r.Reason)), dashMessage(r.Message))
 	}
 	if cv := st.Convergence; cv.Verdict != "" {
-		p.line("Convergence:        %s (%s)%s", cv.Verdict, cv.Reason, dashMessage(cv.Message))
+		p.line("Convergence:        %s%s%s", cv.Verdict, inParens(string(cv.Reason)), dashMessage(cv.Message))
 	}
 	if d := st.Drift; d.Verdict != "" {
 		p.line("Plan drift:         %s%s", d.Verdict, dashMessage(d.Suggestion))
@@ -230,9 +230,9 @@ func rewindText(rw v1alpha1.RewindPlan) string {
 		}
 		return text + dashMessage(rw.Message)
 	case v1alpha1.DecisionNoRewind:
-		return "keep it as it is (" + string(rw.Reason) + ")" + dashMessage(rw.Message)
+		return "keep it as it is" + inParens(string(rw.Reason)) + dashMessage(rw.Message)
 	case v1alpha1.DecisionUnanchored:
-		return "a rewind is warranted, but no minted checkpoint matches the transcript (" + string(rw.Reason) + ")" + dashMessage(rw.Message)
+		return "a rewind is warranted, but no minted checkpoint matches the transcript" + inParens(string(rw.Reason)) + dashMessage(rw.Message)
 	}
 	return "not judged"
 }
@@ -256,7 +256,11 @@ func nextStep(rp *v1alpha1.ResumePlan) string {
 		for i, s := range st.Residual {
 			residual[i] = printable(s.ID)
 		}
-		parts = append(parts, "restart the agent on the residual steps ("+orNone(residual)+")")
+		if len(residual) > 0 {
+			parts = append(parts, "restart the agent on the residual steps ("+strings.Join(residual, ", ")+")")
+		} else {
+			parts = append(parts, "restart the agent (the plan lists no residual steps)")
+		}
 		return strings.Join(parts, ", then ") + "."
 	case v1alpha1.VerdictComplete:
 		return "nothing to resume: every declared step is verified. The garbage collector may delete the session once its grace period passes; set spec.retention.policy: Retain on AgentSession " +
@@ -264,10 +268,18 @@ func nextStep(rp *v1alpha1.ResumePlan) string {
 	case v1alpha1.VerdictDiverged:
 		return "a human decides: the workspace moved away from the run's re-entry point. Compare the workspace with the verified steps above, then resume by hand or start a new run; the session is kept however old it is."
 	case v1alpha1.VerdictUnresumable:
-		return "start a new run: this recording cannot support a resume (" + string(st.Reason) + "). To judge it against a repository, create a ResumePlan with spec.git and run kubectl rewind resume " +
+		return "start a new run: this recording cannot support a resume" + inParens(string(st.Reason)) + ". To judge it against a repository, create a ResumePlan with spec.git and run kubectl rewind resume " +
 			rp.Spec.SessionRef.Name + " --plan NAME."
 	}
 	return "wait for the operator's verdict."
+}
+
+// inParens is " (s)", or nothing when s is empty: a status may leave any reason out.
+func inParens(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " (" + printable(s) + ")"
 }
 
 func dashMessage(m string) string {
