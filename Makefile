@@ -229,12 +229,12 @@ ifeq ($(origin DEMO_TAG),undefined)
 DEMO_TAG := demo-$(shell date +%Y%m%d%H%M%S)
 endif
 .PHONY: demo
-demo: manifests cluster-up ## Run the demo on the single-node cluster: a recorded session, a prompt-fix fork, a replay suite, through kubectl.
+demo: manifests helm cluster-up ## Run the demo on the single-node cluster: the operator installed with its Helm chart, a recorded session, a prompt-fix fork, a replay suite, through kubectl.
 	$(MAKE) --no-print-directory docker-build store-image IMG=agentrewind:$(DEMO_TAG) AGENT_IMG=agentrewind-proxy-agent:$(DEMO_TAG)
 	hack/cluster/import-image.sh agentrewind:$(DEMO_TAG) agentrewind-proxy-agent:$(DEMO_TAG) $(E2E_STORE_IMG)
 	docker rmi agentrewind:$(DEMO_TAG) agentrewind-proxy-agent:$(DEMO_TAG) >/dev/null
 	go run ./hack/demo -image agentrewind:$(DEMO_TAG) -agent-image agentrewind-proxy-agent:$(DEMO_TAG) -store-image $(E2E_STORE_IMG) \
-		-kubeconfig $(CLUSTER_KUBECONFIG) -kubectl $(ENVTEST_ASSETS)/kubectl -agentrewind $(LOCALBIN)/agentrewind
+		-kubeconfig $(CLUSTER_KUBECONFIG) -kubectl $(ENVTEST_ASSETS)/kubectl -agentrewind $(LOCALBIN)/agentrewind -helm $(HELM)
 
 ##@ End-to-end (a real single-node cluster on this machine: hack/cluster, run as root)
 

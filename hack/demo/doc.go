@@ -1,6 +1,7 @@
 // Command demo is `make demo`: the operator at work on the single-node cluster of hack/cluster, driven
-// with kubectl the way a user would. It deploys config/default (the manager under its own
-// ServiceAccount) with two add-ons, an S3 server and a fake model (hack/cluster/addons); applies
+// with kubectl the way a user would. It installs the operator with its Helm chart, charts/agentrewind
+// (the manager under its own ServiceAccount), beside two add-ons, an S3 server and a fake model
+// (hack/cluster/addons); applies
 // hack/demo/manifests: an AgentSession that asks to be recorded (the operator runs the triage agent of
 // examples/proxy-agent beside the rewind proxy, then verifies the run and judges whether it can
 // resume), a ForkRun that fixes the agent's flawed decision with a one-line prompt change, and a Replay

@@ -19,7 +19,7 @@ import (
 	"github.com/agentrewind/agentrewind/internal/blobstore"
 )
 
-// What the demo deploys, as config/default and the add-ons name it.
+// What the demo deploys, as the chart (release agentrewind) and the add-ons name it.
 const (
 	systemNamespace = "agentrewind-system"
 	demoNamespace   = "agentrewind-demo"
@@ -37,6 +37,7 @@ const (
 type options struct {
 	image, agentImage, storeImage string
 	kubeconfig, kubectl, cli      string
+	helm                          string
 }
 
 func main() {
@@ -47,9 +48,10 @@ func main() {
 	flag.StringVar(&o.kubeconfig, "kubeconfig", "bin/cluster/admin.kubeconfig", "the cluster's admin kubeconfig")
 	flag.StringVar(&o.kubectl, "kubectl", "", "the kubectl to drive the cluster with")
 	flag.StringVar(&o.cli, "agentrewind", "bin/agentrewind", "the agentrewind binary, for `agentrewind suite status`")
+	flag.StringVar(&o.helm, "helm", "", "the helm that installs the operator's chart")
 	flag.Parse()
-	if o.image == "" || o.agentImage == "" || o.storeImage == "" || o.kubectl == "" {
-		fmt.Fprintln(os.Stderr, "demo: -image, -agent-image, -store-image and -kubectl are required: run it with 'make demo'")
+	if o.image == "" || o.agentImage == "" || o.storeImage == "" || o.kubectl == "" || o.helm == "" {
+		fmt.Fprintln(os.Stderr, "demo: -image, -agent-image, -store-image, -kubectl and -helm are required: run it with 'make demo'")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -63,7 +65,7 @@ func main() {
 func run(ctx context.Context, o options) error {
 	k := kubectl{bin: o.kubectl, kubeconfig: o.kubeconfig}
 
-	step("Deploying the operator from config/default, with an S3 server and a fake model beside it (hack/cluster/addons)")
+	step("Installing the operator with its Helm chart (charts/agentrewind), with an S3 server and a fake model beside it (hack/cluster/addons)")
 	if err := deployOperator(ctx, k, o); err != nil {
 		return err
 	}
@@ -150,9 +152,10 @@ func run(ctx context.Context, o options) error {
 	return nil
 }
 
-// deployOperator installs config/default with the demo's images and the add-ons, through a
-// kustomization written under bin/ (kustomize wants config/default and the add-ons below its root or
-// as bases), and waits for every rollout.
+// deployOperator installs the add-ons (the in-cluster S3 server and the scripted fake model), then the
+// operator the way the README's quickstart does: the Helm chart, with the demo's image (loaded into the
+// node, never pulled), the in-cluster store and every live model call sent to the fake model. It
+// prints the helm command, and waits for every rollout.
 func deployOperator(ctx context.Context, k kubectl, o options) error {
 	if err := k.applyText(ctx, fmt.Sprintf(`apiVersion: v1
 kind: Namespace
@@ -172,13 +175,37 @@ stringData:
 `, systemNamespace, storeAccessKey, storeSecretKey)); err != nil {
 		return err
 	}
-	dir, err := writeOverlay(o)
+	dir, err := writeAddons(o)
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
 	if err := k.show(ctx, "apply", "--server-side", "--force-conflicts", "-k", dir); err != nil {
 		return err
+	}
+	// A cluster that ran config/default (make e2e with E2E_INSTALL=kustomize, or an older demo) holds a
+	// manager Deployment whose selector, immutable, the chart's differs from: it goes, and the release
+	// takes over the rest of that installation (--take-ownership).
+	if out, err := k.output(ctx, "get", "deployment", managerName, "-n", systemNamespace, "--ignore-not-found",
+		"-o", "jsonpath={.metadata.labels.app\\.kubernetes\\.io/managed-by}"); err == nil && out != "" && out != "Helm" {
+		if err := k.show(ctx, "delete", "deployment", managerName, "-n", systemNamespace, "--wait"); err != nil {
+			return err
+		}
+	}
+	img, tag := splitImage(o.image)
+	args := []string{"upgrade", "--install", "agentrewind", "charts/agentrewind", "--namespace", systemNamespace,
+		"--set", "image.repository=" + img, "--set", "image.tag=" + tag, "--set", "image.pullPolicy=Never",
+		"--set", "store.endpoint=http://" + storeService + "." + systemNamespace + ".svc:7070", "--set", "store.bucket=" + storeBucket,
+		"--set", "upstreams.anthropic=" + fakeModelURL,
+		// The manager reads its store credentials at start: a cluster that ran with others rolls it over.
+		"--set-string", "manager.podAnnotations.agentrewind\\.io/store-credentials=" + credentialsDigest(),
+		"--take-ownership", "--wait", "--timeout", "4m"}
+	fmt.Printf("$ helm %s\n", strings.Join(args, " "))
+	cmd := exec.CommandContext(ctx, o.helm, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+o.kubeconfig)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stdout
+	if err := cmd.Run(); err != nil {
+		return k.diagnose(ctx, fmt.Errorf("helm upgrade --install agentrewind charts/agentrewind: %w", err), systemNamespace)
 	}
 	for _, d := range []string{managerName, storeService, "fake-llm"} {
 		if err := k.show(ctx, "rollout", "status", "-n", systemNamespace, "deployment/"+d, "--timeout", "180s"); err != nil {
@@ -188,13 +215,13 @@ stringData:
 	return nil
 }
 
-// writeOverlay writes the kustomization over config/default: the images, the add-ons with the fake
-// model's script as a ConfigMap, and the manager pointed at the fake model for every live call.
-func writeOverlay(o options) (string, error) {
+// writeAddons writes the kustomization of the add-ons under bin/ (kustomize wants them below its root):
+// the store with the demo's image, the fake model with its script as a ConfigMap.
+func writeAddons(o options) (string, error) {
 	if err := os.MkdirAll("bin", 0o755); err != nil {
 		return "", err
 	}
-	dir, err := os.MkdirTemp("bin", "demo-overlay-")
+	dir, err := os.MkdirTemp("bin", "demo-addons-")
 	if err != nil {
 		return "", err
 	}
@@ -214,7 +241,6 @@ func writeOverlay(o options) (string, error) {
 	img, tag := splitImage(o.image)
 	storeImg, storeTag := splitImage(o.storeImage)
 	k := fmt.Sprintf(`resources:
-  - ../../config/default
   - store.yaml
   - fake-llm.yaml
 configMapGenerator:
@@ -231,23 +257,14 @@ images:
     newName: %[4]s
     newTag: %[5]s
 patches:
-  # The store and the manager read the credentials at start: a cluster that ran with others (make e2e)
-  # rolls both over to the demo's.
-  - target: {kind: Deployment, name: "(%[6]s|agentrewind-store)"}
+  # The store reads the credentials at start: a cluster that ran with others (make e2e) rolls it over.
+  - target: {kind: Deployment, name: agentrewind-store}
     patch: |-
       apiVersion: apps/v1
       kind: Deployment
       metadata: {name: any}
-      spec: {template: {metadata: {annotations: {agentrewind.io/store-credentials: "%[9]s"}}}}
-  - target: {kind: Deployment, name: %[6]s}
-    patch: |-
-      - op: add
-        path: /spec/template/spec/containers/0/args/-
-        value: --anthropic-upstream=%[7]s
-      - op: replace
-        path: /spec/template/spec/containers/0/args/4
-        value: --engine-image=%[8]s
-`, systemNamespace, img, tag, storeImg, storeTag, managerName, fakeModelURL, o.image, credentialsDigest())
+      spec: {template: {metadata: {annotations: {agentrewind.io/store-credentials: "%[6]s"}}}}
+`, systemNamespace, img, tag, storeImg, storeTag, credentialsDigest())
 	return dir, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644)
 }
 
