@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 )
@@ -178,4 +180,131 @@ func managerArgs(r rendered) []any {
 		}
 	}
 	return nil
+}
+
+// restrictedViolations lists what of pod breaks the restricted Pod Security Standard (the checks of
+// k8s.io/pod-security-admission's restricted and baseline levels that a Deployment's pod can fail).
+func restrictedViolations(pod corev1.PodSpec) []string {
+	var v []string
+	if pod.HostNetwork || pod.HostPID || pod.HostIPC || pod.HostUsers != nil && *pod.HostUsers {
+		v = append(v, "host namespaces")
+	}
+	for _, vol := range pod.Volumes {
+		if vol.HostPath != nil {
+			v = append(v, "hostPath volume "+vol.Name)
+		}
+	}
+	psc := pod.SecurityContext
+	if psc == nil {
+		psc = &corev1.PodSecurityContext{}
+	}
+	if psc.RunAsUser != nil && *psc.RunAsUser == 0 {
+		v = append(v, "pod runAsUser 0")
+	}
+	safeSysctls := []string{"kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.ipv4.ip_unprivileged_port_start",
+		"net.ipv4.tcp_syncookies", "net.ipv4.ping_group_range", "net.ipv4.ip_local_reserved_ports", "net.ipv4.tcp_keepalive_time",
+		"net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl", "net.ipv4.tcp_keepalive_probes"}
+	for _, s := range psc.Sysctls {
+		if !slices.Contains(safeSysctls, s.Name) {
+			v = append(v, "sysctl "+s.Name)
+		}
+	}
+	okSeccomp := func(p *corev1.SeccompProfile) bool {
+		return p != nil && (p.Type == corev1.SeccompProfileTypeRuntimeDefault || p.Type == corev1.SeccompProfileTypeLocalhost)
+	}
+	okSELinux := func(o *corev1.SELinuxOptions) bool {
+		return o == nil || o.User == "" && o.Role == "" &&
+			slices.Contains([]string{"", "container_t", "container_init_t", "container_kvm_t", "container_engine_t"}, o.Type)
+	}
+	if !okSELinux(psc.SELinuxOptions) {
+		v = append(v, "pod seLinuxOptions")
+	}
+	if psc.WindowsOptions != nil && psc.WindowsOptions.HostProcess != nil && *psc.WindowsOptions.HostProcess {
+		v = append(v, "pod hostProcess")
+	}
+	if psc.SeccompProfile != nil && !okSeccomp(psc.SeccompProfile) {
+		v = append(v, "pod seccompProfile")
+	}
+	for _, c := range append(pod.InitContainers, pod.Containers...) {
+		sc := c.SecurityContext
+		if sc == nil {
+			sc = &corev1.SecurityContext{}
+		}
+		if sc.Privileged != nil && *sc.Privileged {
+			v = append(v, c.Name+" privileged")
+		}
+		if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+			v = append(v, c.Name+" allowPrivilegeEscalation not false")
+		}
+		if (sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot) && (psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot) || sc.RunAsNonRoot != nil && !*sc.RunAsNonRoot {
+			v = append(v, c.Name+" runAsNonRoot not true")
+		}
+		if sc.RunAsUser != nil && *sc.RunAsUser == 0 {
+			v = append(v, c.Name+" runAsUser 0")
+		}
+		if !okSeccomp(sc.SeccompProfile) && !okSeccomp(psc.SeccompProfile) || sc.SeccompProfile != nil && !okSeccomp(sc.SeccompProfile) {
+			v = append(v, c.Name+" seccompProfile")
+		}
+		if sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") {
+			v = append(v, c.Name+" capabilities ALL not dropped")
+		} else if slices.ContainsFunc(sc.Capabilities.Add, func(c corev1.Capability) bool { return c != "NET_BIND_SERVICE" }) {
+			v = append(v, c.Name+" capabilities added")
+		}
+		if sc.ProcMount != nil && *sc.ProcMount != corev1.DefaultProcMount {
+			v = append(v, c.Name+" procMount")
+		}
+		if !okSELinux(sc.SELinuxOptions) {
+			v = append(v, c.Name+" seLinuxOptions")
+		}
+		if sc.WindowsOptions != nil && sc.WindowsOptions.HostProcess != nil && *sc.WindowsOptions.HostProcess {
+			v = append(v, c.Name+" hostProcess")
+		}
+		for _, p := range c.Ports {
+			if p.HostPort != 0 {
+				v = append(v, c.Name+" hostPort")
+			}
+		}
+	}
+	return v
+}
+
+// No value takes the manager's pod out of the restricted Pod Security Standard: one that would is refused
+// by the schema, and one left out or set to null leaves the chart's restricted setting in place.
+func TestChartManagerStaysRestrictedWhateverItsSecurityValues(t *testing.T) {
+	for _, set := range []string{
+		"manager.securityContext=null", "manager.podSecurityContext=null",
+		"manager.securityContext=null,manager.podSecurityContext=null",
+		"manager.securityContext.capabilities=null", "manager.securityContext.capabilities.drop=null",
+		"manager.securityContext.allowPrivilegeEscalation=null", "manager.podSecurityContext.runAsNonRoot=null",
+		"manager.podSecurityContext.seccompProfile=null", "manager.podSecurityContext.seccompProfile.type=null",
+		"manager.securityContext.capabilities.drop={}", "manager.securityContext.capabilities.drop[0]=NET_RAW",
+		"manager.securityContext.capabilities.add[0]=SYS_ADMIN", "manager.securityContext.capabilities.add[0]=NET_BIND_SERVICE",
+		"manager.securityContext.privileged=true", "manager.securityContext.allowPrivilegeEscalation=true",
+		"manager.securityContext.runAsNonRoot=false", "manager.podSecurityContext.runAsNonRoot=false",
+		"manager.securityContext.runAsUser=0", "manager.podSecurityContext.runAsUser=0",
+		"manager.podSecurityContext.seccompProfile.type=Unconfined", "manager.securityContext.seccompProfile.type=Unconfined",
+		"manager.securityContext.procMount=Unmasked", "manager.podSecurityContext.sysctls[0].name=kernel.msgmax,manager.podSecurityContext.sysctls[0].value=1",
+		"manager.securityContext.windowsOptions.hostProcess=true", "manager.podSecurityContext.windowsOptions.hostProcess=true",
+		"manager.podSecurityContext.seLinuxOptions.type=spc_t", "manager.securityContext.seLinuxOptions.user=root",
+		"manager.securityContext.readOnlyRootFilesystem=false",
+	} {
+		t.Run(set, func(t *testing.T) {
+			out, err := helm(t, "template", release, chartDir(), "--namespace", namespace,
+				"-f", filepath.Join(chartDir(), "ci", "default-values.yaml"), "--set", set)
+			if err != nil {
+				if !strings.Contains(err.Error(), "values don't meet the specifications of the schema") {
+					t.Fatalf("refused, but not by the schema: %v", err)
+				}
+				return
+			}
+			d := manager(t, rendered{text: out, objs: decodeAll(t, out)})
+			if v := restrictedViolations(d.Spec.Template.Spec); len(v) > 0 {
+				t.Errorf("the manager's pod breaks the restricted standard: %q", v)
+			}
+		})
+	}
+	// The checker itself sees a privileged pod.
+	if v := restrictedViolations(corev1.PodSpec{HostNetwork: true, Containers: []corev1.Container{{Name: "c"}}}); len(v) < 4 {
+		t.Errorf("restrictedViolations of a bare pod: %q", v)
+	}
 }
