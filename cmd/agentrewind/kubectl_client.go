@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -142,4 +144,14 @@ func fixedCompletion(values ...string) cobra.CompletionFunc {
 	return func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return values, cobra.ShellCompDirectiveNoFileComp
 	}
+}
+
+// checkObjectName refuses a name no AgentSession, Checkpoint or ResumePlan can have (the API server
+// holds custom objects to DNS subdomain names) before the cluster is asked about it, naming the
+// argument at fault: "", A_B, ../x and a name with control characters say what is wrong with them.
+func checkObjectName(what, name string) error {
+	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+		return fmt.Errorf("%s %q is not a valid object name: %s", what, name, strings.Join(msgs, "; "))
+	}
+	return nil
 }

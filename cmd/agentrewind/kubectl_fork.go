@@ -126,6 +126,14 @@ func (o *forkOptions) validate() error {
 	if err := checkOutputYAML(o.output); err != nil {
 		return err
 	}
+	if err := checkObjectName("SESSION", o.session); err != nil {
+		return err
+	}
+	if o.checkpoint != "" {
+		if err := checkObjectName("--checkpoint", o.checkpoint); err != nil {
+			return err
+		}
+	}
 	switch {
 	case strings.EqualFold(o.mode, string(v1alpha1.ModeFork)):
 		o.mode = string(v1alpha1.ModeFork)

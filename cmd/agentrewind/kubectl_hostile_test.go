@@ -251,3 +251,38 @@ func TestKubectlResumeSaysAPlanWithEveryOptionalFieldLeftOut(t *testing.T) {
 		}
 	}
 }
+
+// TestKubectlCommandsRefuseNamesNoObjectCanHave: a SESSION, --checkpoint or --plan that is not a DNS
+// subdomain name (empty, upper case, a path, too long, control characters) is refused as such before
+// the cluster is asked, for every command that takes one; the cluster here refuses every connection,
+// so an answer from it would say something else.
+func TestKubectlCommandsRefuseNamesNoObjectCanHave(t *testing.T) {
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	kc := "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: \"https://127.0.0.1:1\"}\n" +
+		"contexts:\n- name: c\n  context: {cluster: c, namespace: demo}\ncurrent-context: c\n"
+	if err := os.WriteFile(kubeconfig, []byte(kc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"", "A_B", "../x", "a/b", "a b", strings.Repeat("x", 254), "x\x1b[31m", "x-"} {
+		for _, tc := range []struct {
+			what string
+			args []string
+		}{
+			{"SESSION", []string{"fork", name, "--at-step", "1"}},
+			{"--checkpoint", []string{"fork", "s", "--checkpoint", name}},
+			{"SESSION", []string{"inspect", name}},
+			{"SESSION", []string{"resume", name}},
+			{"--plan", []string{"resume", "s", "--plan", name}},
+		} {
+			if name == "" && tc.what != "SESSION" {
+				continue // an empty flag is the flag left out
+			}
+			args := append([]string{"--kubeconfig", kubeconfig}, tc.args...)
+			r := runPlugin(t, args...)
+			want := fmt.Sprintf("%s %q is not a valid object name", tc.what, name)
+			if r.code != exitError || !strings.Contains(r.stderr, printable(want)) {
+				t.Errorf("%q: exit %d, want %d with %q:\n%s", args, r.code, exitError, want, r.stderr)
+			}
+		}
+	}
+}

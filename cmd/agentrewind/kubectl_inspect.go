@@ -52,6 +52,9 @@ otherwise (no such AgentSession, the store unreadable, the session not in it).
 			if err := checkOutputYAML(o.output); err != nil {
 				return err
 			}
+			if err := checkObjectName("SESSION", o.session); err != nil {
+				return err
+			}
 			c, ns, err := o.client()
 			if err != nil {
 				return err

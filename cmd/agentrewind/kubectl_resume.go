@@ -45,6 +45,14 @@ computed, or stalled), or the session or its ResumePlan cannot be found.`,
 			if err := checkOutputYAML(o.output); err != nil {
 				return err
 			}
+			if err := checkObjectName("SESSION", o.session); err != nil {
+				return err
+			}
+			if o.plan != "" {
+				if err := checkObjectName("--plan", o.plan); err != nil {
+					return err
+				}
+			}
 			c, ns, err := o.client()
 			if err != nil {
 				return err
