@@ -308,3 +308,46 @@ func TestChartManagerStaysRestrictedWhateverItsSecurityValues(t *testing.T) {
 		t.Errorf("restrictedViolations of a bare pod: %q", v)
 	}
 }
+
+// Values the schema lets through one by one but that contradict each other or the chart, and empty
+// required ones: each is refused, naming the value and what to set instead.
+func TestChartRefusesContradictoryOrMissingValues(t *testing.T) {
+	for _, tc := range []struct{ set, want string }{
+		{"store.endpoint=", "store.endpoint is required: the S3 endpoint"},
+		{"store.bucket=", "store.bucket is required: the bucket"},
+		{"store.jobCredentials.secretName=", "store.jobCredentials.secretName is required: the name of the Secret"},
+		{"serviceAccount.create=false", "serviceAccount.name is required when serviceAccount.create is false"},
+		{"manager.replicas=2,manager.leaderElection.enabled=false", "manager.replicas > 1 needs manager.leaderElection.enabled"},
+		{"manager.replicas=2,manager.extraArgs={--leader-elect=false}", "--leader-elect is set by the chart"},
+		{"manager.extraArgs={--leader-elect}", "--leader-elect is set by the chart"},
+		{"manager.extraArgs={--health-probe-bind-address=:9}", "--health-probe-bind-address is set by the chart"},
+		{"manager.extraArgs={--metrics-bind-address=0}", "--metrics-bind-address is set by the chart"},
+		{"store.caBundle.secretName=a,store.caBundle.configMapName=b", "set secretName or configMapName, not both"},
+		{"watchNamespaces={team-a},gc.namespaces={team-a,team-b}", "gc.namespaces: team-b is not among watchNamespaces (team-a)"},
+		{"watchNamespaces={team-a},store.sync.namespace=team-b", "store.sync.namespace: team-b is not among watchNamespaces (team-a)"},
+		{"metrics.port=8081", "metrics.port 8081 is the manager's health probe port"},
+		{"manager.podLabels.app\\.kubernetes\\.io/component=x", "manager.podLabels: app.kubernetes.io/component is a label the chart sets"},
+		{"manager.podLabels.app\\.kubernetes\\.io/instance=x", "manager.podLabels: app.kubernetes.io/instance is a label the chart sets"},
+		{"metrics.serviceMonitor.enabled=true,metrics.serviceMonitor.labels.app\\.kubernetes\\.io/name=x", "metrics.serviceMonitor.labels: app.kubernetes.io/name"},
+		{"manager.podAnnotations.kubectl\\.kubernetes\\.io/default-container=x", "kubectl.kubernetes.io/default-container is set by the chart"},
+	} {
+		t.Run(tc.set, func(t *testing.T) {
+			args := []string{"template", release, chartDir(), "--namespace", namespace, "--set", tc.set}
+			if !strings.HasPrefix(tc.set, "store.endpoint=") {
+				args = append(args, "--set", "store.endpoint=https://s3.example.internal")
+			}
+			if !strings.HasPrefix(tc.set, "store.bucket=") {
+				args = append(args, "--set", "store.bucket=agentrewind")
+			}
+			_, err := helm(t, args...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("--set %s: %v, want an error saying %q", tc.set, err, tc.want)
+			}
+		})
+	}
+	// And what they allow stays allowed.
+	for _, set := range []string{"watchNamespaces={team-a,team-b},gc.namespaces={team-b},store.sync.namespace=team-a",
+		"manager.extraArgs={--zap-devel}", "manager.podLabels.team=a", "manager.replicas=0,manager.leaderElection.enabled=false"} {
+		render(t, "--set", set)
+	}
+}

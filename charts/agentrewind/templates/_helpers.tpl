@@ -78,3 +78,46 @@ app.kubernetes.io/component: manager
 {{- define "agentrewind.engineImage" -}}
 {{- default (include "agentrewind.image" .) .Values.engine.image }}
 {{- end }}
+
+{{/*
+Values that pass the schema but contradict each other or the chart: fail with what to set instead.
+*/}}
+{{- define "agentrewind.validate" -}}
+{{- $v := .Values }}
+{{- if not $v.store.jobCredentials.secretName }}
+{{- fail "store.jobCredentials.secretName is required: the name of the Secret, in each session's namespace, holding its engine Jobs' store credentials (default agentrewind-store)" }}
+{{- end }}
+{{- with $v.watchNamespaces }}
+{{- range $v.gc.namespaces }}
+{{- if not (has . $v.watchNamespaces) }}
+{{- fail (printf "gc.namespaces: %s is not among watchNamespaces (%s): the manager would never see its sessions; add it to watchNamespaces or leave it out" . (join ", " $v.watchNamespaces)) }}
+{{- end }}
+{{- end }}
+{{- if and $v.store.sync.namespace (not (has $v.store.sync.namespace $v.watchNamespaces)) }}
+{{- fail (printf "store.sync.namespace: %s is not among watchNamespaces (%s): add it to watchNamespaces" $v.store.sync.namespace (join ", " $v.watchNamespaces)) }}
+{{- end }}
+{{- end }}
+{{- if and $v.metrics.enabled (eq (int64 $v.metrics.port) 8081) }}
+{{- fail "metrics.port 8081 is the manager's health probe port: choose another (default 8443)" }}
+{{- end }}
+{{- $chartLabels := list "helm.sh/chart" "app.kubernetes.io/name" "app.kubernetes.io/instance" "app.kubernetes.io/version" "app.kubernetes.io/managed-by" "app.kubernetes.io/part-of" "app.kubernetes.io/component" }}
+{{- range $k, $_ := $v.manager.podLabels }}
+{{- if has $k $chartLabels }}
+{{- fail (printf "manager.podLabels: %s is a label the chart sets itself (the Deployment selects its pods by it): remove it" $k) }}
+{{- end }}
+{{- end }}
+{{- range $k, $_ := $v.metrics.serviceMonitor.labels }}
+{{- if has $k $chartLabels }}
+{{- fail (printf "metrics.serviceMonitor.labels: %s is a label the chart sets itself: remove it" $k) }}
+{{- end }}
+{{- end }}
+{{- if hasKey ($v.manager.podAnnotations | default dict) "kubectl.kubernetes.io/default-container" }}
+{{- fail "manager.podAnnotations: kubectl.kubernetes.io/default-container is set by the chart: remove it" }}
+{{- end }}
+{{- range $v.manager.extraArgs }}
+{{- $flag := regexReplaceAll "^--([^=]*).*$" . "${1}" }}
+{{- if has $flag (list "leader-elect" "leader-election-id" "health-probe-bind-address" "metrics-bind-address" "metrics-secure") }}
+{{- fail (printf "manager.extraArgs: --%s is set by the chart from its values (manager.leaderElection, metrics): set those instead" $flag) }}
+{{- end }}
+{{- end }}
+{{- end }}
