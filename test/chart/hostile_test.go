@@ -351,3 +351,48 @@ func TestChartRefusesContradictoryOrMissingValues(t *testing.T) {
 		render(t, "--set", set)
 	}
 }
+
+// Counts reach the manifests as the integers they are, whether from a values file (where YAML numbers
+// are float64: 1000000 would print 1e+06) or --set, up to their bound; past it, or negative, they are
+// refused.
+func TestChartCountsRenderAsIntegersWithinBounds(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "counts.yaml")
+	const counts = `
+manager:
+  replicas: 1000000
+  terminationGracePeriodSeconds: 1000000
+  podDisruptionBudget: {enabled: true, maxUnavailable: 1000000}
+gc:
+  checkpoints: {keep: 1000000, maxBytes: 9007199254740991}
+metrics:
+  port: 10000
+  service: {port: 10000}
+`
+	if err := os.WriteFile(file, []byte(counts), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"-f", file}, {"--set", "manager.replicas=1000000,manager.terminationGracePeriodSeconds=1000000," +
+		"manager.podDisruptionBudget.enabled=true,manager.podDisruptionBudget.maxUnavailable=1000000,gc.checkpoints.keep=1000000," +
+		"gc.checkpoints.maxBytes=9007199254740991,metrics.port=10000,metrics.service.port=10000"}} {
+		r := render(t, args...)
+		for _, want := range []string{"replicas: 1000000\n", "terminationGracePeriodSeconds: 1000000\n", "maxUnavailable: 1000000\n",
+			`"--gc-checkpoint-keep=1000000"`, `"--gc-checkpoint-max-bytes=9007199254740991"`, `"--metrics-bind-address=:10000"`,
+			"containerPort: 10000\n", "port: 10000\n"} {
+			if !strings.Contains(r.text, want) {
+				t.Errorf("%s: the chart does not render %q", args[0], want)
+			}
+		}
+		if strings.Contains(r.text, "e+") {
+			t.Errorf("%s: a number renders in exponent notation", args[0])
+		}
+	}
+	for _, set := range []string{"manager.replicas=-1", "manager.replicas=2147483648", "gc.checkpoints.keep=-1",
+		"gc.checkpoints.keep=2147483648", "gc.checkpoints.maxBytes=-1", "gc.checkpoints.maxBytes=9007199254740993",
+		"manager.terminationGracePeriodSeconds=-1", "manager.podDisruptionBudget.maxUnavailable=-1",
+		"manager.podDisruptionBudget.maxUnavailable=50 %", "metrics.port=0", "metrics.port=65536"} {
+		if _, err := helm(t, "template", release, chartDir(), "-f", filepath.Join(chartDir(), "ci", "default-values.yaml"), "--set", set); err == nil ||
+			!strings.Contains(err.Error(), "values don't meet the specifications of the schema") {
+			t.Errorf("--set %s: %v, want a schema error", set, err)
+		}
+	}
+}
