@@ -396,3 +396,43 @@ metrics:
 		}
 	}
 }
+
+// A misspelt key is refused at every level of the values, the error naming it: the schema closes every
+// object it describes.
+func TestChartSchemaRejectsATypoAtEveryLevel(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(chartDir(), "values.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var schema map[string]any
+	if err := yaml.Unmarshal(b, &schema); err != nil {
+		t.Fatal(err)
+	}
+	var objects []string
+	var walk func(path string, n map[string]any)
+	walk = func(path string, n map[string]any) {
+		props, _ := n["properties"].(map[string]any)
+		if len(props) > 0 {
+			if n["additionalProperties"] != false {
+				t.Errorf("values.schema.json: %q lets any key through", path)
+			}
+			objects = append(objects, path)
+		}
+		for k, p := range props {
+			if p, ok := p.(map[string]any); ok {
+				walk(strings.TrimPrefix(path+"."+k, "."), p)
+			}
+		}
+	}
+	walk("", schema)
+	if len(objects) < 20 {
+		t.Fatalf("the schema describes %d objects", len(objects))
+	}
+	for _, path := range objects {
+		key := strings.TrimPrefix(path+".zzTypo", ".")
+		_, err := helm(t, "template", release, chartDir(), "-f", filepath.Join(chartDir(), "ci", "default-values.yaml"), "--set", key+"=1")
+		if err == nil || !strings.Contains(err.Error(), "zzTypo") {
+			t.Errorf("--set %s=1: %v, want a schema error naming zzTypo", key, err)
+		}
+	}
+}
