@@ -84,6 +84,21 @@ Values that pass the schema but contradict each other or the chart: fail with wh
 */}}
 {{- define "agentrewind.validate" -}}
 {{- $v := .Values }}
+{{- $ctx := . }}
+{{- /*
+Turning crds.install off on an upgrade makes Helm delete the CRDs this release installed, unless they
+carry helm.sh/resource-policy: keep, and with them every AgentSession, ForkRun, ResumePlan and
+Checkpoint of the cluster. lookup sees the cluster on install and upgrade (not in helm template).
+*/}}
+{{- if not $v.crds.install }}
+{{- range list "agentsessions" "forkruns" "resumeplans" "checkpoints" }}
+{{- $crd := lookup "apiextensions.k8s.io/v1" "CustomResourceDefinition" "" (printf "%s.agentrewind.io" .) }}
+{{- $ann := dig "metadata" "annotations" dict ($crd | default dict) }}
+{{- if and (eq (get $ann "meta.helm.sh/release-name") $ctx.Release.Name) (eq (get $ann "meta.helm.sh/release-namespace") $ctx.Release.Namespace) (ne (get $ann "helm.sh/resource-policy") "keep") }}
+{{- fail (printf "crds.install=false would make Helm delete the CRD %s.agentrewind.io this release installed, and with it every object of that kind in the cluster: upgrade with crds.install=true and crds.keep=true first, then turn crds.install off" .) }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- if not $v.store.jobCredentials.secretName }}
 {{- fail "store.jobCredentials.secretName is required: the name of the Secret, in each session's namespace, holding its engine Jobs' store credentials (default agentrewind-store)" }}
 {{- end }}

@@ -1,0 +1,106 @@
+package chart
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// apiServer starts a bare kube-apiserver and etcd (no CRDs: the chart installs them) from bin/k8s, and
+// returns a client and an admin kubeconfig; both stop with the test.
+func apiServer(t *testing.T) (client.Client, string) {
+	t.Helper()
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		m, _ := filepath.Glob(filepath.Join(repoRoot, "bin", "k8s", "*", "kube-apiserver"))
+		if len(m) == 0 {
+			t.Fatal("no kube-apiserver: run 'make envtest-assets' or set KUBEBUILDER_ASSETS")
+		}
+		assets = filepath.Dir(m[len(m)-1])
+	}
+	env := &envtest.Environment{BinaryAssetsDirectory: assets}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	u, err := env.AddUser(envtest.User{Name: "chart-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := u.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	scheme := runtime.NewScheme()
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, kubeconfig
+}
+
+// An upgrade that turns crds.install off while the release owns CRDs it would delete (crds.keep off) is
+// refused before Helm deletes anything, and so every AgentSession, ForkRun, ResumePlan and Checkpoint
+// survives; with crds.keep on first, it goes through and the CRDs stay. A second release (another name)
+// with crds.install=false installs beside the first.
+func TestChartUpgradeNeverDeletesTheCRDs(t *testing.T) {
+	c, kubeconfig := apiServer(t)
+	run := func(args ...string) error {
+		t.Helper()
+		_, err := helm(t, append(args, "--kubeconfig", kubeconfig, "-f", filepath.Join(chartDir(), "ci", "default-values.yaml"))...)
+		return err
+	}
+	crdsLeft := func() int {
+		var l apiextensionsv1.CustomResourceDefinitionList
+		if err := c.List(context.Background(), &l); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, crd := range l.Items {
+			if crd.Spec.Group == "agentrewind.io" {
+				n++
+			}
+		}
+		return n
+	}
+	if err := run("install", release, chartDir(), "-n", namespace, "--create-namespace", "--set", "crds.keep=false"); err != nil {
+		t.Fatal(err)
+	}
+	if n := crdsLeft(); n != 4 {
+		t.Fatalf("the release installed %d CRDs, want 4", n)
+	}
+	err := run("upgrade", release, chartDir(), "-n", namespace, "--set", "crds.install=false,crds.keep=false")
+	if err == nil || !strings.Contains(err.Error(), "crds.install=false would make Helm delete the CRD") || !strings.Contains(err.Error(), "crds.keep=true first") {
+		t.Fatalf("upgrade to crds.install=false with crds.keep=false: %v, want a refusal saying to set crds.keep first", err)
+	}
+	if n := crdsLeft(); n != 4 {
+		t.Fatalf("after the refused upgrade %d CRDs are left, want 4", n)
+	}
+	if err := run("upgrade", release, chartDir(), "-n", namespace, "--set", "crds.keep=true"); err != nil {
+		t.Fatal(err)
+	}
+	if err := run("upgrade", release, chartDir(), "-n", namespace, "--set", "crds.install=false"); err != nil {
+		t.Fatalf("upgrade to crds.install=false once the CRDs are kept: %v", err)
+	}
+	if n := crdsLeft(); n != 4 {
+		t.Fatalf("after crds.install=false with crds.keep %d CRDs are left, want 4", n)
+	}
+	if err := run("install", "second", chartDir(), "-n", "second", "--create-namespace", "--set", "crds.install=false,crds.keep=false"); err != nil {
+		t.Fatalf("a second release without the CRDs: %v", err)
+	}
+}
