@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -101,31 +102,46 @@ func (o *controllerOptions) register(f *pflag.FlagSet) {
 	o.gc.BindFlags(f)
 }
 
+// skipControllerNameValidation lets one process start the manager more than once: controller-runtime
+// refuses a second controller of a name for the process's lifetime, and the tests of this package run
+// the manager command several times. The binary runs one manager and keeps the check.
+var skipControllerNameValidation = false
+
+// storeConfig checks the controllers' settings and returns the default store's: run before the manager
+// is made, so that a missing or malformed flag is named before anything reaches the API server.
+func (o *controllerOptions) storeConfig() (controller.StoreConfig, error) {
+	if o.engineImage == "" || o.storeEndpoint == "" || o.storeBucket == "" {
+		return controller.StoreConfig{}, errors.New("--engine-image, --store-endpoint and --store-bucket are required to run the controllers (or pass --controllers=false)")
+	}
+	creds, err := blobstore.CredentialsFromEnv(os.LookupEnv)
+	if err != nil {
+		return controller.StoreConfig{}, fmt.Errorf("the manager's store credentials: %w", err)
+	}
+	cfg := controller.StoreConfig{Endpoint: o.storeEndpoint, Region: o.storeRegion, Bucket: o.storeBucket, Prefix: o.storePrefix, Credentials: creds,
+		JobSecret: controller.JobSecretKeys{Name: o.jobSecret, AccessKeyID: o.jobSecretID, SecretAccessKey: o.jobSecretKey, SessionToken: o.jobSecretToken, CA: o.jobSecretCA}}
+	if err := (blobstore.Config{Endpoint: cfg.Endpoint, Bucket: cfg.Bucket, Prefix: cfg.Prefix, Credentials: creds}).Validate(); err != nil {
+		return controller.StoreConfig{}, fmt.Errorf("the default store: %w", err)
+	}
+	if err := o.upstreams.Check(); err != nil {
+		return controller.StoreConfig{}, err
+	}
+	if o.storeSyncInterval < 0 {
+		return controller.StoreConfig{}, errors.New("--store-sync-interval cannot be negative (0 disables the store sync)")
+	}
+	if errs := validation.IsDNS1123Label(o.storeSyncNamespace); o.storeSyncNamespace != "" && len(errs) > 0 {
+		return controller.StoreConfig{}, fmt.Errorf("--store-sync-namespace %q is not a namespace name: %s", o.storeSyncNamespace, strings.Join(errs, "; "))
+	}
+	return cfg, nil
+}
+
 // setup registers the controllers with mgr.
 func (o *controllerOptions) setup(ctx context.Context, mgr ctrl.Manager) error {
 	if !o.enabled {
 		return nil
 	}
-	if o.engineImage == "" || o.storeEndpoint == "" || o.storeBucket == "" {
-		return errors.New("--engine-image, --store-endpoint and --store-bucket are required to run the controllers (or pass --controllers=false)")
-	}
-	creds, err := blobstore.CredentialsFromEnv(os.LookupEnv)
+	cfg, err := o.storeConfig()
 	if err != nil {
-		return fmt.Errorf("the manager's store credentials: %w", err)
-	}
-	cfg := controller.StoreConfig{Endpoint: o.storeEndpoint, Region: o.storeRegion, Bucket: o.storeBucket, Prefix: o.storePrefix, Credentials: creds,
-		JobSecret: controller.JobSecretKeys{Name: o.jobSecret, AccessKeyID: o.jobSecretID, SecretAccessKey: o.jobSecretKey, SessionToken: o.jobSecretToken, CA: o.jobSecretCA}}
-	if err := (blobstore.Config{Endpoint: cfg.Endpoint, Bucket: cfg.Bucket, Prefix: cfg.Prefix, Credentials: creds}).Validate(); err != nil {
-		return fmt.Errorf("the default store: %w", err)
-	}
-	if err := o.upstreams.Check(); err != nil {
 		return err
-	}
-	if o.storeSyncInterval < 0 {
-		return errors.New("--store-sync-interval cannot be negative (0 disables the store sync)")
-	}
-	if errs := validation.IsDNS1123Label(o.storeSyncNamespace); o.storeSyncNamespace != "" && len(errs) > 0 {
-		return fmt.Errorf("--store-sync-namespace %q is not a namespace name: %s", o.storeSyncNamespace, strings.Join(errs, "; "))
 	}
 	metrics := controller.NewMetrics(mgr.GetCache())
 	if err := metrics.Register(crmetrics.Registry); err != nil {
@@ -260,6 +276,11 @@ func runManager(cmd *cobra.Command, opts managerOptions) error {
 	if opts.secureMetrics {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
+	if opts.controllers.enabled {
+		if _, err := opts.controllers.storeConfig(); err != nil {
+			return err
+		}
+	}
 	cacheOpts, err := watchCache(opts.watchNamespaces, opts.controllers.gc.Namespaces, opts.controllers.storeSyncNamespace)
 	if err != nil {
 		return err
@@ -274,6 +295,7 @@ func runManager(cmd *cobra.Command, opts managerOptions) error {
 		LeaderElectionID:              opts.leaderElectionID,
 		LeaderElectionNamespace:       opts.leaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
+		Controller:                    config.Controller{SkipNameValidation: &skipControllerNameValidation},
 		LeaseDuration:                 &leaseDuration,
 		RenewDeadline:                 &renewDeadline,
 		RetryPeriod:                   &retryPeriod,

@@ -17,6 +17,9 @@ import (
 	"github.com/agentrewind/agentrewind/internal/testenv"
 )
 
+// The tests of this package start the manager command more than once in one process.
+func init() { skipControllerNameValidation = true }
+
 // TestManagerServesProbesAndMetricsAndLeadsThroughALease runs `agentrewind manager` against a real API
 // server: the probes and the metrics endpoint answer, leader election takes the Lease, and on shutdown
 // the manager returns cleanly and releases the Lease so a successor need not wait for it to expire.

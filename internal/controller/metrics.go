@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -83,10 +84,17 @@ func NewMetrics(sessions client.Reader) *Metrics {
 	}
 }
 
-// Register adds every collector to reg (controller-runtime's metrics.Registry in the manager).
+// Register adds every collector to reg (controller-runtime's metrics.Registry in the manager). A
+// collector of the same description already there, from an earlier manager of this process (the
+// manager started again in one test binary), is replaced: it reads the earlier manager's cache.
 func (m *Metrics) Register(reg prometheus.Registerer) error {
 	for _, c := range append([]prometheus.Collector{m.forkOutcomes, m.forkTokens, m.forkCost, m.jobDurations, m.snapshotBytes, m.syncCreated, m.sessions}, m.gc.collectors()...) {
-		if err := reg.Register(c); err != nil {
+		err := reg.Register(c)
+		if are, ok := errors.AsType[prometheus.AlreadyRegisteredError](err); ok {
+			reg.Unregister(are.ExistingCollector)
+			err = reg.Register(c)
+		}
+		if err != nil {
 			return err
 		}
 	}
