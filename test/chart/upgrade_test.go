@@ -100,7 +100,25 @@ func TestChartUpgradeNeverDeletesTheCRDs(t *testing.T) {
 	if n := crdsLeft(); n != 4 {
 		t.Fatalf("after crds.install=false with crds.keep %d CRDs are left, want 4", n)
 	}
-	if err := run("install", "second", chartDir(), "-n", "second", "--create-namespace", "--set", "crds.install=false,crds.keep=false"); err != nil {
-		t.Fatalf("a second release without the CRDs: %v", err)
+	// A release cannot be renamed: another name is a second manager, refused while it would watch a
+	// namespace the first one does (here every namespace).
+	err = run("install", "second", chartDir(), "-n", "second", "--create-namespace", "--set", "crds.install=false,watchNamespaces={team-b}")
+	if err == nil || !strings.Contains(err.Error(), "another agentrewind manager, agentrewind-system/agentrewind-manager (release agentrewind), already watches every namespace") {
+		t.Fatalf("a second release beside one watching every namespace: %v, want a refusal naming it", err)
+	}
+	if err := run("upgrade", release, chartDir(), "-n", namespace, "--set", "crds.install=false,watchNamespaces={team-a}"); err != nil {
+		t.Fatalf("the release upgrading itself: %v", err)
+	}
+	for _, set := range []string{"crds.install=false", "crds.install=false,watchNamespaces={team-b,team-a}"} {
+		err = run("install", "second", chartDir(), "-n", "second", "--create-namespace", "--set", set)
+		if err == nil || !strings.Contains(err.Error(), "already watches team-a") {
+			t.Fatalf("a second release with %s beside one watching team-a: %v, want a refusal", set, err)
+		}
+	}
+	if err := run("install", "second", chartDir(), "-n", "second", "--create-namespace", "--set", "crds.install=false,crds.keep=false,watchNamespaces={team-b}"); err != nil {
+		t.Fatalf("a second release without the CRDs, watching other namespaces: %v", err)
+	}
+	if err := run("upgrade", "second", chartDir(), "-n", "second", "--set", "crds.install=false,watchNamespaces={team-b,team-c}"); err != nil {
+		t.Fatalf("the second release upgrading itself: %v", err)
 	}
 }

@@ -90,6 +90,34 @@ Turning crds.install off on an upgrade makes Helm delete the CRDs this release i
 carry helm.sh/resource-policy: keep, and with them every AgentSession, ForkRun, ResumePlan and
 Checkpoint of the cluster. lookup sees the cluster on install and upgrade (not in helm template).
 */}}
+{{- /*
+Two managers watching one namespace would both reconcile its sessions. A release cannot be renamed: a new
+name is a second release beside the first. lookup sees the other managers on install and upgrade.
+*/}}
+{{- range (lookup "apps/v1" "Deployment" "" "").items | default list }}
+{{- $labels := dig "metadata" "labels" dict . }}
+{{- $ann := dig "metadata" "annotations" dict . }}
+{{- $other := printf "%s/%s" .metadata.namespace .metadata.name }}
+{{- if and (eq (get $labels "app.kubernetes.io/part-of") "agentrewind") (eq (get $labels "app.kubernetes.io/component") "manager") (not (and (eq (get $ann "meta.helm.sh/release-name") $ctx.Release.Name) (eq (get $ann "meta.helm.sh/release-namespace") $ctx.Release.Namespace))) }}
+{{- $theirs := list }}
+{{- range .spec.template.spec.containers }}
+{{- range (.args | default list) }}
+{{- if hasPrefix "--watch-namespaces=" (toString .) }}
+{{- $theirs = splitList "," (trimPrefix "--watch-namespaces=" (toString .)) | compact }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- $overlap := or (empty $v.watchNamespaces) (empty $theirs) }}
+{{- range $v.watchNamespaces }}
+{{- if has . $theirs }}
+{{- $overlap = true }}
+{{- end }}
+{{- end }}
+{{- if $overlap }}
+{{- fail (printf "another agentrewind manager, %s (release %s), already watches %s: two managers would reconcile the same sessions. Set watchNamespaces to namespaces it does not watch, or uninstall it first (to rename a release, uninstall the old one, whose CRDs are kept, then install the new one with the same values)" $other (get $ann "meta.helm.sh/release-name" | default "not Helm's") (ternary "every namespace" (join ", " $theirs) (empty $theirs))) }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- if not $v.crds.install }}
 {{- range list "agentsessions" "forkruns" "resumeplans" "checkpoints" }}
 {{- $crd := lookup "apiextensions.k8s.io/v1" "CustomResourceDefinition" "" (printf "%s.agentrewind.io" .) }}
