@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 )
 
@@ -433,6 +434,44 @@ func TestChartSchemaRejectsATypoAtEveryLevel(t *testing.T) {
 		_, err := helm(t, "template", release, chartDir(), "-f", filepath.Join(chartDir(), "ci", "default-values.yaml"), "--set", key+"=1")
 		if err == nil || !strings.Contains(err.Error(), "zzTypo") {
 			t.Errorf("--set %s=1: %v, want a schema error naming zzTypo", key, err)
+		}
+	}
+}
+
+// The longest release name Helm takes (53 characters) and the longest name overrides still give every
+// object a valid name: the metrics Service a DNS label, the others DNS subdomains, no two alike.
+func TestChartLongestNamesStayValid(t *testing.T) {
+	long := strings.Repeat("r", 53)
+	for _, args := range [][]string{
+		{long},
+		{long, "--set", "nameOverride=" + strings.Repeat("n", 40)},
+		{long, "--set", "fullnameOverride=" + strings.Repeat("f", 40)},
+		{strings.Repeat("a", 40) + "-agentrewind"},
+	} {
+		out, err := helm(t, append([]string{"template", args[0], chartDir(), "-n", namespace,
+			"-f", filepath.Join(chartDir(), "ci", "full-values.yaml"), "-f", filepath.Join(chartDir(), "ci", "default-values.yaml")}, args[1:]...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]bool{}
+		for _, o := range decodeAll(t, out) {
+			id := o.GetKind() + "/" + o.GetName()
+			if seen[id] {
+				t.Errorf("%q: two %s", args, id)
+			}
+			seen[id] = true
+			check := validation.IsDNS1123Subdomain
+			if o.GetKind() == "Service" {
+				check = validation.IsDNS1035Label
+			}
+			if errs := check(o.GetName()); len(errs) > 0 {
+				t.Errorf("%q: %s: %v", args, id, errs)
+			}
+			for k, v := range o.GetLabels() {
+				if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+					t.Errorf("%q: %s label %s=%s: %v", args, id, k, v, errs)
+				}
+			}
 		}
 	}
 }

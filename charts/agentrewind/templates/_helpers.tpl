@@ -8,15 +8,16 @@ The prefix of every object's name: fullnameOverride, else the release name when 
 chart's name (release "agentrewind" gives agentrewind-manager, the names config/default uses), else
 <release>-<chart>.
 */}}
+{{- /* At most 55 characters: the metrics Service, <fullname>-metrics, is a DNS label of at most 63. */}}
 {{- define "agentrewind.fullname" -}}
 {{- if .Values.fullnameOverride }}
-{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- .Values.fullnameOverride | trunc 55 | trimSuffix "-" }}
 {{- else }}
 {{- $name := default .Chart.Name .Values.nameOverride }}
 {{- if contains $name .Release.Name }}
-{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- .Release.Name | trunc 55 | trimSuffix "-" }}
 {{- else }}
-{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- printf "%s-%s" .Release.Name $name | trunc 55 | trimSuffix "-" }}
 {{- end }}
 {{- end }}
 {{- end }}
