@@ -331,6 +331,11 @@ func TestChartRefusesContradictoryOrMissingValues(t *testing.T) {
 		{"manager.podLabels.app\\.kubernetes\\.io/instance=x", "manager.podLabels: app.kubernetes.io/instance is a label the chart sets"},
 		{"metrics.serviceMonitor.enabled=true,metrics.serviceMonitor.labels.app\\.kubernetes\\.io/name=x", "metrics.serviceMonitor.labels: app.kubernetes.io/name"},
 		{"manager.podAnnotations.kubectl\\.kubernetes\\.io/default-container=x", "kubectl.kubernetes.io/default-container is set by the chart"},
+		{"manager.extraEnv[0].name=AWS_SECRET_ACCESS_KEY,manager.extraEnv[0].value=x", "AWS_SECRET_ACCESS_KEY is set by the chart"},
+		{"manager.extraEnv[0].name=SSL_CERT_DIR,manager.extraEnv[0].value=/tmp", "SSL_CERT_DIR is set by the chart"},
+		{"manager.extraEnv[0].name=OPENAI_API_KEY,manager.extraEnv[0].value=sk-x", "OPENAI_API_KEY looks like a credential"},
+		{"manager.extraEnv[0].name=db_password,manager.extraEnv[0].value=x", "db_password looks like a credential"},
+		{"manager.extraEnv[0].name=GITHUB_TOKEN,manager.extraEnv[0].value=", "GITHUB_TOKEN looks like a credential"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
 			args := []string{"template", release, chartDir(), "--namespace", namespace, "--set", tc.set}
@@ -348,7 +353,8 @@ func TestChartRefusesContradictoryOrMissingValues(t *testing.T) {
 	}
 	// And what they allow stays allowed.
 	for _, set := range []string{"watchNamespaces={team-a,team-b},gc.namespaces={team-b},store.sync.namespace=team-a",
-		"manager.extraArgs={--zap-devel}", "manager.podLabels.team=a", "manager.replicas=0,manager.leaderElection.enabled=false"} {
+		"manager.extraArgs={--zap-devel}", "manager.podLabels.team=a", "manager.extraEnv[0].name=GOMAXPROCS,manager.extraEnv[0].value=2",
+		"manager.extraEnv[0].name=API_TOKEN,manager.extraEnv[0].valueFrom.secretKeyRef.name=s,manager.extraEnv[0].valueFrom.secretKeyRef.key=k", "manager.replicas=0,manager.leaderElection.enabled=false"} {
 		render(t, "--set", set)
 	}
 }
@@ -390,7 +396,8 @@ metrics:
 	for _, set := range []string{"manager.replicas=-1", "manager.replicas=2147483648", "gc.checkpoints.keep=-1",
 		"gc.checkpoints.keep=2147483648", "gc.checkpoints.maxBytes=-1", "gc.checkpoints.maxBytes=9007199254740993",
 		"manager.terminationGracePeriodSeconds=-1", "manager.podDisruptionBudget.maxUnavailable=-1",
-		"manager.podDisruptionBudget.maxUnavailable=50 %", "metrics.port=0", "metrics.port=65536"} {
+		"manager.podDisruptionBudget.maxUnavailable=50 %", "metrics.port=0", "metrics.port=65536", "manager.logLevel=128",
+		"manager.logLevel=99999999999999999999"} {
 		if _, err := helm(t, "template", release, chartDir(), "-f", filepath.Join(chartDir(), "ci", "default-values.yaml"), "--set", set); err == nil ||
 			!strings.Contains(err.Error(), "values don't meet the specifications of the schema") {
 			t.Errorf("--set %s: %v, want a schema error", set, err)

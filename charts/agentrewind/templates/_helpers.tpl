@@ -158,6 +158,15 @@ name is a second release beside the first. lookup sees the other managers on ins
 {{- if hasKey ($v.manager.podAnnotations | default dict) "kubectl.kubernetes.io/default-container" }}
 {{- fail "manager.podAnnotations: kubectl.kubernetes.io/default-container is set by the chart: remove it" }}
 {{- end }}
+{{- range $v.manager.extraEnv }}
+{{- $name := toString (dig "name" "" .) }}
+{{- if has $name (list "AWS_ACCESS_KEY_ID" "AWS_SECRET_ACCESS_KEY" "AWS_SESSION_TOKEN" "SSL_CERT_DIR") }}
+{{- fail (printf "manager.extraEnv: %s is set by the chart (from store.credentialsSecret or store.caBundle): set those instead" $name) }}
+{{- end }}
+{{- if and (hasKey . "value") (regexMatch "(?i)(secret|token|password|passwd|credential|access_?key|private_?key|api_?key)" $name) }}
+{{- fail (printf "manager.extraEnv: %s looks like a credential and would be written in the Deployment in clear: read it from a Secret (valueFrom.secretKeyRef) instead of value" $name) }}
+{{- end }}
+{{- end }}
 {{- range $v.manager.extraArgs }}
 {{- $flag := regexReplaceAll "^--([^=]*).*$" . "${1}" }}
 {{- if has $flag (list "leader-elect" "leader-election-id" "health-probe-bind-address" "metrics-bind-address" "metrics-secure") }}
