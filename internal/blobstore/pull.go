@@ -61,12 +61,19 @@ func (s *SessionStore) Pull(ctx context.Context, id, dir string) (*PullResult, e
 		return nil, err
 	}
 	defer os.RemoveAll(tmp) // a no-op once renamed into place
-	res, err := s.pullInto(ctx, tmp, dir, meta, metaBytes)
+	barrier, err := openSyncBarrier(tmp)
+	if err != nil {
+		os.RemoveAll(tmp)
+		removeCreated(created)
+		return nil, err
+	}
+	defer barrier.close()
+	res, err := s.pullInto(ctx, barrier, tmp, dir, meta, metaBytes)
 	if err == nil {
 		err = os.Remove(filepath.Join(tmp, pullMarker))
 	}
 	if err == nil {
-		err = verifyPulled(tmp, id)
+		err = syncAndVerify(barrier, tmp, id)
 	}
 	if err != nil {
 		os.RemoveAll(tmp)
@@ -83,6 +90,19 @@ func (s *SessionStore) Pull(ctx context.Context, id, dir string) (*PullResult, e
 	}
 	res.Dir, res.RemovedStale = dir, removed
 	return res, nil
+}
+
+// syncAndVerify makes the assembled session durable and opens it with verifyPulled, both at once
+// (one waits on the disk, the other on the CPU); the session is renamed into place only after both,
+// so a crash never leaves at its destination a session whose bytes were still in flight.
+func syncAndVerify(barrier *syncBarrier, tmp, id string) error {
+	synced := make(chan error, 1)
+	go func() { synced <- barrier.sync() }()
+	err := verifyPulled(tmp, id)
+	if serr := <-synced; err == nil {
+		err = serr
+	}
+	return err
 }
 
 // verifyPulled opens the assembled session with session.Open before it is renamed into place: every
@@ -142,7 +162,7 @@ func checkDestination(dir string) error {
 
 // pullInto writes the session into tmp: events.jsonl, then the blobs it references, then the sealed
 // vault when meta.json declares one, then meta.json.
-func (s *SessionStore) pullInto(ctx context.Context, tmp, dir string, meta session.Meta, metaBytes []byte) (*PullResult, error) {
+func (s *SessionStore) pullInto(ctx context.Context, barrier *syncBarrier, tmp, dir string, meta session.Meta, metaBytes []byte) (*PullResult, error) {
 	if err := checkVaultHash(meta, s.name(s.layout.SessionMeta(meta.ID))); err != nil {
 		return nil, err
 	}
@@ -159,7 +179,7 @@ func (s *SessionStore) pullInto(ctx context.Context, tmp, dir string, meta sessi
 	t.phase(PhaseEvents, 0)
 	eventsKey := s.layout.SessionEvents(meta.ID)
 	eventsPath := filepath.Join(tmp, session.EventsFile)
-	n, err := s.download(ctx, eventsKey, eventsPath, meta.EventsHash)
+	n, err := s.download(ctx, barrier, eventsKey, eventsPath, meta.EventsHash)
 	if errors.Is(err, ErrNotFound) {
 		return nil, missingEvents(meta.ID, s.name(eventsKey), err)
 	}
@@ -175,14 +195,14 @@ func (s *SessionStore) pullInto(ctx context.Context, tmp, dir string, meta sessi
 	hashes := session.Blobs(events)
 	res.Blobs = len(hashes)
 	t.phase(PhaseBlobs, sessionObjects(meta, len(hashes)))
-	if err := s.pullBlobs(ctx, tmp, hashes, res, t); err != nil {
+	if err := s.pullBlobs(ctx, barrier, tmp, hashes, res, t); err != nil {
 		return nil, err
 	}
-	if err := s.pullVault(ctx, tmp, meta, res, t); err != nil {
+	if err := s.pullVault(ctx, barrier, tmp, meta, res, t); err != nil {
 		return nil, err
 	}
 	t.phase(PhaseMeta, 0)
-	if err := writeFileSynced(filepath.Join(tmp, session.MetaFile), metaBytes); err != nil {
+	if err := writeFileSynced(barrier, filepath.Join(tmp, session.MetaFile), metaBytes); err != nil {
 		return nil, err
 	}
 	res.Bytes += int64(len(metaBytes))
@@ -204,13 +224,13 @@ func sessionObjects(meta session.Meta, blobs int) int {
 // pullVault downloads the sealed vault meta.json declares and verifies it against vaultHash, as a
 // blob is verified against its hash, so a fork or replay never unseals bytes it cannot trust. It
 // stays sealed: the key that opens it lives in a Kubernetes Secret or a local key file, never here.
-func (s *SessionStore) pullVault(ctx context.Context, tmp string, meta session.Meta, res *PullResult, t *tracker) error {
+func (s *SessionStore) pullVault(ctx context.Context, barrier *syncBarrier, tmp string, meta session.Meta, res *PullResult, t *tracker) error {
 	if meta.VaultHash == "" {
 		return nil
 	}
 	t.phase(PhaseVault, 0)
 	key := s.layout.SessionVault(meta.ID)
-	n, err := s.download(ctx, key, filepath.Join(tmp, session.VaultFile), meta.VaultHash)
+	n, err := s.download(ctx, barrier, key, filepath.Join(tmp, session.VaultFile), meta.VaultHash)
 	if errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("session %s: %w: its meta.json declares one (vaultHash %s) but %s is not in the store, so the upload was incomplete; push the session again from the machine that recorded it: %w",
 			meta.ID, ErrVaultMissing, meta.VaultHash, s.name(key), err)
@@ -243,11 +263,11 @@ func readLocalEvents(path, name string) ([]session.Event, error) {
 	return events, nil
 }
 
-func (s *SessionStore) pullBlobs(ctx context.Context, tmp string, hashes []string, res *PullResult, t *tracker) error {
+func (s *SessionStore) pullBlobs(ctx context.Context, barrier *syncBarrier, tmp string, hashes []string, res *PullResult, t *tracker) error {
 	sizes := make([]int64, len(hashes))
 	err := forEach(ctx, s.parallel, indexes(len(hashes)), func(ctx context.Context, i int) error {
 		key := s.layout.Blob(hashes[i])
-		n, err := s.download(ctx, key, filepath.Join(tmp, session.BlobsDir, hashes[i]), hashes[i])
+		n, err := s.download(ctx, barrier, key, filepath.Join(tmp, session.BlobsDir, hashes[i]), hashes[i])
 		if errors.Is(err, ErrNotFound) {
 			// A committed session with a hole in it is damaged, as a local one missing a blob is.
 			return fmt.Errorf("session %s: %w; push the session again from a machine that has it", res.ID,
@@ -269,11 +289,11 @@ func (s *SessionStore) pullBlobs(ctx context.Context, tmp string, hashes []strin
 // download streams the object at key into a new file at path, verifying that it hashes to want.
 // A copy that does not match is fetched again, up to verifyReads times in all: bytes damaged on
 // the way are not the store's fault, and only a mismatch on every copy is reported. The file is
-// synced so that meta.json, written after, never commits data still in flight.
-func (s *SessionStore) download(ctx context.Context, key, path, want string) (int64, error) {
+// synced through barrier (see syncBarrier) before the session is renamed into place.
+func (s *SessionStore) download(ctx context.Context, barrier *syncBarrier, key, path, want string) (int64, error) {
 	var dm *session.DigestMismatchError
 	for reads := 1; ; reads++ {
-		n, err := s.downloadOnce(ctx, key, path, want)
+		n, err := s.downloadOnce(ctx, barrier, key, path, want)
 		if !errors.As(err, &dm) {
 			return n, err
 		}
@@ -286,7 +306,7 @@ func (s *SessionStore) download(ctx context.Context, key, path, want string) (in
 	}
 }
 
-func (s *SessionStore) downloadOnce(ctx context.Context, key, path, want string) (int64, error) {
+func (s *SessionStore) downloadOnce(ctx context.Context, barrier *syncBarrier, key, path, want string) (int64, error) {
 	rc, err := s.objects.Get(ctx, key)
 	if err != nil {
 		return 0, err
@@ -299,7 +319,7 @@ func (s *SessionStore) downloadOnce(ctx context.Context, key, path, want string)
 	cw := &countingWriter{w: f}
 	err = copyVerified(cw, rc, want, s.name(key))
 	if err == nil {
-		err = f.Sync()
+		err = barrier.file(f)
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -318,14 +338,14 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-func writeFileSynced(path string, data []byte) error {
+func writeFileSynced(barrier *syncBarrier, path string, data []byte) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return err
 	}
 	_, err = f.Write(data)
 	if err == nil {
-		err = f.Sync()
+		err = barrier.file(f)
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
