@@ -58,6 +58,9 @@ type Config struct {
 	MinThroughput int64
 	// Retry bounds the attempts of each request.
 	Retry RetryPolicy
+	// wrapTransport, when set (by tests in this package), wraps the HTTP transport of the client,
+	// to count or watch the requests a store makes.
+	wrapTransport func(http.RoundTripper) http.RoundTripper
 }
 
 // TLSConfig tunes certificate checking.
@@ -250,10 +253,14 @@ func Open(ctx context.Context, cfg Config) (*S3ObjectStore, error) {
 		return nil, err
 	}
 	creds := cfg.Credentials
+	var rt http.RoundTripper = tr
+	if cfg.wrapTransport != nil {
+		rt = cfg.wrapTransport(rt)
+	}
 	client, err := minio.New(host, &minio.Options{
 		Creds:     credentials.NewStaticV4(creds.AccessKeyID, creds.SecretAccessKey.Reveal(), creds.SessionToken.Reveal()),
 		Secure:    secure,
-		Transport: tr,
+		Transport: rt,
 		Region:    cfg.Region,
 		// One attempt per call: this package owns retries, with its own deadlines and bounds.
 		MaxRetries: 1,

@@ -3,8 +3,11 @@ package blobstore
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"io/fs"
 	"os"
@@ -356,22 +359,78 @@ func (s *SessionStore) pushBlob(ctx context.Context, dir string, b localBlob) (u
 	return true, nil
 }
 
-// uploadBlob sends the blob at path to key, verified first.
+// uploadBlob sends the blob at path to key, verified as it is sent: bytes stored under a hash they
+// do not match would poison every session that shares the blob. The file is read once, hashed on the
+// way to the store, and its last bytes are held back until the hash matches (see verifyingReader), so
+// a blob changed since openLocal checked it never reaches the store whole.
 func (s *SessionStore) uploadBlob(ctx context.Context, path, key string, b localBlob) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	// Verify before sending: bytes stored under a hash they do not match would poison every session
-	// that shares the blob.
-	if err := copyVerified(io.Discard, f, b.hash, path); err != nil {
-		return err
+	v := &verifyingReader{f: f, size: b.size, want: b.hash, name: path, h: sha256.New()}
+	err = s.objects.Put(ctx, key, v, b.size)
+	if v.err != nil {
+		return v.err // the store's error only says the body ended early
 	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return err
+	return err
+}
+
+// verifyingReader reads the first size bytes of f, hashing them, and fails its last Read with
+// *session.DigestMismatchError, returning none of that read's bytes, when they do not hash to want:
+// the upload it feeds is then cut short and the server stores nothing (a PUT whose body ends before
+// its Content-Length is refused). A file shorter than size fails the same way. Seek back to the start
+// lets a failed attempt be retried.
+type verifyingReader struct {
+	f          *os.File
+	size, off  int64
+	want, name string
+	h          hash.Hash
+	err        error // sticky: the mismatch or short file found
+}
+
+func (v *verifyingReader) Read(p []byte) (int, error) {
+	if v.err != nil {
+		return 0, v.err
 	}
-	return s.objects.Put(ctx, key, f, b.size)
+	if v.off >= v.size {
+		return 0, io.EOF
+	}
+	p = p[:min(int64(len(p)), v.size-v.off)]
+	n, err := v.f.ReadAt(p, v.off)
+	v.h.Write(p[:n])
+	v.off += int64(n)
+	switch {
+	case v.off == v.size:
+		if got := hex.EncodeToString(v.h.Sum(nil)); got != v.want {
+			v.err = &session.DigestMismatchError{Object: v.name, Want: v.want, Got: got}
+			return 0, v.err
+		}
+		return n, nil
+	case err == io.EOF:
+		v.err = fmt.Errorf("reading %s: %w: it is shorter than the %d bytes it had when the push began", v.name, io.ErrUnexpectedEOF, v.size)
+		return 0, v.err
+	case err != nil:
+		v.err = fmt.Errorf("reading %s: %w", v.name, err)
+		return 0, v.err
+	}
+	return n, nil
+}
+
+// Seek supports what a retry needs: the current offset, and going back to the start.
+func (v *verifyingReader) Seek(offset int64, whence int) (int64, error) {
+	switch {
+	case whence == io.SeekCurrent && offset == 0:
+		return v.off, nil
+	case whence == io.SeekStart && offset == 0:
+		if v.err == nil {
+			v.off = 0
+			v.h.Reset()
+		}
+		return 0, nil
+	}
+	return 0, fmt.Errorf("reading %s: only a rewind to the start is supported", v.name)
 }
 
 // pushEvents uploads events.jsonl, unless the session is already committed with it; it reports
