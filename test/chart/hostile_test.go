@@ -3,6 +3,7 @@ package chart
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -480,5 +481,63 @@ func TestChartLongestNamesStayValid(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// notes renders NOTES.txt (helm template leaves it out) through a copy of the chart in which a
+// ConfigMap holds it.
+func notes(t *testing.T, set string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "agentrewind")
+	if out, err := exec.Command("cp", "-r", chartDir(), dir).CombinedOutput(); err != nil {
+		t.Fatalf("copying the chart: %v: %s", err, out)
+	}
+	if err := os.Rename(filepath.Join(dir, "templates", "NOTES.txt"), filepath.Join(dir, "notes.txt")); err != nil {
+		t.Fatal(err)
+	}
+	const cm = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: notes}\ndata:\n  notes: {{ tpl (.Files.Get \"notes.txt\") . | quote }}\n"
+	if err := os.WriteFile(filepath.Join(dir, "templates", "zz-notes.yaml"), []byte(cm), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := helm(t, "template", release, dir, "-n", namespace, "-f", filepath.Join(chartDir(), "ci", "default-values.yaml"),
+		"--set", set, "--show-only", "templates/zz-notes.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var o struct{ Data map[string]string }
+	if err := yaml.Unmarshal([]byte(out), &o); err != nil {
+		t.Fatal(err)
+	}
+	return o.Data["notes"]
+}
+
+// The release notes tell what the values make the manager need before it runs: every key of its Secret,
+// the CA bundle's Secret or ConfigMap, a ServiceAccount the chart does not create, and that no replica
+// runs.
+func TestChartNotesFollowTheValues(t *testing.T) {
+	for _, tc := range []struct {
+		set  string
+		want []string
+	}{
+		{"store.credentialsSecret.sessionTokenKey=tok", []string{"--from-literal=tok=<session token>"}},
+		{"store.caBundle.secretName=corp-ca,store.caBundle.key=b.pem", []string{"key b.pem of Secret corp-ca, in namespace\n   agentrewind-system: create it"}},
+		{"store.caBundle.configMapName=corp-ca", []string{"ConfigMap corp-ca"}},
+		{"store.jobCredentials.sessionTokenKey=tok,store.jobCredentials.caKey=ca.crt", []string{"secretAccessKey, tok, and the CA bundle ca.crt"}},
+		{"serviceAccount.create=false,serviceAccount.name=mgr", []string{"ServiceAccount mgr (serviceAccount.create=false)"}},
+		{"manager.replicas=0", []string{"manager.replicas is 0: no manager runs"}},
+		{"crds.install=false,gc.dryRun=true,watchNamespaces={a,b}", []string{"did not install the CRDs", "dry-run mode", "watches (a, b)"}},
+	} {
+		got := notes(t, tc.set)
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("--set %s: the notes do not say %q:\n%s", tc.set, w, got)
+			}
+		}
+		if strings.Contains(got, "\n\n\n") {
+			t.Errorf("--set %s: the notes have two blank lines in a row:\n%s", tc.set, got)
+		}
+	}
+	if got := notes(t, "manager.replicas=1"); strings.Contains(got, "session token") || strings.Contains(got, "ServiceAccount") || strings.Contains(got, "private CA in") {
+		t.Errorf("the default notes speak of what the values do not set:\n%s", got)
 	}
 }
