@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
@@ -539,5 +540,24 @@ func TestChartNotesFollowTheValues(t *testing.T) {
 	}
 	if got := notes(t, "manager.replicas=1"); strings.Contains(got, "session token") || strings.Contains(got, "ServiceAccount") || strings.Contains(got, "private CA in") {
 		t.Errorf("the default notes speak of what the values do not set:\n%s", got)
+	}
+}
+
+// Whatever the values, the chart's Roles and ClusterRoles name every verb, resource and API group: no
+// wildcard, and none of escalate, bind, impersonate.
+func TestChartRBACHasNoWildcard(t *testing.T) {
+	for _, values := range []string{"default", "full", "minimal"} {
+		r := render(t, "-f", filepath.Join(chartDir(), "ci", values+"-values.yaml"), "--set", "gc.sweep.createRBAC=true,rbac.create=true")
+		for _, o := range append(r.kinds("ClusterRole"), r.kinds("Role")...) {
+			var role rbacv1.ClusterRole
+			convert(t, o.Object, &role)
+			for _, rule := range role.Rules {
+				for _, s := range slices.Concat(rule.Verbs, rule.Resources, rule.APIGroups, rule.ResourceNames, rule.NonResourceURLs) {
+					if strings.Contains(s, "*") || s == "escalate" || s == "bind" || s == "impersonate" {
+						t.Errorf("%s values: %s %s has %q in %+v", values, o.GetKind(), o.GetName(), s, rule)
+					}
+				}
+			}
+		}
 	}
 }
