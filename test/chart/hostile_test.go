@@ -333,6 +333,10 @@ func TestChartRefusesContradictoryOrMissingValues(t *testing.T) {
 		{"manager.podLabels.app\\.kubernetes\\.io/instance=x", "manager.podLabels: app.kubernetes.io/instance is a label the chart sets"},
 		{"metrics.serviceMonitor.enabled=true,metrics.serviceMonitor.labels.app\\.kubernetes\\.io/name=x", "metrics.serviceMonitor.labels: app.kubernetes.io/name"},
 		{"manager.podAnnotations.kubectl\\.kubernetes\\.io/default-container=x", "kubectl.kubernetes.io/default-container is set by the chart"},
+		{"metrics.enabled=false,metrics.serviceMonitor.enabled=true", "metrics.serviceMonitor.enabled needs metrics.enabled"},
+		{"manager.podDisruptionBudget.enabled=true,manager.podDisruptionBudget.maxUnavailable=0", "maxUnavailable 0 would forbid every eviction"},
+		{"manager.podDisruptionBudget.enabled=true,manager.podDisruptionBudget.maxUnavailable=0%", "maxUnavailable 0 would forbid every eviction"},
+		{"manager.podDisruptionBudget.enabled=true,manager.podDisruptionBudget.maxUnavailable=00%", "maxUnavailable 0 would forbid every eviction"},
 		{"manager.extraEnv[0].name=AWS_SECRET_ACCESS_KEY,manager.extraEnv[0].value=x", "AWS_SECRET_ACCESS_KEY is set by the chart"},
 		{"manager.extraEnv[0].name=SSL_CERT_DIR,manager.extraEnv[0].value=/tmp", "SSL_CERT_DIR is set by the chart"},
 		{"manager.extraEnv[0].name=OPENAI_API_KEY,manager.extraEnv[0].value=sk-x", "OPENAI_API_KEY looks like a credential"},
@@ -355,7 +359,7 @@ func TestChartRefusesContradictoryOrMissingValues(t *testing.T) {
 	}
 	// And what they allow stays allowed.
 	for _, set := range []string{"watchNamespaces={team-a,team-b},gc.namespaces={team-b},store.sync.namespace=team-a",
-		"manager.extraArgs={--zap-devel}", "manager.podLabels.team=a", "manager.extraEnv[0].name=GOMAXPROCS,manager.extraEnv[0].value=2",
+		"manager.extraArgs={--zap-devel}", "manager.podLabels.team=a", "manager.podDisruptionBudget.enabled=true,manager.podDisruptionBudget.maxUnavailable=50%", "manager.extraEnv[0].name=GOMAXPROCS,manager.extraEnv[0].value=2",
 		"manager.extraEnv[0].name=API_TOKEN,manager.extraEnv[0].valueFrom.secretKeyRef.name=s,manager.extraEnv[0].valueFrom.secretKeyRef.key=k", "manager.replicas=0,manager.leaderElection.enabled=false"} {
 		render(t, "--set", set)
 	}

@@ -158,6 +158,15 @@ name is a second release beside the first. lookup sees the other managers on ins
 {{- if hasKey ($v.manager.podAnnotations | default dict) "kubectl.kubernetes.io/default-container" }}
 {{- fail "manager.podAnnotations: kubectl.kubernetes.io/default-container is set by the chart: remove it" }}
 {{- end }}
+{{- if and $v.metrics.serviceMonitor.enabled (not $v.metrics.enabled) }}
+{{- fail "metrics.serviceMonitor.enabled needs metrics.enabled: without metrics there is nothing to scrape" }}
+{{- end }}
+{{- if $v.manager.podDisruptionBudget.enabled }}
+{{- $mu := $v.manager.podDisruptionBudget.maxUnavailable }}
+{{- if eq (ternary (int64 (trimSuffix "%" (toString $mu))) (int64 $mu) (kindIs "string" $mu)) 0 }}
+{{- fail "manager.podDisruptionBudget.maxUnavailable 0 would forbid every eviction of the manager and block node drains: use 1 or more" }}
+{{- end }}
+{{- end }}
 {{- range $v.manager.extraEnv }}
 {{- $name := toString (dig "name" "" .) }}
 {{- if has $name (list "AWS_ACCESS_KEY_ID" "AWS_SECRET_ACCESS_KEY" "AWS_SESSION_TOKEN" "SSL_CERT_DIR") }}
