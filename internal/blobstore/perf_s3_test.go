@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
@@ -176,5 +177,75 @@ func TestVerifyingReaderWithholdsTheEndOfAMismatch(t *testing.T) {
 	}
 	if sent >= len(data) {
 		t.Fatalf("changed file: %d of %d bytes were given out before the mismatch; the end must be held back", sent, len(data))
+	}
+}
+
+// aheadRecorder is an ObjectStore that holds back the read of the commit marker, which a push makes
+// just after verifying the session, until every blob has been asked about.
+type aheadRecorder struct {
+	ObjectStore
+	marker string
+	blobs  map[string]bool // the blob keys not yet asked about
+	mu     sync.Mutex
+	asked  map[string]int
+	all    chan struct{} // closed once every blob was asked about
+	late   bool          // the marker was read before every blob was asked about
+}
+
+func (r *aheadRecorder) Stat(ctx context.Context, key string) (ObjectInfo, error) {
+	r.mu.Lock()
+	r.asked[key]++
+	if r.blobs[key] {
+		delete(r.blobs, key)
+		if len(r.blobs) == 0 {
+			close(r.all)
+		}
+	}
+	r.mu.Unlock()
+	return r.ObjectStore.Stat(ctx, key)
+}
+
+func (r *aheadRecorder) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	if key == r.marker {
+		select {
+		case <-r.all:
+		case <-time.After(10 * time.Second):
+			r.mu.Lock()
+			r.late = true
+			r.mu.Unlock()
+		}
+	}
+	return r.ObjectStore.Get(ctx, key)
+}
+
+// TestPushAsksAboutBlobsWhileItVerifies holds back the read of the commit marker, which a push makes
+// once it has verified the session, until every blob has been asked about: a push that sends its
+// HEADs while session.Open verifies the session gets through at once, one that asks only after it
+// would wait in vain. Each blob is asked about once before the upload (and once more to confirm it).
+func TestPushAsksAboutBlobsWhileItVerifies(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "s")
+	meta := writeSession(t, dir, "ahead", "", payloads(21, 5, 4<<10))
+	entries, err := os.ReadDir(filepath.Join(dir, session.BlobsDir))
+	if err != nil || len(entries) != 5 {
+		t.Fatalf("blobs: %v %v", entries, err)
+	}
+	layout, _ := NewLayout("p")
+	rec := &aheadRecorder{ObjectStore: NewMemObjectStore(), marker: layout.SessionMeta(meta.ID), blobs: map[string]bool{},
+		asked: map[string]int{}, all: make(chan struct{})}
+	for _, e := range entries {
+		rec.blobs[layout.Blob(e.Name())] = true
+	}
+	if _, err := NewSessionStore(rec, layout, StoreOptions{}).Push(context.Background(), dir); err != nil {
+		t.Fatal(err)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if rec.late {
+		t.Error("the push read its commit marker before asking about every blob: the HEADs were not sent while it verified")
+	}
+	for _, e := range entries {
+		if n := rec.asked[layout.Blob(e.Name())]; n != 2 {
+			t.Errorf("blob %s was asked about %d times, want twice (whether it is stored, then to confirm it)", e.Name(), n)
+		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
@@ -87,6 +88,10 @@ type localBlob struct {
 // interrupted is completed by pushing again; pushing a session that is already stored changes
 // nothing, and pushing different content under a stored id fails with *ConflictError.
 func (s *SessionStore) Push(ctx context.Context, dir string) (*PushResult, error) {
+	// Which blobs the store holds is asked while openLocal verifies the session: a HEAD uploads
+	// nothing, and the verification is CPU while the question is round trips.
+	stats := s.statBlobsAhead(ctx, dir)
+	defer stats.cancel()
 	local, err := openLocal(dir)
 	if err != nil {
 		return nil, err
@@ -103,7 +108,7 @@ func (s *SessionStore) Push(ctx context.Context, dir string) (*PushResult, error
 		return nil, err
 	}
 	t := newTracker(s.progress, "push", id, local.objects(), local.size())
-	if err := s.pushBlobs(ctx, local, res, t); err != nil {
+	if err := s.pushBlobs(ctx, local, stats.wait(), res, t); err != nil {
 		return nil, err
 	}
 	if res.EventsUploaded, err = s.pushEvents(ctx, local, res, t); err != nil {
@@ -305,12 +310,67 @@ func checkVaultHash(meta session.Meta, name string) error {
 	return nil
 }
 
-func (s *SessionStore) pushBlobs(ctx context.Context, local *localSession, res *PushResult, t *tracker) error {
+// blobStats are answers to a HEAD of blob keys, by hash: the object's size, or -1 when there is none.
+type blobStats map[string]int64
+
+// statsAhead is statBlobsAhead under way.
+type statsAhead struct {
+	cancel context.CancelFunc
+	done   chan blobStats
+}
+
+// wait returns the answers gathered (none when the directory could not be listed).
+func (a statsAhead) wait() blobStats {
+	stats := <-a.done
+	a.cancel()
+	return stats
+}
+
+// statBlobsAhead asks the store, in the background, about every blob file in the session's blobs
+// directory, with the push's parallelism. A failed question is left out and asked again by pushBlob,
+// as is a blob the listing missed; a file that no event references costs one HEAD and nothing else.
+func (s *SessionStore) statBlobsAhead(ctx context.Context, dir string) statsAhead {
+	ctx, cancel := context.WithCancel(ctx)
+	a := statsAhead{cancel: cancel, done: make(chan blobStats, 1)}
+	go func() {
+		stats := blobStats{}
+		entries, err := os.ReadDir(filepath.Join(dir, session.BlobsDir))
+		if err != nil {
+			a.done <- stats
+			return
+		}
+		var hashes []string
+		for _, e := range entries {
+			if e.Type().IsRegular() && session.ValidBlobHash(e.Name()) {
+				hashes = append(hashes, e.Name())
+			}
+		}
+		var mu sync.Mutex
+		_ = forEach(ctx, s.parallel, hashes, func(ctx context.Context, h string) error {
+			info, err := s.objects.Stat(ctx, s.layout.Blob(h))
+			size := info.Size
+			switch {
+			case errors.Is(err, ErrNotFound):
+				size = -1
+			case err != nil:
+				return nil // asked again by pushBlob, whose error counts
+			}
+			mu.Lock()
+			stats[h] = size
+			mu.Unlock()
+			return nil
+		})
+		a.done <- stats
+	}()
+	return a
+}
+
+func (s *SessionStore) pushBlobs(ctx context.Context, local *localSession, stats blobStats, res *PushResult, t *tracker) error {
 	t.phase(PhaseBlobs, 0)
 	results := make([]bool, len(local.blobs))
 	err := forEach(ctx, s.parallel, indexes(len(local.blobs)), func(ctx context.Context, i int) error {
 		b := local.blobs[i]
-		uploaded, err := s.pushBlob(ctx, local.dir, b)
+		uploaded, err := s.pushBlob(ctx, local.dir, b, stats)
 		if err != nil {
 			return err
 		}
@@ -336,10 +396,18 @@ func (s *SessionStore) pushBlobs(ctx context.Context, local *localSession, res *
 
 // pushBlob uploads one blob unless the store has it already. Blobs are content-addressed, so an
 // object of the right size under the hash is the blob; one of another size is damaged and replaced.
-func (s *SessionStore) pushBlob(ctx context.Context, dir string, b localBlob) (uploaded bool, err error) {
+// stats, asked while the session was verified, answers whether the store has it, when it can.
+func (s *SessionStore) pushBlob(ctx context.Context, dir string, b localBlob, stats blobStats) (uploaded bool, err error) {
 	key := s.layout.Blob(b.hash)
 	path := filepath.Join(dir, session.BlobsDir, b.hash)
-	info, err := s.objects.Stat(ctx, key)
+	var info ObjectInfo
+	if size, ok := stats[b.hash]; !ok {
+		info, err = s.objects.Stat(ctx, key)
+	} else if size < 0 {
+		err = fmt.Errorf("%s: %w", s.name(key), ErrNotFound)
+	} else {
+		info.Size = size
+	}
 	if err == nil && info.Size == b.size {
 		intact, verr := s.storedIntact(ctx, key, b.hash)
 		if verr != nil {
