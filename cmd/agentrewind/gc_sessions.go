@@ -73,7 +73,7 @@ func (o *sessionsReportOptions) run(cmd *cobra.Command) error {
 	if err := checkOutput(output); err != nil {
 		return err
 	}
-	c, _, err := clusterFlags{kubeconfig: o.kubeconfig}.client()
+	c, _, err := kubectlFlags{kubeconfig: o.kubeconfig}.client()
 	if err != nil {
 		return err
 	}
