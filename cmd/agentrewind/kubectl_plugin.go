@@ -8,8 +8,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-
-	"github.com/agentrewind/agentrewind/internal/version"
 )
 
 // The names the binary answers to as a kubectl plugin. kubectl runs kubectl-rewind for `kubectl
@@ -75,7 +73,7 @@ finds them: --kubeconfig, --context and -n/--namespace, else $KUBECONFIG and the
   CMD resume triage-42`, "CMD", name)
 	cmd.AddCommand(newKubectlForkCommand(), newKubectlInspectCommand(), newSuiteCommand(), newKubectlResumeCommand())
 	if plugin {
-		cmd.AddCommand(newKubectlVersionCommand())
+		cmd.AddCommand(newVersionCommand())
 	}
 	interruptible(cmd)
 	return cmd
@@ -118,27 +116,4 @@ func untilDone(ctx context.Context, f func() error) error {
 		}
 		return fmt.Errorf("interrupted: %w", context.Cause(ctx))
 	}
-}
-
-// newKubectlVersionCommand is the plugin's version: agentrewind's own, with yaml too.
-func newKubectlVersionCommand() *cobra.Command {
-	var output string
-	cmd := &cobra.Command{
-		Use:   "version",
-		Short: "Print the version of this build",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutputYAML(output); err != nil {
-				return err
-			}
-			info := version.Get()
-			if structured(output) {
-				return writeDocument(cmd.OutOrStdout(), output, info)
-			}
-			_, err := fmt.Fprintln(cmd.OutOrStdout(), info)
-			return err
-		},
-	}
-	outputFlagYAML(cmd, &output)
-	return cmd
 }

@@ -29,6 +29,8 @@ the recording proxy, and the command-line tools over recorded sessions.`,
 	return root
 }
 
+// newVersionCommand prints the version of this build, as text, json or yaml (agentrewind version and
+// kubectl rewind version alike).
 func newVersionCommand() *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
@@ -36,17 +38,17 @@ func newVersionCommand() *cobra.Command {
 		Short: "Print the version of this build",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(output); err != nil {
+			if err := checkOutputYAML(output); err != nil {
 				return err
 			}
 			info := version.Get()
-			if output == "json" {
-				return writeJSON(cmd.OutOrStdout(), info)
+			if structured(output) {
+				return writeDocument(cmd.OutOrStdout(), output, info)
 			}
 			_, err := fmt.Fprintln(cmd.OutOrStdout(), info)
 			return err
 		},
 	}
-	outputFlag(cmd, &output)
+	outputFlagYAML(cmd, &output)
 	return cmd
 }

@@ -42,11 +42,11 @@ func TestVersionCommandPrintsTextAndJSON(t *testing.T) {
 
 func TestVersionCommandRejectsUnknownOutput(t *testing.T) {
 	cmd := newRootCommand()
-	cmd.SetArgs([]string{"version", "-o", "yaml"})
+	cmd.SetArgs([]string{"version", "-o", "xml"})
 	cmd.SetOut(&bytes.Buffer{})
 	cmd.SetErr(&bytes.Buffer{})
 	err := cmd.Execute()
-	if err == nil || !strings.Contains(err.Error(), `--output "yaml" is not supported: use text or json`) {
+	if err == nil || !strings.Contains(err.Error(), `--output "xml" is not supported: use text, json or yaml`) {
 		t.Fatalf("got %v, want an error naming the flag and the allowed values", err)
 	}
 }
