@@ -2,6 +2,7 @@ package chart
 
 import (
 	"context"
+	appsv1 "k8s.io/api/apps/v1"
 	"os"
 	"path/filepath"
 	"strings"
@@ -45,6 +46,9 @@ func apiServer(t *testing.T) (client.Client, string) {
 	}
 	scheme := runtime.NewScheme()
 	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := appsv1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
@@ -120,5 +124,19 @@ func TestChartUpgradeNeverDeletesTheCRDs(t *testing.T) {
 	}
 	if err := run("upgrade", "second", chartDir(), "-n", "second", "--set", "crds.install=false,watchNamespaces={team-b,team-c}"); err != nil {
 		t.Fatalf("the second release upgrading itself: %v", err)
+	}
+	// A manager scaled to zero reconciles nothing: a release beside it may watch what it watched (a
+	// migration scales the old manager down first, as the end-to-end upgrade test does).
+	var first appsv1.Deployment
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: "agentrewind-manager"}, &first); err != nil {
+		t.Fatal(err)
+	}
+	base := first.DeepCopy()
+	first.Spec.Replicas = new(int32(0))
+	if err := c.Patch(context.Background(), &first, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	if err := run("install", "third", chartDir(), "-n", "third", "--create-namespace", "--set", "crds.install=false,crds.keep=false,watchNamespaces={team-a}"); err != nil {
+		t.Fatalf("a release beside a manager scaled to zero that watched the same namespace: %v", err)
 	}
 }

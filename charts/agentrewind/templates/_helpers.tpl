@@ -93,13 +93,14 @@ Checkpoint of the cluster. lookup sees the cluster on install and upgrade (not i
 */}}
 {{- /*
 Two managers watching one namespace would both reconcile its sessions. A release cannot be renamed: a new
-name is a second release beside the first. lookup sees the other managers on install and upgrade.
+name is a second release beside the first. lookup sees the other managers on install and upgrade; one
+scaled to zero reconciles nothing and is let be (a migration scales the old manager down first).
 */}}
 {{- range (lookup "apps/v1" "Deployment" "" "").items | default list }}
 {{- $labels := dig "metadata" "labels" dict . }}
 {{- $ann := dig "metadata" "annotations" dict . }}
 {{- $other := printf "%s/%s" .metadata.namespace .metadata.name }}
-{{- if and (eq (get $labels "app.kubernetes.io/part-of") "agentrewind") (eq (get $labels "app.kubernetes.io/component") "manager") (not (and (eq (get $ann "meta.helm.sh/release-name") $ctx.Release.Name) (eq (get $ann "meta.helm.sh/release-namespace") $ctx.Release.Namespace))) }}
+{{- if and (eq (get $labels "app.kubernetes.io/part-of") "agentrewind") (eq (get $labels "app.kubernetes.io/component") "manager") (ne (int (dig "spec" "replicas" 1 .)) 0) (not (and (eq (get $ann "meta.helm.sh/release-name") $ctx.Release.Name) (eq (get $ann "meta.helm.sh/release-namespace") $ctx.Release.Namespace))) }}
 {{- $theirs := list }}
 {{- range .spec.template.spec.containers }}
 {{- range (.args | default list) }}
@@ -115,7 +116,7 @@ name is a second release beside the first. lookup sees the other managers on ins
 {{- end }}
 {{- end }}
 {{- if $overlap }}
-{{- fail (printf "another agentrewind manager, %s (release %s), already watches %s: two managers would reconcile the same sessions. Set watchNamespaces to namespaces it does not watch, or uninstall it first (to rename a release, uninstall the old one, whose CRDs are kept, then install the new one with the same values)" $other (get $ann "meta.helm.sh/release-name" | default "not Helm's") (ternary "every namespace" (join ", " $theirs) (empty $theirs))) }}
+{{- fail (printf "another agentrewind manager, %s (release %s), already watches %s: two managers would reconcile the same sessions. Set watchNamespaces to namespaces it does not watch, scale it to zero, or uninstall it first (to rename a release, uninstall the old one, whose CRDs are kept, then install the new one with the same values)" $other (get $ann "meta.helm.sh/release-name" | default "not Helm's") (ternary "every namespace" (join ", " $theirs) (empty $theirs))) }}
 {{- end }}
 {{- end }}
 {{- end }}
