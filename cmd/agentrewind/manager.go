@@ -66,6 +66,7 @@ type controllerOptions struct {
 	engineImage, proxyImage              string
 	jobSecretCA                          string
 	jobTTL, jobDeadline, jobRetryAfter   time.Duration
+	jobStuckCheck                        time.Duration
 	storeEndpoint, storeRegion           string
 	storeBucket, storePrefix             string
 	jobSecret, jobSecretID, jobSecretKey string
@@ -83,6 +84,7 @@ func (o *controllerOptions) register(f *pflag.FlagSet) {
 	f.DurationVar(&o.jobTTL, "job-ttl", 24*time.Hour, "how long a finished engine Job is kept for its logs before Kubernetes deletes it")
 	f.DurationVar(&o.jobDeadline, "job-active-deadline", time.Hour, "how long one engine Job may run before Kubernetes stops it")
 	f.DurationVar(&o.jobRetryAfter, "job-retry-after", time.Minute, "how long after a Job failed for a reason that may pass (store unavailable, session not pushed yet) it runs again")
+	f.DurationVar(&o.jobStuckCheck, "job-stuck-check", time.Minute, "how often the pod of a running engine or fork Job is looked at for a container that cannot start (an image that cannot be pulled, a missing Secret key), which the owner's Reconciling condition then names; 0 never looks")
 	f.StringVar(&o.storeEndpoint, "store-endpoint", "", "S3 endpoint of the default store (https://host[:port], or http:// in-cluster); the manager's own credentials come from "+
 		blobstore.EnvAccessKeyID+" and "+blobstore.EnvSecretAccessKey+" in its environment")
 	f.StringVar(&o.storeRegion, "store-region", "", "region of the default store's bucket (default us-east-1)")
@@ -128,6 +130,9 @@ func (o *controllerOptions) storeConfig() (controller.StoreConfig, error) {
 	if o.storeSyncInterval < 0 {
 		return controller.StoreConfig{}, errors.New("--store-sync-interval cannot be negative (0 disables the store sync)")
 	}
+	if o.jobStuckCheck < 0 {
+		return controller.StoreConfig{}, errors.New("--job-stuck-check cannot be negative (0 never looks at a running Job's pod)")
+	}
 	if errs := validation.IsDNS1123Label(o.storeSyncNamespace); o.storeSyncNamespace != "" && len(errs) > 0 {
 		return controller.StoreConfig{}, fmt.Errorf("--store-sync-namespace %q is not a namespace name: %s", o.storeSyncNamespace, strings.Join(errs, "; "))
 	}
@@ -153,7 +158,7 @@ func (o *controllerOptions) setup(ctx context.Context, mgr ctrl.Manager) error {
 		Scheme:    mgr.GetScheme(),
 		Clock:     clock.RealClock{},
 		Stores:    &controller.Stores{Config: cfg, Secrets: mgr.GetAPIReader()},
-		Jobs:      controller.JobSettings{Image: o.engineImage, ProxyImage: o.proxyImage, TTLAfterFinished: o.jobTTL, ActiveDeadline: o.jobDeadline, RetryAfter: o.jobRetryAfter, Upstreams: o.upstreams},
+		Jobs:      controller.JobSettings{Image: o.engineImage, ProxyImage: o.proxyImage, TTLAfterFinished: o.jobTTL, ActiveDeadline: o.jobDeadline, RetryAfter: o.jobRetryAfter, StuckCheck: o.jobStuckCheck, Upstreams: o.upstreams},
 		Metrics:   metrics,
 	}
 	sessions := &controller.AgentSessionReconciler{Deps: deps}

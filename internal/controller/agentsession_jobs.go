@@ -43,8 +43,7 @@ func (r *AgentSessionReconciler) verify(ctx context.Context, s *v1alpha1.AgentSe
 		return ctrl.Result{}, err
 	}
 	if step.state == jobs.Running {
-		conditions.MarkReconciling(&s.Status.Conditions, s.Generation, v1alpha1.ReasonJobRunning, fmt.Sprintf("verify Job %s is running", step.job.Name))
-		return ctrl.Result{}, nil
+		return r.markRunning(ctx, &s.Status.Conditions, s.Generation, step, fmt.Sprintf("verify Job %s is running", step.job.Name))
 	}
 	store, err := r.Stores.Open(ctx, loc)
 	if err == nil {

@@ -45,9 +45,8 @@ func (r *CheckpointReconciler) capture(ctx context.Context, ck *v1alpha1.Checkpo
 		return ctrl.Result{}, err
 	}
 	if step.state == jobs.Running {
-		conditions.MarkReconciling(&ck.Status.Conditions, ck.Generation, v1alpha1.ReasonJobRunning,
+		return r.markRunning(ctx, &ck.Status.Conditions, ck.Generation, step,
 			fmt.Sprintf("checkpoint Job %s is capturing workspace claim %s", step.job.Name, ck.Spec.Workspace.Volume.ClaimName))
-		return ctrl.Result{}, nil
 	}
 	store, err := r.Stores.Open(ctx, r.Stores.LocationOf(s))
 	if err == nil {

@@ -276,9 +276,7 @@ func (r *ForkRunReconciler) follow(ctx context.Context, fr *v1alpha1.ForkRun, s 
 		fr.Status.StartTime = job.Status.StartTime.DeepCopy()
 	}
 	if step.state == jobs.Running {
-		conditions.MarkReconciling(&fr.Status.Conditions, fr.Generation, v1alpha1.ReasonJobRunning,
-			fmt.Sprintf("%s Job %s is running", forkTask(fr), job.Name))
-		return ctrl.Result{}, nil
+		return r.markRunning(ctx, &fr.Status.Conditions, fr.Generation, step, fmt.Sprintf("%s Job %s is running", forkTask(fr), job.Name))
 	}
 	store, err := r.Stores.Open(ctx, r.Stores.LocationOf(s))
 	if err == nil {

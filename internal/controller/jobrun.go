@@ -18,6 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
+	"github.com/agentrewind/agentrewind/api/v1alpha1"
+	"github.com/agentrewind/agentrewind/internal/controller/conditions"
 	"github.com/agentrewind/agentrewind/internal/controller/jobs"
 	"github.com/agentrewind/agentrewind/internal/engine/task"
 )
@@ -36,6 +38,9 @@ type JobSettings struct {
 	// RetryAfter is how long after a Job failed for a reason that may pass (the store was unavailable,
 	// the session not yet pushed) it is run again.
 	RetryAfter time.Duration
+	// StuckCheck is how often the pod of a running engine Job is looked at for a container that cannot
+	// start (markRunning); 0 never looks.
+	StuckCheck time.Duration
 	// Upstreams are where the proxies of ForkRun and recording Jobs send live calls.
 	Upstreams Upstreams
 }
@@ -130,6 +135,25 @@ func (d *Deps) jobNameTaken(ctx context.Context, owner client.Object, desired *b
 
 // ReasonJobNameTaken: a Job the operator did not make holds the name of one it must create.
 const ReasonJobNameTaken = "JobNameTaken"
+
+// markRunning writes, while an engine Job runs, Reconciling with running, or with why its pod cannot
+// start (an image that cannot be pulled, a Secret or key that does not exist), which the kubelet retries
+// while the Job says it runs until its deadline. The manager does not watch pods, so it looks again every
+// Jobs.StuckCheck; a Job created in this pass has no pod to look at yet.
+func (d *Deps) markRunning(ctx context.Context, conds *[]metav1.Condition, generation int64, step jobStep, running string) (ctrl.Result, error) {
+	msg := running
+	if !step.started && d.Jobs.StuckCheck > 0 {
+		stuck, err := jobs.Stuck(ctx, d.APIReader, step.job)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if stuck != "" {
+			msg = fmt.Sprintf("%s Job %s waits: %s; it starts once that is fixed", step.job.Labels[jobs.LabelPurpose], step.job.Name, stuck)
+		}
+	}
+	conditions.MarkReconciling(conds, generation, v1alpha1.ReasonJobRunning, msg)
+	return ctrl.Result{RequeueAfter: d.Jobs.StuckCheck}, nil
+}
 
 // failure is what a failed Job says about why, from its result, its summary, or Kubernetes.
 type failure struct {

@@ -67,9 +67,8 @@ func (r *ResumePlanReconciler) judge(ctx context.Context, rp *v1alpha1.ResumePla
 		return ctrl.Result{}, err
 	}
 	if step.state == jobs.Running {
-		conditions.MarkReconciling(&rp.Status.Conditions, rp.Generation, v1alpha1.ReasonJobRunning,
+		return r.markRunning(ctx, &rp.Status.Conditions, rp.Generation, step,
 			fmt.Sprintf("resume-plan Job %s is running over events %.12s", step.job.Name, s.Status.Recording.EventsHash))
-		return ctrl.Result{}, nil
 	}
 	store, err := r.Stores.Open(ctx, r.Stores.LocationOf(s))
 	if err == nil {
