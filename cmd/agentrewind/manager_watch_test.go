@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -18,7 +16,6 @@ import (
 
 	"github.com/agentrewind/agentrewind/api/v1alpha1"
 	"github.com/agentrewind/agentrewind/internal/controller"
-	"github.com/agentrewind/agentrewind/internal/testenv"
 )
 
 func TestWatchCacheLimitsTheCacheToTheWatchedNamespaces(t *testing.T) {
@@ -62,23 +59,8 @@ func TestWatchCacheRefusesWhatItCannotSee(t *testing.T) {
 // real API server: an AgentSession in the watched namespace gets the controller's finalizer, one in
 // another namespace is never touched.
 func TestManagerReconcilesOnlyTheWatchedNamespaces(t *testing.T) {
-	api, err := testenv.StartAPIServer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = api.Stop() })
-	user, err := api.Environment().AddUser(envtest.User{Name: "manager", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig, err := user.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfigPath := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfigPath, kubeconfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	api := startAPIServer(t)
+	kubeconfigPath := kubeconfigOf(t, api, envtest.User{Name: "manager", Groups: []string{"system:masters"}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
