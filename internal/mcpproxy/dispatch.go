@@ -26,7 +26,9 @@ type callInfo struct {
 	params json.RawMessage
 }
 
-func withCall(ctx context.Context, c callInfo) context.Context { return context.WithValue(ctx, callKey{}, c) }
+func withCall(ctx context.Context, c callInfo) context.Context {
+	return context.WithValue(ctx, callKey{}, c)
+}
 
 func callOf(ctx context.Context) callInfo {
 	c, _ := ctx.Value(callKey{}).(callInfo)
