@@ -25,5 +25,7 @@
 // Subpackages:
 //
 //   - anthropic: the Anthropic Messages API (POST /v1/messages), JSON and server-sent events.
-//   - openai: the OpenAI Chat Completions API (POST /v1/chat/completions), JSON and server-sent events.
+//   - openai: the OpenAI Chat Completions API (POST /v1/chat/completions, Codec) and Responses API
+//     (POST /v1/responses, ResponsesCodec, with previous_response_id chains), JSON and server-sent
+//     events.
 package codec

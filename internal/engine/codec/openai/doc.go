@@ -1,6 +1,8 @@
 // Package openai is the codec for the OpenAI Chat Completions API: POST /v1/chat/completions request
 // bodies, chat.completion response bodies and their text/event-stream form of chat.completion.chunk
-// events. Its shapes follow the official Go SDK (github.com/openai/openai-go/v3), whose client the
+// events. ResponsesCodec, in the responses*.go files, does the same for the Responses API (POST
+// /v1/responses) and rebuilds a previous_response_id chain from recorded exchanges (ExpandPrevious);
+// its mapping is documented on the type. Its shapes follow the official Go SDK (github.com/openai/openai-go/v3), whose client the
 // tests point at this codec's output.
 //
 // # Requests
