@@ -239,7 +239,7 @@ func TestOpenAIRequestValidationAndUnknownPathsAnswerInTheAPIErrorShape(t *testi
 		{"no messages", "/v1/chat/completions", `{"model":"m"}`, 400, "Missing required parameter: 'messages'."},
 		{"empty messages", "/v1/chat/completions", `{"model":"m","messages":[]}`, 400,
 			"Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead."},
-		{"unknown path", "/v1/responses", `{}`, 404, "Not found: POST /v1/responses"},
+		{"unknown path", "/v1/embeddings", `{}`, 404, "Not found: POST /v1/embeddings"},
 	} {
 		status, header, body := post(t, url, tc.path, tc.body, "Authorization", "Bearer test")
 		var got struct {

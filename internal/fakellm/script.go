@@ -27,7 +27,7 @@ import (
 //	  - text: Done.                   # no when: answers any request that reaches it
 //	unmatched: {text: "Nothing scripted for this."}
 //
-// Each request to /v1/messages or /v1/chat/completions is answered by the first turn, in list order,
+// Each request to /v1/messages, /v1/chat/completions or /v1/responses is answered by the first turn, in list order,
 // whose When matches it (see Match); a request no turn matches gets Unmatched, or a 400 when the
 // script has none.
 type Script struct {
@@ -103,7 +103,9 @@ type Turn struct {
 type Match struct {
 	// Step holds when the request is the Step-th call of its conversation, counted from 1: the
 	// request carries Step-1 assistant messages. It depends on the request alone, so a replayed or
-	// forked conversation gets the same turn from any server.
+	// forked conversation gets the same turn from any server. On the Responses API a run of output
+	// items handed back (assistant message, function calls) is one, and the response a request's
+	// previous_response_id names counts with all the turns before it.
 	// +optional
 	Step int `json:"step,omitempty"`
 	// System holds when the system prompt contains this text (Anthropic's system; OpenAI's system

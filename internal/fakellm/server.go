@@ -28,9 +28,11 @@ const (
 	AnthropicCountTokens Endpoint = "POST /v1/messages/count_tokens"
 	// OpenAIChatCompletions is OpenAI's POST /v1/chat/completions.
 	OpenAIChatCompletions Endpoint = "POST /v1/chat/completions"
+	// OpenAIResponses is OpenAI's POST /v1/responses.
+	OpenAIResponses Endpoint = "POST /v1/responses"
 )
 
-var endpoints = [...]Endpoint{AnthropicMessages, AnthropicCountTokens, OpenAIChatCompletions}
+var endpoints = [...]Endpoint{AnthropicMessages, AnthropicCountTokens, OpenAIChatCompletions, OpenAIResponses}
 
 // maxBody bounds a request body; the providers refuse larger ones too.
 const maxBody = 32 << 20
@@ -59,6 +61,8 @@ type Request struct {
 type Server struct {
 	script Script
 	seed   []byte
+	// chains are the Responses API's answered responses, for previous_response_id.
+	chains chains
 
 	total atomic.Int64
 	per   [len(endpoints)]atomic.Int64
@@ -159,7 +163,7 @@ type provider interface {
 }
 
 // route is the endpoint and provider of a request, or "" and the provider whose 404 fits it best.
-func route(r *http.Request) (Endpoint, provider) {
+func (s *Server) route(r *http.Request) (Endpoint, provider) {
 	if r.Method == http.MethodPost {
 		switch r.URL.Path {
 		case "/v1/messages":
@@ -168,6 +172,8 @@ func route(r *http.Request) (Endpoint, provider) {
 			return AnthropicCountTokens, anthropicAPI{}
 		case "/v1/chat/completions":
 			return OpenAIChatCompletions, openaiAPI{}
+		case "/v1/responses":
+			return OpenAIResponses, responsesAPI{chains: &s.chains}
 		}
 	}
 	if r.Header.Get("anthropic-version") != "" || r.Header.Get("x-api-key") != "" || strings.HasPrefix(r.URL.Path, "/v1/messages") {
@@ -183,7 +189,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Recorded last, so a test that has its answer sees the record; a cut connection's too.
 	defer func() { s.remember(rec) }()
 
-	endpoint, api := route(r)
+	endpoint, api := s.route(r)
 	rec.Endpoint = endpoint
 	body, readErr := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	rec.Body = body
@@ -427,6 +433,7 @@ type answer struct {
 	output    int64
 	chunk     int
 	usage     bool // OpenAI: end the stream with a usage chunk
+	step      int  // the request's step: the conversation's assistant turns once answered
 }
 
 type answerCall struct {
@@ -443,6 +450,7 @@ func (s *Server) newAnswer(f *facts, t *Turn) *answer {
 		input:   f.prompt,
 		chunk:   t.chunkSize(&s.script),
 		usage:   f.usage,
+		step:    f.step,
 	}
 	if s.script.Model != "" {
 		a.model = s.script.Model
