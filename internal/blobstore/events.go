@@ -30,7 +30,8 @@ type EventStream struct {
 	body     io.ReadCloser
 	br       *bufio.Reader
 	hash     hash.Hash
-	blobs    session.BlobSource
+	// expand resolves blob fields and the stored form's references, in log order.
+	expand *session.Expander
 	// check applies the log's structural rules (session.StructureChecker) as it streams: an event
 	// that breaks them ends the stream with a *session.CorruptEventError, and a count that differs
 	// from meta.json's with a *session.CorruptMetaError instead of io.EOF.
@@ -60,7 +61,7 @@ func (s *SessionStore) OpenEvents(ctx context.Context, id string) (*EventStream,
 	h := sha256.New()
 	name := s.name(key)
 	return &EventStream{meta: meta, name: name, body: body, hash: h, check: session.NewStructureChecker(name),
-		br: bufio.NewReaderSize(io.TeeReader(body, h), 64<<10), blobs: s.BlobSource(ctx), metaName: s.name(s.layout.SessionMeta(id))}, nil
+		br: bufio.NewReaderSize(io.TeeReader(body, h), 64<<10), expand: session.NewExpander(s.BlobSource(ctx), name), metaName: s.name(s.layout.SessionMeta(id))}, nil
 }
 
 // Meta is the session's verified meta.json.
@@ -106,7 +107,7 @@ func (e *EventStream) next() (session.Event, error) {
 	if err := e.check.Add(&ev, e.line, start); err != nil {
 		return session.Event{}, err
 	}
-	if err := session.ResolveBlobs(&ev, e.blobs); err != nil {
+	if err := e.expand.Resolve(&ev); err != nil {
 		return session.Event{}, err
 	}
 	return ev, nil

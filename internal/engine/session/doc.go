@@ -9,6 +9,13 @@
 // encoding/json and checkJSONText, the reference both ways must agree with. It makes no decisions
 // about replay and never sees a secret in the clear: callers redact before they write.
 //
+// Stored form (schema 3, decided): a recorded request carries the whole conversation, so the log
+// defines each distinct piece of content once, on its first use, and refers to it by digest after:
+// message lists as chains that extend an earlier list, large definitions as shared blobs, and a
+// stream's text cut out of its chunks where the response holds it (dedup.go, streamtext.go). The
+// reader verifies every definition and returns the logical events unchanged; older logs still read
+// (a schema 2 line is a schema 3 line without the new keys) and hash as they always did.
+//
 // Rule: meta.json = session_start's meta (if any) + eventsHash, events, vaultHash, redaction.counts.
 // A committed log without session_end (a crashed run) opens, for resuming; CheckComplete refuses it.
 // meta.json is not signed: verification catches accidents and inconsistent edits, not a forger who

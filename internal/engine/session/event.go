@@ -130,6 +130,20 @@ type Event struct {
 
 	// session_end
 	OK *bool `json:"ok,omitempty"`
+
+	// Stored form only (schema 3, see dedup.go): the reader resolves these and returns them empty,
+	// except DefBlobs, kept so that push, pull and pack find every blob a session needs.
+	//
+	// Defs defines content first used on this line, by the sha256 hex digest of its bytes.
+	Defs map[string]json.RawMessage `json:"defs,omitempty"`
+	// Lists defines message lists first used on this line, by chain digest (ListDef).
+	Lists map[string]ListDef `json:"lists,omitempty"`
+	// DefBlobs are definitions too large for the line, stored as blobs/<sha256>.
+	DefBlobs []string `json:"defBlobs,omitempty"`
+	// Refs says which parts of the request and response are taken from definitions.
+	Refs *Refs `json:"refs,omitempty"`
+	// StreamText says which stream chunks take their text from the response (streamtext.go).
+	StreamText []TextSpan `json:"streamText,omitempty"`
 }
 
 // Message is one message of a model request's conversation.

@@ -41,7 +41,11 @@ func newFastDecoder() *fastDecoder {
 // decode decodes one line of events.jsonl as decodeEvent does, the fast way when it can.
 func (d *fastDecoder) decode(line []byte) (Event, int, error) {
 	if ev, ok := d.event(line); ok {
-		return ev, CurrentSchemaVersion, checkKind(ev)
+		// A version 2 line is a version 3 line without the stored-form keys, which the fast way
+		// does not take: nothing to migrate.
+		written := ev.SchemaVersion
+		ev.SchemaVersion = CurrentSchemaVersion
+		return ev, written, checkKind(ev)
 	}
 	return decodeEvent(line)
 }
@@ -162,7 +166,7 @@ func (d *fastDecoder) event(line []byte) (Event, bool) {
 		seen |= bit
 		return i, ok
 	})
-	if !ok || d.space(i) != len(line) || ev.SchemaVersion != CurrentSchemaVersion {
+	if !ok || d.space(i) != len(line) || ev.SchemaVersion != CurrentSchemaVersion && ev.SchemaVersion != 2 {
 		return Event{}, false
 	}
 	return ev, true

@@ -70,8 +70,8 @@ func TestOpenRefusesAMetaJSONThatDisagreesWithItsLog(t *testing.T) {
 		{"no parent, so no fork", `"parent":"parent",`, ``, "forkedAtStep"},
 		{"a negative forkedAtStep", `"forkedAtStep":3`, `"forkedAtStep":-5`, "forkedAtStep"},
 		{"another forkedAtStep", `"forkedAtStep":3`, `"forkedAtStep":4`, "forkedAtStep"},
-		{"schema 1 over schema 2 lines", `"schemaVersion":2`, `"schemaVersion":1`, "schemaVersion"},
-		{"schema 0", `"schemaVersion":2`, `"schemaVersion":0`, "schemaVersion"},
+		{"schema 1 over schema 3 lines", `"schemaVersion":3`, `"schemaVersion":1`, "schemaVersion"},
+		{"schema 0", `"schemaVersion":3`, `"schemaVersion":0`, "schemaVersion"},
 		{"a fingerprint mode that is not one", `"fingerprintMode":"strict"`, `"fingerprintMode":"loose"`, "fingerprintMode"},
 		{"another fingerprint mode", `"fingerprintMode":"strict"`, `"fingerprintMode":"structural"`, "fingerprintMode"},
 		{"another createdAt", `"createdAt":1700000000000`, `"createdAt":1700000000001`, "createdAt"},
@@ -97,9 +97,9 @@ func TestOpenRefusesAMetaJSONThatDisagreesWithItsLog(t *testing.T) {
 		})
 	}
 	dir := forkSession(t)
-	editMeta(t, dir, `"schemaVersion":2`, `"schemaVersion":3`)
+	editMeta(t, dir, `"schemaVersion":3`, `"schemaVersion":4`)
 	var mig *MigrationError
-	if _, err := Open(dir); !errors.As(err, &mig) || mig.From != 3 {
+	if _, err := Open(dir); !errors.As(err, &mig) || mig.From != 4 {
 		t.Fatalf("a schema newer than this build: %v, want a *MigrationError", err)
 	}
 }

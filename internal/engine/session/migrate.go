@@ -12,7 +12,9 @@ import (
 //
 // Version 1 is the original AgentRewind layout. Version 2 adds the author of each event's bytes
 // (accountability) and the ledger kind, and keeps costs as integer micro-dollars instead of a float.
-const CurrentSchemaVersion = 2
+// Version 3 stores each distinct piece of content once (defs, lists, defBlobs, refs: dedup.go) and a
+// stream's text once (streamText: streamtext.go); a version 2 line is a version 3 line without them.
+const CurrentSchemaVersion = 3
 
 // A migration turns one event at schema version N, as a JSON object, into version N+1. Migrations are
 // pure and kept for at least one major version so old recordings stay replayable.
@@ -26,7 +28,18 @@ var migrations = map[int]migration{
 		}
 		return costToMicroUSD(obj)
 	},
+	2: func(obj map[string]json.RawMessage) error {
+		for _, k := range storedFormKeys {
+			if _, ok := obj[k]; ok {
+				return fmt.Errorf("%s is a schema 3 field", k)
+			}
+		}
+		return nil
+	},
 }
+
+// storedFormKeys are the event keys schema 3 added.
+var storedFormKeys = []string{"defs", "lists", "defBlobs", "refs", "streamText"}
 
 // addAuthor fills in who authored a v1 event's bytes, from its kind.
 func addAuthor(obj map[string]json.RawMessage) error {

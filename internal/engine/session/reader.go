@@ -75,7 +75,7 @@ func Open(dir string) (*Session, error) {
 	if err := checkMetaAgainstStart(meta, events[0].Meta, metaPath); err != nil {
 		return nil, err
 	}
-	if err := resolveAll(events, dirBlobs(dir)); err != nil {
+	if err := resolveAll(events, dirBlobs(dir), path); err != nil {
 		return nil, err
 	}
 	return &Session{Dir: dir, Meta: meta, Events: events}, nil
@@ -104,7 +104,9 @@ func ReadMeta(dir string) (Meta, error) {
 }
 
 // ReadEvents decodes an events.jsonl stream, verifying that its bytes hash to wantHash (skipped when
-// wantHash is empty) and resolving externalised fields through blobs (skipped when blobs is nil).
+// wantHash is empty) and resolving externalised fields and references through blobs (see Expander).
+// When blobs is nil the events are returned in their stored form: enough to list the blobs they need
+// (Blobs), not to replay.
 // name labels errors. Each line is checked on its own; the log's structure is not (Open checks it,
 // and a caller reading lines one at a time can use a StructureChecker).
 func ReadEvents(r io.Reader, wantHash string, blobs BlobSource, name string) ([]Event, error) {
@@ -113,7 +115,7 @@ func ReadEvents(r io.Reader, wantHash string, blobs BlobSource, name string) ([]
 		return nil, err
 	}
 	if blobs != nil {
-		if err := resolveAll(events, blobs); err != nil {
+		if err := resolveAll(events, blobs, name); err != nil {
 			return nil, err
 		}
 	}
@@ -197,9 +199,10 @@ func fieldOf(err error) string {
 	return ""
 }
 
-func resolveAll(events []Event, blobs BlobSource) error {
+func resolveAll(events []Event, blobs BlobSource, name string) error {
+	x := NewExpander(blobs, name)
 	for i := range events {
-		if err := ResolveBlobs(&events[i], blobs); err != nil {
+		if err := x.Resolve(&events[i]); err != nil {
 			return err
 		}
 	}
@@ -262,16 +265,23 @@ func VerifyBlob(hash string, data []byte) error {
 	return nil
 }
 
-// Blobs returns the hashes of every blob the events reference, sorted and without duplicates.
+// Blobs returns the hashes of every blob the events reference (fields and definitions), sorted and
+// without duplicates.
 func Blobs(events []Event) []string {
 	seen := map[string]bool{}
 	var out []string
+	add := func(h string) {
+		if !seen[h] {
+			seen[h] = true
+			out = append(out, h)
+		}
+	}
 	for _, ev := range events {
 		for _, h := range ev.Blobs {
-			if !seen[h] {
-				seen[h] = true
-				out = append(out, h)
-			}
+			add(h)
+		}
+		for _, h := range ev.DefBlobs {
+			add(h)
 		}
 	}
 	slices.Sort(out)

@@ -125,10 +125,11 @@ func TestLargeFieldsAreExternalisedToBlobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	ev := s.Events[1]
-	h, ok := ev.Blobs["response"]
-	if !ok {
-		t.Fatalf("response not referenced as a blob: %v", ev.Blobs)
+	// The response's content is a definition (dedup.go) too large for the line: a blob.
+	if len(ev.DefBlobs) != 1 {
+		t.Fatalf("the response's content is not stored as a blob: blobs %v, defBlobs %v", ev.Blobs, ev.DefBlobs)
 	}
+	h := ev.DefBlobs[0]
 	if _, err := os.Stat(filepath.Join(dir, BlobsDir, h)); err != nil {
 		t.Fatalf("blob file: %v", err)
 	}
@@ -177,7 +178,7 @@ func TestTamperingIsDetected(t *testing.T) {
 }
 
 func TestCorruptLinesAreReportedWithLineAndOffset(t *testing.T) {
-	good := `{"seq":0,"step":0,"ts":0,"lane":"0","callSite":"","kind":"session_start","schemaVersion":2}` + "\n"
+	good := `{"seq":0,"step":0,"ts":0,"lane":"0","callSite":"","kind":"session_start","schemaVersion":3}` + "\n"
 	cases := []struct {
 		name    string
 		log     string
@@ -187,8 +188,8 @@ func TestCorruptLinesAreReportedWithLineAndOffset(t *testing.T) {
 	}{
 		{"not JSON", good + "{nope\n", 2, int64(len(good)), "invalid character"},
 		{"truncated last line", good + `{"seq":1`, 2, int64(len(good)), "truncated"},
-		{"unknown kind", good + `{"seq":0,"step":1,"lane":"0","kind":"teleport","schemaVersion":2}` + "\n", 2, int64(len(good)), `unknown event kind "teleport"`},
-		{"unknown field", good + `{"seq":0,"step":1,"lane":"0","kind":"note","schemaVersion":2,"surprise":1}` + "\n", 2, int64(len(good)), `unknown field "surprise"`},
+		{"unknown kind", good + `{"seq":0,"step":1,"lane":"0","kind":"teleport","schemaVersion":3}` + "\n", 2, int64(len(good)), `unknown event kind "teleport"`},
+		{"unknown field", good + `{"seq":0,"step":1,"lane":"0","kind":"note","schemaVersion":3,"surprise":1}` + "\n", 2, int64(len(good)), `unknown field "surprise"`},
 		{"missing schema version", `{"seq":0,"kind":"note"}` + "\n", 1, 0, "schemaVersion is missing"},
 		{"schema from the future", `{"seq":0,"kind":"note","schemaVersion":99}` + "\n", 1, 0, "upgrade agentrewind"},
 	}

@@ -14,7 +14,7 @@ import (
 
 // line is one raw events.jsonl line at the current schema; extra is appended inside the object.
 func line(step, seq int, lane string, kind Kind, extra string) string {
-	s := `{"seq":` + itoa(seq) + `,"step":` + itoa(step) + `,"ts":0,"lane":"` + lane + `","callSite":"c","kind":"` + string(kind) + `","schemaVersion":2`
+	s := `{"seq":` + itoa(seq) + `,"step":` + itoa(step) + `,"ts":0,"lane":"` + lane + `","callSite":"c","kind":"` + string(kind) + `","schemaVersion":3`
 	if extra != "" {
 		s += "," + extra
 	}

@@ -28,6 +28,7 @@ type Writer struct {
 	events    int64
 	vaultHash string
 	blobs     map[string]bool
+	defs      *interner
 	closed    bool
 }
 
@@ -63,15 +64,19 @@ func Create(dir string, meta Meta, opts WriterOptions) (*Writer, error) {
 		threshold = BlobThreshold
 	}
 	meta.SchemaVersion = CurrentSchemaVersion
-	return &Writer{dir: dir, meta: meta, threshold: threshold, file: f, buf: bufio.NewWriter(f),
-		hash: sha256.New(), blobs: map[string]bool{}}, nil
+	w := &Writer{dir: dir, meta: meta, threshold: threshold, file: f, buf: bufio.NewWriter(f),
+		hash: sha256.New(), blobs: map[string]bool{}}
+	w.defs = newInterner(threshold, w.putBlobLocked)
+	return w, nil
 }
 
 // Dir is the session directory.
 func (w *Writer) Dir() string { return w.dir }
 
-// Append writes ev as the next line of events.jsonl, externalising any large field to a blob first.
-// The caller owns ordering: events are written in the order Append is called.
+// Append writes ev as the next line of events.jsonl in its stored form: content the log already
+// holds is referred to (dedup.go), a stream's text is kept once (streamtext.go), and any field still
+// large is externalised to a blob. The caller owns ordering: events are written in the order Append is
+// called.
 func (w *Writer) Append(ev Event) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -81,6 +86,16 @@ func (w *Writer) Append(ev Event) error {
 	ev.SchemaVersion = CurrentSchemaVersion
 	if ev.Author == "" {
 		ev.Author = DefaultAuthor(ev.Kind)
+	}
+	if ev.Defs != nil || ev.Lists != nil || ev.DefBlobs != nil || ev.Refs != nil || ev.StreamText != nil {
+		return fmt.Errorf("session: the event at step %d carries stored-form fields (defs, lists, defBlobs, refs, streamText); append the event as the reader returns it", ev.Step)
+	}
+	var err error
+	if ev.Stream, ev.StreamText, err = spliceStream(ev.Stream, ev.Response); err != nil {
+		return fmt.Errorf("session: storing the stream at step %d: %w", ev.Step, err)
+	}
+	if err := w.defs.intern(&ev); err != nil {
+		return fmt.Errorf("session: storing step %d: %w", ev.Step, err)
 	}
 	if err := w.externalize(&ev); err != nil {
 		return err
