@@ -54,6 +54,14 @@ type Provider struct {
 	// StreamOpen is the event a stream must begin with (pings and errors aside); "" when any data
 	// event opens it. A stream that ends before it is refused.
 	StreamOpen string
+	// StreamEnd is the event that finishes a stream ("" when only the [DONE] data does): once it has
+	// reached the agent, the answer is whole, so an agent that hangs up then does not cut it.
+	StreamEnd string
+}
+
+// ends reports whether the event finishes the provider's stream.
+func (p *Provider) ends(event string, data []byte) bool {
+	return string(data) == "[DONE]" || (p.StreamEnd != "" && event == p.StreamEnd)
 }
 
 func (p *Provider) streamUnit() string {
@@ -77,6 +85,7 @@ var Anthropic = &Provider{
 	ErrorBody:       anthropicError,
 	Chunk:           anthropicChunk,
 	StreamOpen:      "message_start",
+	StreamEnd:       "message_stop",
 }
 
 // OpenAI is the OpenAI Chat Completions API. Its SDK's base URL is <proxy>/v1.

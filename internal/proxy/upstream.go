@@ -190,7 +190,7 @@ func (u *upstream) Stream(ctx context.Context, req session.Request, emit func(js
 		return nil, fmt.Errorf("the %s answer to a streaming request is %q, not an event stream", u.p.Name, resp.Header.Get("Content-Type"))
 	}
 	var raw bytes.Buffer
-	opened := false
+	opened, ended := false, false
 	err = readEvents(io.LimitReader(resp.Body, maxUpstreamBody), func(name string, data []byte) error {
 		if err := checkEvent(name, data); err != nil {
 			return fmt.Errorf("the %s stream: %w", u.p.Name, err)
@@ -207,11 +207,16 @@ func (u *upstream) Stream(ctx context.Context, req session.Request, emit func(js
 		}
 		writeEvent(&raw, name, data)
 		if c := u.p.Chunk(name, data); c != nil {
-			return emit(c)
+			if err := emit(c); err != nil {
+				return err
+			}
 		}
+		ended = ended || u.p.ends(name, data)
 		return nil
 	})
-	if err != nil {
+	if err != nil && !(ended && ctx.Err() != nil) {
+		// An agent that hangs up once the finishing event reached it (the OpenAI SDK closes at [DONE])
+		// cancels the read of what the upstream still sends; the answer was whole, so it is kept.
 		return nil, err
 	}
 	if !opened {
