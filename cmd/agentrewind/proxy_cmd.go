@@ -55,7 +55,10 @@ func newProxyCommand() *cobra.Command {
 		Long: `Serve the model API an agent's SDK already speaks, and record, replay or fork the run behind it.
 
 Endpoints: POST /v1/messages (JSON and SSE; --provider anthropic, the default), POST
-/v1/chat/completions (JSON and SSE; --provider openai, SDK base URL <proxy>/v1) and /v1/messages/count_tokens (recorded as the tool call
+/v1/chat/completions (JSON and SSE; --provider openai, SDK base URL <proxy>/v1), POST /v1/responses
+(JSON and SSE; --provider openai-responses, same base URL, same upstream and key; in a fork, a
+previous_response_id naming a recorded response goes upstream as the recorded conversation's input
+items) and /v1/messages/count_tokens (recorded as the tool call
 count_tokens@anthropic); POST /v1/tools/{name} (forwarded to --tool backends); GET
 /v1/entropy/{clock,random,uuid}; POST /v1/ledger (agent-authored records; a SUSPEND makes the proxy
 mint the anchor); POST /v1/checkpoint (mints a SUSPEND stamp of the latest turn); /healthz, /readyz,
@@ -64,7 +67,7 @@ X-Rewind-Drift-Step, X-Rewind-Drift-Call-Site and X-Rewind-Nearest-Step. Bodies 
 
 Lanes and call sites: X-Rewind-Lane: <name> puts a call in lane "0/<name>" (absent or "0": the main
 lane "0"); X-Rewind-Site: <label> names its call site (default: anthropic.messages,
-openai.chat_completions, anthropic.count_tokens, tool.<name>).
+openai.chat_completions, openai.responses, anthropic.count_tokens, tool.<name>).
 
 Modes: record forwards to --anthropic-upstream and records into a new session; replay serves the
 session and has no upstream at all (--drift-policy strict|warn); fork serves the steps before
@@ -85,7 +88,7 @@ termination message. A record run writes no task result: the committed session i
 	fl.StringVar(&o.listen, "listen", "127.0.0.1:8787", "address to serve the model API on (keep it on loopback beside the agent: in fork mode it spends the proxy's key)")
 	fl.StringVar(&o.healthListen, "health-listen", "", "address to serve only /healthz, /readyz and /metrics on, for probes from outside the pod (default: none; --listen serves them too)")
 	fl.StringVar(&o.mode, "mode", "", "record, replay or fork")
-	fl.StringVar(&o.provider, "provider", "anthropic", "the model API a recording speaks: anthropic or openai (replay and fork take the session's)")
+	fl.StringVar(&o.provider, "provider", "anthropic", "the model API a recording speaks: anthropic, openai (Chat Completions) or openai-responses (replay and fork take the session's)")
 	fl.StringVar(&o.sessionDir, "session-dir", "", "local directory of sessions, one subdirectory per session id (instead of --store)")
 	fl.StringVar(&o.childID, "child-session-id", "", "fork: the child session's id (default <session-id>-fork-<at-step>)")
 	fl.StringVar(&o.driftPolicy, "drift-policy", "strict", "replay and a fork's prefix: strict or warn")
@@ -95,7 +98,7 @@ termination message. A record run writes no task result: the committed session i
 	fl.StringVar(&o.goalTool, "goal-tool", "", "fork: the tool whose call marks the goal; the result says whether it was reached")
 	fl.StringVar(&o.goalArgs, "goal-args", "", "fork: with --goal-tool, a JSON object that must be a subset of the call's arguments")
 	fl.StringVar(&o.anthropicUpstream, "anthropic-upstream", proxy.Anthropic.DefaultUpstream, "base URL of the Anthropic-compatible upstream")
-	fl.StringVar(&o.openaiUp, "openai-upstream", "https://api.openai.com", "base URL of the OpenAI-compatible upstream (POST /v1/chat/completions is forwarded to <base>/v1/chat/completions)")
+	fl.StringVar(&o.openaiUp, "openai-upstream", "https://api.openai.com", "base URL of the OpenAI-compatible upstream (POST /v1/chat/completions and /v1/responses are forwarded to <base>/v1/...)")
 	fl.StringVar(&o.anthropicKeyFile, "anthropic-api-key-file", "", "file holding the Anthropic key the proxy sends (default $ANTHROPIC_API_KEY)")
 	fl.StringVar(&o.openaiKeyFile, "openai-api-key-file", "", "file holding the OpenAI key the proxy sends (default $OPENAI_API_KEY)")
 	fl.StringArrayVar(&o.tools, "tool", nil, "tool backend name=URL for POST /v1/tools/{name} (repeatable)")
@@ -316,7 +319,7 @@ func (o *proxyOptions) writeResult(res *task.Result, reason task.FailureReason, 
 func (o *proxyOptions) options() (proxy.Options, error) {
 	opts := proxy.Options{Mode: proxy.Mode(o.mode), Provider: o.provider, ID: o.childID, AtStep: o.atStep, ShutdownTimeout: o.shutdownTimeout,
 		OnMiss: replay.OnMiss(o.onMiss), Workspace: o.workspace, Tools: map[string]string{}, APIKeys: map[string]string{},
-		Upstreams: map[string]string{"anthropic": o.anthropicUpstream, "openai": o.openaiUp}}
+		Upstreams: map[string]string{"anthropic": o.anthropicUpstream, "openai": o.openaiUp, "openai-responses": o.openaiUp}}
 	if opts.Mode == proxy.Record {
 		opts.ID = o.job.sessionID
 	}
@@ -340,6 +343,9 @@ func (o *proxyOptions) options() (proxy.Options, error) {
 			}
 			if key != "" {
 				opts.APIKeys[provider] = key
+				if provider == "openai" {
+					opts.APIKeys[proxy.OpenAIResponses.Name] = key // the Responses API takes the same key
+				}
 			}
 		}
 	}

@@ -102,8 +102,25 @@ var OpenAI = &Provider{
 	Chunk:           openaiChunk,
 }
 
+// OpenAIResponses is the OpenAI Responses API, a provider of its own: a session records one
+// provider's calls, and its requests and answers map to the neutral types their own way. It shares
+// the OpenAI upstream and key flags; its SDK's base URL is <proxy>/v1 as well.
+var OpenAIResponses = &Provider{
+	Name:            openai.ResponsesProvider,
+	Path:            "/v1/responses",
+	Site:            "openai.responses",
+	Codec:           openai.ResponsesCodec{},
+	DefaultUpstream: "https://api.openai.com",
+	AuthHeader:      "Authorization",
+	AuthPrefix:      "Bearer ",
+	Forward:         []string{"OpenAI-Organization", "OpenAI-Project"},
+	ErrorBody:       openaiError,
+	Chunk:           openaiChunk,
+	StreamOpen:      "response.created",
+}
+
 // Providers are every model API the proxy speaks, the default first.
-var Providers = []*Provider{Anthropic, OpenAI}
+var Providers = []*Provider{Anthropic, OpenAI, OpenAIResponses}
 
 func openaiError(status int, message string) []byte {
 	typ := "invalid_request_error"

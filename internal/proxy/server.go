@@ -102,6 +102,8 @@ type Server struct {
 	providers []*Provider
 	provider  *Provider // the one the session records
 	redactor  *redact.Redactor
+	// vault holds the recording's secrets once Run has opened it (nil without one).
+	vault     *redact.Vault
 	upstreams map[string]*upstream
 	tools     map[string]replay.Tool
 	metrics   *metrics
@@ -196,6 +198,9 @@ func New(opts Options, providers ...*Provider) (*Server, error) {
 		p := s.provider
 		if base := opts.Upstreams[p.Name]; base != "" {
 			u := &upstream{p: p, base: base, client: opts.Client, key: opts.APIKeys[p.Name], counter: s.metrics.upstream}
+			if opts.Mode == Fork {
+				u.expand = recordedChains(p.Codec, opts.Session, func() *redact.Vault { return s.vault })
+			}
 			s.upstreams[p.Name] = u
 			if p.CountTokensPath != "" {
 				s.tools[countTokensTool(p)] = u.countTokens
@@ -321,6 +326,7 @@ func (s *Server) learnVault(ctx context.Context) error {
 	for _, secret := range v.Secrets() {
 		s.redactor.AddLiteral("recorded-secret", secret)
 	}
+	s.vault = v
 	return nil
 }
 

@@ -41,6 +41,19 @@ type upstream struct {
 	// key replaces the agent's credential when set.
 	key     string
 	counter func(provider, outcome string)
+	// expand, when set, rewrites a request before it goes upstream (a fork's recorded chains).
+	expand func(session.Request) (session.Request, error)
+}
+
+// body is the wire body of req, rewritten by expand first.
+func (u *upstream) body(req session.Request) ([]byte, error) {
+	if u.expand != nil {
+		var err error
+		if req, err = u.expand(req); err != nil {
+			return nil, err
+		}
+	}
+	return u.p.Codec.DenormalizeRequest(req)
 }
 
 type callKey struct{}
@@ -130,7 +143,7 @@ func failureFrom(err error) (upstreamFailure, bool) {
 
 // Create implements replay.Model.
 func (u *upstream) Create(ctx context.Context, req session.Request) (*session.Response, error) {
-	body, err := u.p.Codec.DenormalizeRequest(req)
+	body, err := u.body(req)
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +190,7 @@ func checkAssembled(p *Provider, out session.Response) error {
 // agent sees any of it; an event that is not sound JSON text (invalid UTF-8, a repeated key, not JSON)
 // ends the stream there, so the agent gets exactly the events the recording holds.
 func (u *upstream) Stream(ctx context.Context, req session.Request, emit func(json.RawMessage) error) (*session.Response, error) {
-	body, err := u.p.Codec.DenormalizeRequest(req)
+	body, err := u.body(req)
 	if err != nil {
 		return nil, err
 	}

@@ -90,11 +90,9 @@ func (a *responseAccumulator) apply(data json.RawMessage) (string, error) {
 	if jsonobj.Kind(data) != '{' || json.Unmarshal(data, &ev) != nil {
 		return "", ErrWrongType
 	}
-	if raw, _ := jsonobj.Parse(data); raw != nil {
-		if e, ok := raw.Get("error"); ok && !jsonobj.IsNull(e) && ev.Type != "response.failed" {
-			a.stopped = true // the SDK's stream ends at an event with an error member
-			return "", nil
-		}
+	if raw, _ := jsonobj.Parse(data); ev.Type == "error" || raw != nil && !jsonobj.IsNull(raw.Vals["error"]) {
+		a.stopped = true // the API's error event ends the stream, and the SDK's at any error member
+		return "", nil
 	}
 	switch ev.Type {
 	case "response.created", "response.in_progress", "response.queued",
