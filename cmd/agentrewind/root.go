@@ -24,6 +24,7 @@ the recording proxy, and the command-line tools over recorded sessions.`,
 		newPlanCommand(), newEngineCommand(), newPushCommand(), newPullCommand(), newLsCommand(), newCheckpointCommand())
 	root.AddCommand(newProxyCommand())
 	root.AddCommand(newSuiteCommand())
+	root.AddCommand(newUICommand())
 	root.AddCommand(newGCCommand())
 	escapeAllErrors(root)
 	return root

@@ -43,6 +43,8 @@ type Listing struct {
 	// Object names the cluster object the session is, namespace/name, and Phase its phase.
 	Object string `json:"object,omitempty"`
 	Phase  string `json:"phase,omitempty"`
+	// ForkRun names the ForkRun that made the session, with its outcome.
+	ForkRun string `json:"forkRun,omitempty"`
 	// Problem says why the session cannot be shown, when it cannot.
 	Problem string `json:"problem,omitempty"`
 }

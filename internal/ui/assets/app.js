@@ -102,11 +102,11 @@
       el('td', {}, String(s.events || '')),
       el('td', {}, s.createdAt ? new Date(s.createdAt).toISOString().replace('T', ' ').slice(0, 19) : ''),
       el('td', { class: 'verdict' }, verdictBadge(s.verdict, s.verdictReason), s.verdictReason ? ' ' + s.verdictReason : ''),
-      el('td', {}, s.object || ''),
+      el('td', {}, s.object || '', s.phase ? ' · ' + s.phase : '', s.forkRun ? el('div', {}, s.forkRun) : null),
       el('td', { class: 'error' }, s.problem || '')));
     main.replaceChildren(el('h1', {}, 'Sessions'),
       el('table', { id: 'sessions' },
-        el('thead', {}, el('tr', {}, ['Session', 'Parent', 'Forked at', 'Events', 'Created', 'Verdict', 'Object', 'Problem'].map((h) => el('th', {}, h)))),
+        el('thead', {}, el('tr', {}, ['Session', 'Parent', 'Forked at', 'Events', 'Created', 'Verdict', 'Cluster', 'Problem'].map((h) => el('th', {}, h)))),
         el('tbody', {}, rows)));
   }
 
