@@ -23,6 +23,7 @@ the recording proxy, and the command-line tools over recorded sessions.`,
 		newInspectCommand(), newContextCommand(), newDiffCommand(), newVerifyCommand(), newPackCommand(), newUnpackCommand(), newCompareCommand(),
 		newPlanCommand(), newEngineCommand(), newPushCommand(), newPullCommand(), newLsCommand(), newCheckpointCommand())
 	root.AddCommand(newProxyCommand())
+	root.AddCommand(newMCPCommand())
 	root.AddCommand(newSuiteCommand())
 	root.AddCommand(newUICommand())
 	root.AddCommand(newGCCommand())

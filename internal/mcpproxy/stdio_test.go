@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -63,10 +62,8 @@ func removeFromPath(t *testing.T, bin string) {
 
 // client is a go-sdk client connected to ServeStdio over pipes.
 type client struct {
-	*sdk.ClientSession
-	progress atomic.Int32 // progress notifications the client received
-	sampled  atomic.Int32 // sampling requests the client answered
-	done     chan *Outcome
+	*mcptest.Client
+	done chan *Outcome
 }
 
 // finish closes the client (the proxy sees EOF) and returns the run's outcome.
@@ -92,18 +89,7 @@ func connect(t *testing.T, opts StdioOptions) *client {
 		_ = toClientW.Close()
 		c.done <- out
 	}()
-	cl := sdk.NewClient(&sdk.Implementation{Name: "agent", Version: "v0.1"}, &sdk.ClientOptions{
-		ProgressNotificationHandler: func(context.Context, *sdk.ProgressNotificationClientRequest) { c.progress.Add(1) },
-		CreateMessageHandler: func(context.Context, *sdk.CreateMessageRequest) (*sdk.CreateMessageResult, error) {
-			c.sampled.Add(1)
-			return &sdk.CreateMessageResult{Model: "m", Role: "assistant", Content: &sdk.TextContent{Text: "forty-two"}}, nil
-		},
-	})
-	cs, err := cl.Connect(context.Background(), &sdk.IOTransport{Reader: toClientR, Writer: toProxyW}, nil)
-	if err != nil {
-		t.Fatalf("connecting the SDK client: %v", err)
-	}
-	c.ClientSession = cs
+	c.Client = mcptest.Connect(t, toClientR, toProxyW)
 	return c
 }
 
@@ -132,19 +118,9 @@ func agentRun(t *testing.T, c *client) []string {
 		if err != nil {
 			t.Fatalf("tools/call %s: %v", p.Name, err)
 		}
-		out = append(out, resultText(res))
+		out = append(out, mcptest.Text(res))
 	}
 	return out
-}
-
-func resultText(res *sdk.CallToolResult) string {
-	var parts []string
-	for _, c := range res.Content {
-		if tc, ok := c.(*sdk.TextContent); ok {
-			parts = append(parts, tc.Text)
-		}
-	}
-	return strings.Join(parts, "|")
 }
 
 func record(t *testing.T, dir string) (*session.Session, []string, *client) {
@@ -176,8 +152,8 @@ func TestStdioRecordThenReplayWithoutTheServer(t *testing.T) {
 	if diff := cmp.Diff(want, recorded); diff != "" {
 		t.Fatalf("what the agent got through the recording stand-in (-want +got):\n%s", diff)
 	}
-	if rc.progress.Load() != 3 || rc.sampled.Load() != 1 {
-		t.Errorf("record mode passed %d progress notifications and %d sampling requests to the client, want 3 and 1", rc.progress.Load(), rc.sampled.Load())
+	if rc.Progress.Load() != 3 || rc.Sampled.Load() != 1 {
+		t.Errorf("record mode passed %d progress notifications and %d sampling requests to the client, want 3 and 1", rc.Progress.Load(), rc.Sampled.Load())
 	}
 	var names []string
 	var notes int
@@ -219,8 +195,8 @@ func TestStdioRecordThenReplayWithoutTheServer(t *testing.T) {
 	if diff := cmp.Diff(want, replayed); diff != "" {
 		t.Errorf("what the agent got from the replay (-want +got):\n%s", diff)
 	}
-	if c.progress.Load() != 0 || c.sampled.Load() != 0 {
-		t.Errorf("the replay sent %d progress notifications and %d sampling requests; a replay has no server to send them", c.progress.Load(), c.sampled.Load())
+	if c.Progress.Load() != 0 || c.Sampled.Load() != 0 {
+		t.Errorf("the replay sent %d progress notifications and %d sampling requests; a replay has no server to send them", c.Progress.Load(), c.Sampled.Load())
 	}
 	if starts2, calls2 := mcptest.Log(log); starts2 != starts || len(calls2) != len(calls) {
 		t.Errorf("the replay reached the real server: %d starts and %d calls after it, %d and %d before", starts2, len(calls2), starts, len(calls))
@@ -332,7 +308,7 @@ func TestStdioServerCrashMidCallIsRecordedAndReplayed(t *testing.T) {
 	c := connect(t, StdioOptions{RunOptions: RunOptions{Mode: Record, Server: "weather", Dir: dir, ID: "crash"},
 		Command: []string{"weather-mcp"}, Env: mcptest.ChildEnv(log)})
 	ctx := context.Background()
-	if res, err := c.CallTool(ctx, &sdk.CallToolParams{Name: "add", Arguments: map[string]any{"a": 1, "b": 1}}); err != nil || resultText(res) != "2" {
+	if res, err := c.CallTool(ctx, &sdk.CallToolParams{Name: "add", Arguments: map[string]any{"a": 1, "b": 1}}); err != nil || mcptest.Text(res) != "2" {
 		t.Fatalf("add before the crash: %v", err)
 	}
 	_, err := c.CallTool(ctx, &sdk.CallToolParams{Name: "crash", Arguments: map[string]any{}})

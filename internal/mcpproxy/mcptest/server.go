@@ -96,20 +96,20 @@ func NewServer(h Hooks) *mcp.Server {
 
 // Environment of a re-executed test binary that is to be the stdio server.
 const (
-	envChild = "AGENTREWIND_MCPTEST_SERVER"
-	envLog   = "AGENTREWIND_MCPTEST_LOG"
+	EnvChild = "AGENTREWIND_MCPTEST_SERVER"
+	EnvLog   = "AGENTREWIND_MCPTEST_LOG"
 )
 
 // ChildEnv is the environment that makes a test binary run as the stdio server (RunIfChild), logging
 // "start" and "call <tool>" lines to log.
 func ChildEnv(log string) []string {
-	return append(os.Environ(), envChild+"=1", envLog+"="+log)
+	return append(os.Environ(), EnvChild+"=1", EnvLog+"="+log)
 }
 
 // RunIfChild runs the stdio server and exits when the process was started with ChildEnv; call it
 // first in TestMain.
 func RunIfChild() {
-	if os.Getenv(envChild) != "1" {
+	if os.Getenv(EnvChild) != "1" {
 		return
 	}
 	logLine("start")
@@ -122,7 +122,7 @@ func RunIfChild() {
 }
 
 func logLine(s string) {
-	f, err := os.OpenFile(os.Getenv(envLog), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	f, err := os.OpenFile(os.Getenv(EnvLog), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
 		return
 	}
