@@ -50,16 +50,11 @@ func (s *SessionStore) OpenEvents(ctx context.Context, id string) (*EventStream,
 	if err != nil {
 		return nil, err
 	}
-	key := s.layout.SessionEvents(id)
-	body, err := s.objects.Get(ctx, key)
-	if errors.Is(err, ErrNotFound) {
-		return nil, missingEvents(id, s.name(key), err)
-	}
+	body, name, err := s.openLog(ctx, meta)
 	if err != nil {
 		return nil, err
 	}
 	h := sha256.New()
-	name := s.name(key)
 	return &EventStream{meta: meta, name: name, body: body, hash: h, check: session.NewStructureChecker(name),
 		br: bufio.NewReaderSize(io.TeeReader(body, h), 64<<10), expand: session.NewExpander(s.BlobSource(ctx), name), metaName: s.name(s.layout.SessionMeta(id))}, nil
 }

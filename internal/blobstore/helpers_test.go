@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -189,4 +190,62 @@ func keys(t testing.TB, objs ObjectStore, prefix string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// logSegment returns the key of the first stored segment of session id's log that holds s (any
+// segment when s is empty), read from its segments.json.
+func logSegment(t testing.TB, l Layout, mem *MemObjectStore, id, s string) string {
+	t.Helper()
+	for _, key := range segmentKeys(l, mem, id) {
+		if b, _ := mem.Bytes(key); strings.Contains(string(b), s) {
+			return key
+		}
+	}
+	t.Fatalf("no segment of %s holds %q", id, s)
+	return ""
+}
+
+// segmentKeys lists the keys of session id's stored segments, in log order (none when it has no
+// readable segments.json).
+func segmentKeys(l Layout, mem *MemObjectStore, id string) []string {
+	data, _ := mem.Bytes(l.SessionSegments(id))
+	var idx segmentIndex
+	_ = json.Unmarshal(data, &idx)
+	var out []string
+	for _, seg := range idx.Segments {
+		out = append(out, l.Blob(seg.Hash))
+	}
+	return out
+}
+
+// storedLog puts session id's stored log back together from its segments.
+func storedLog(t *testing.T, l Layout, mem *MemObjectStore, id string) []byte {
+	t.Helper()
+	var idx segmentIndex
+	if err := json.Unmarshal(mustBytes(t, mem, l.SessionSegments(id)), &idx); err != nil {
+		t.Fatal(err)
+	}
+	var log []byte
+	for _, seg := range idx.Segments {
+		log = append(log, mustBytes(t, mem, l.Blob(seg.Hash))...)
+	}
+	return log
+}
+
+// storeLog replaces session id's stored log with log, its segments and index rewritten to match,
+// as a forger with write access to the store would.
+func storeLog(t testing.TB, l Layout, mem *MemObjectStore, id string, log []byte) {
+	t.Helper()
+	segs, sum, err := cutSegments(bytes.NewReader(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, seg := range segs {
+		mem.Set(l.Blob(seg.Hash), log[seg.off:seg.off+seg.Bytes])
+	}
+	data, err := json.Marshal(segmentIndex{EventsHash: sum, Segments: segs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem.Set(l.SessionSegments(id), data)
 }

@@ -15,7 +15,8 @@ import (
 //	<prefix>/blobs/sha256/<hh>/<hash>        content-addressed, shared by sessions, forks and checkpoints
 //	<prefix>/sessions/<id>/meta.json         written last: its presence commits the session
 //	<prefix>/sessions/<id>/meta.json.sha256  written just before it: the SHA-256 that verifies it
-//	<prefix>/sessions/<id>/events.jsonl
+//	<prefix>/sessions/<id>/segments.json     the log as content-addressed segments (blobs), in order
+//	<prefix>/sessions/<id>/events.jsonl      the log of a session stored before segments
 //	<prefix>/sessions/<id>/vault.enc         the sealed vault, when meta.json declares one (vaultHash)
 //	<prefix>/checkpoints/<id>/manifest.json
 //	<prefix>/results/<uid>.json
@@ -93,6 +94,12 @@ const metaSumSuffix = ".sha256"
 
 // SessionEvents is the key of a session's events.jsonl.
 func (l Layout) SessionEvents(id string) string { return l.join(sessionsDir, id, session.EventsFile) }
+
+// SessionSegments is the key of a session's segment index (segments.go).
+func (l Layout) SessionSegments(id string) string { return l.join(sessionsDir, id, segmentsFile) }
+
+// segmentsFile names a session's segment index.
+const segmentsFile = "segments.json"
 
 // SessionVault is the key of a session's sealed vault.enc. Only ciphertext is stored under it.
 func (l Layout) SessionVault(id string) string { return l.join(sessionsDir, id, session.VaultFile) }

@@ -77,7 +77,7 @@ func TestPullVerifiesMetaJSON(t *testing.T) {
 	for _, tc := range []struct {
 		key string
 		at  int // the byte of key flipped
-	}{{`"createdAt"`, 9}, {`"fingerprintMode"`, 15}, {`"schemaVersion": 2`, 17}} {
+	}{{`"createdAt"`, 9}, {`"fingerprintMode"`, 15}, {`"schemaVersion": 3`, 17}} {
 		key := tc.key
 		t.Run(key, func(t *testing.T) {
 			dir, _, store, mem := memSession(t)
@@ -91,7 +91,7 @@ func TestPullVerifiesMetaJSON(t *testing.T) {
 			if i < 0 {
 				t.Fatalf("meta.json has no %s:\n%s", key, data)
 			}
-			data[i+tc.at] ^= 0x01 // "createdAu", "fingerprintModd", "schemaVersion": 3
+			data[i+tc.at] ^= 0x01 // "createdAu", "fingerprintModd", "schemaVersion": 2
 			mem.Set(metaKey, data)
 			out := filepath.Join(t.TempDir(), "out")
 			_, err := store.Pull(ctx, "s1", out)

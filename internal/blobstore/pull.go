@@ -177,12 +177,8 @@ func (s *SessionStore) pullInto(ctx context.Context, barrier *syncBarrier, tmp, 
 	}
 	t := newTracker(s.progress, "pull", meta.ID, sessionObjects(meta, 0), 0)
 	t.phase(PhaseEvents, 0)
-	eventsKey := s.layout.SessionEvents(meta.ID)
 	eventsPath := filepath.Join(tmp, session.EventsFile)
-	n, err := s.download(ctx, barrier, eventsKey, eventsPath, meta.EventsHash)
-	if errors.Is(err, ErrNotFound) {
-		return nil, missingEvents(meta.ID, s.name(eventsKey), err)
-	}
+	eventsKey, n, err := s.downloadLog(ctx, barrier, meta, eventsPath)
 	if err != nil {
 		return nil, err
 	}
@@ -209,6 +205,39 @@ func (s *SessionStore) pullInto(ctx context.Context, barrier *syncBarrier, tmp, 
 	t.done(s.layout.SessionMeta(meta.ID), int64(len(metaBytes)), false)
 	t.phase(PhaseDone, 0)
 	return res, nil
+}
+
+// downloadLog writes the session's log to path, verified against its eventsHash: from its segments,
+// each checked as it arrives, or from the one events.jsonl of a session stored before segments. It
+// returns the key it was read from.
+func (s *SessionStore) downloadLog(ctx context.Context, barrier *syncBarrier, meta session.Meta, path string) (string, int64, error) {
+	idx, found, err := s.readIndex(ctx, meta)
+	if err != nil {
+		return "", 0, err
+	}
+	if !found {
+		key := s.layout.SessionEvents(meta.ID)
+		n, err := s.download(ctx, barrier, key, path, meta.EventsHash)
+		if errors.Is(err, ErrNotFound) {
+			return "", 0, missingEvents(meta.ID, s.name(key), err)
+		}
+		return key, n, err
+	}
+	key := s.layout.SessionSegments(meta.ID)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return "", 0, err
+	}
+	cw := &countingWriter{w: f}
+	r := &segmentReader{blobs: storeBlobs{ctx: ctx, s: s}, segs: idx.Segments}
+	err = copyVerified(cw, r, meta.EventsHash, s.name(key))
+	if err == nil {
+		err = barrier.file(f)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return key, cw.n, err
 }
 
 // sessionObjects is the number of objects a pull of the session moves: its blobs, events.jsonl,

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash"
@@ -25,9 +26,15 @@ type PushResult struct {
 	Blobs, BlobsUploaded, BlobsSkipped int
 	// BytesUploaded and BytesSkipped count blob bytes, as the blob counts do.
 	BytesUploaded, BytesSkipped int64
-	// EventsUploaded says this push sent events.jsonl (a re-push of a committed session finds it).
+	// EventsUploaded says this push sent the log's index, segments.json (a re-push of a committed
+	// session finds it).
 	EventsUploaded bool
-	// BytesSent is everything this push sent: blobs, events.jsonl, the vault and meta.json.
+	// Segments is the number of segments the log is stored as (segments.go); SegmentsUploaded were
+	// sent and SegmentsSkipped were already stored (a fork's shared with its parent).
+	Segments, SegmentsUploaded, SegmentsSkipped int
+	// SegmentBytesUploaded counts the bytes of the segments sent.
+	SegmentBytesUploaded int64
+	// BytesSent is everything this push sent: blobs, segments and their index, the vault and meta.json.
 	BytesSent int64
 	// AlreadyCommitted says the store held this session before the push. A meta.json or
 	// meta.json.sha256 it held damaged, or a record it lacked, was rewritten (counted in BytesSent).
@@ -60,6 +67,9 @@ type localSession struct {
 	events     *os.File
 	eventsSize int64
 	blobs      []localBlob
+	// segments are events.jsonl cut as the store keeps it, and index their segments.json.
+	segments []localBlob
+	index    []byte
 	// vault is the sealed vault.enc meta.json declares, verified and open like events; nil when the
 	// session declares none.
 	vault     *os.File
@@ -78,6 +88,9 @@ type localBlob struct {
 	hash     string
 	size     int64
 	uploaded bool // set by pushBlobs: sent in this push, rather than found in the store
+	// inLog says the blob is a segment: bytes off to off+size of events.jsonl, not blobs/<hash>.
+	inLog bool
+	off   int64
 }
 
 // Push uploads the committed session in dir: the blobs it references that the store lacks, then
@@ -98,7 +111,7 @@ func (s *SessionStore) Push(ctx context.Context, dir string) (*PushResult, error
 	}
 	defer local.close()
 	id := local.meta.ID
-	res := &PushResult{ID: id, Blobs: len(local.blobs), HasVault: local.vault != nil}
+	res := &PushResult{ID: id, Blobs: len(local.blobs), Segments: len(local.segments), HasVault: local.vault != nil}
 	if !res.HasVault && fileExists(filepath.Join(dir, session.VaultFile)) {
 		res.VaultSkipped, res.VaultSkipReason = true, undeclaredVault
 	}
@@ -120,9 +133,9 @@ func (s *SessionStore) Push(ctx context.Context, dir string) (*PushResult, error
 	if err := s.confirmStored(ctx, local, res.EventsUploaded, res.VaultUploaded); err != nil {
 		return nil, err
 	}
-	res.BytesSent = res.BytesUploaded
+	res.BytesSent = res.BytesUploaded + res.SegmentBytesUploaded
 	if res.EventsUploaded {
-		res.BytesSent += local.eventsSize
+		res.BytesSent += int64(len(local.index))
 	}
 	if res.VaultUploaded {
 		res.BytesSent += local.vaultSize
@@ -145,16 +158,17 @@ func (s *SessionStore) Push(ctx context.Context, dir string) (*PushResult, error
 // objects is the number of objects a push of the session stores: its blobs, events.jsonl, the
 // sealed vault when it has one, and meta.json.
 func (l *localSession) objects() int {
-	n := len(l.blobs) + 2
+	n := len(l.blobs) + len(l.segments) + 2
 	if l.vault != nil {
 		n++
 	}
 	return n
 }
 
-// size is the number of bytes a push of the session moves, sealed vault included.
+// size is the number of bytes a push of the session moves: its files, sealed vault included, and the
+// index of its log's segments.
 func (l *localSession) size() int64 {
-	n := l.eventsSize + l.vaultSize + int64(len(l.metaBytes))
+	n := l.eventsSize + int64(len(l.index)) + l.vaultSize + int64(len(l.metaBytes))
 	for _, b := range l.blobs {
 		n += b.size
 	}
@@ -238,17 +252,28 @@ func openLocal(dir string) (*localSession, error) {
 }
 
 // scan checks that the open events.jsonl is the log session.Open verified (it hashes to the same
-// eventsHash) and finds the blobs its events reference.
+// eventsHash), cuts it into the segments the store keeps, and finds the blobs its events reference.
 func (l *localSession) scan(eventsPath string, events []session.Event) error {
 	fi, err := l.events.Stat()
 	if err != nil {
 		return err
 	}
 	l.eventsSize = fi.Size()
-	if err := copyVerified(io.Discard, l.events, l.meta.EventsHash, eventsPath); err != nil {
+	segs, got, err := cutSegments(l.events)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", eventsPath, err)
+	}
+	if got != l.meta.EventsHash {
+		return &session.DigestMismatchError{Object: eventsPath, Want: l.meta.EventsHash, Got: got}
+	}
+	idx := segmentIndex{EventsHash: got, Segments: segs, Blobs: session.Blobs(events)}
+	for _, seg := range segs {
+		l.segments = append(l.segments, localBlob{hash: seg.Hash, size: seg.Bytes, inLog: true, off: seg.off})
+	}
+	if l.index, err = json.Marshal(idx); err != nil {
 		return err
 	}
-	for _, h := range session.Blobs(events) {
+	for _, h := range idx.Blobs {
 		if !session.ValidBlobHash(h) {
 			return fmt.Errorf("%s references blob %q, which is not a sha256 hex digest: the session is corrupt", eventsPath, h)
 		}
@@ -367,31 +392,33 @@ func (s *SessionStore) statBlobsAhead(ctx context.Context, dir string) statsAhea
 
 func (s *SessionStore) pushBlobs(ctx context.Context, local *localSession, stats blobStats, res *PushResult, t *tracker) error {
 	t.phase(PhaseBlobs, 0)
-	results := make([]bool, len(local.blobs))
-	err := forEach(ctx, s.parallel, indexes(len(local.blobs)), func(ctx context.Context, i int) error {
-		b := local.blobs[i]
+	if err := s.pushEach(ctx, local, local.blobs, stats, t); err != nil {
+		return err
+	}
+	for _, b := range local.blobs {
+		if b.uploaded {
+			res.BlobsUploaded++
+			res.BytesUploaded += b.size
+		} else {
+			res.BlobsSkipped++
+			res.BytesSkipped += b.size
+		}
+	}
+	return nil
+}
+
+// pushEach uploads each of list the store lacks, marking those it sent.
+func (s *SessionStore) pushEach(ctx context.Context, local *localSession, list []localBlob, stats blobStats, t *tracker) error {
+	return forEach(ctx, s.parallel, indexes(len(list)), func(ctx context.Context, i int) error {
+		b := list[i]
 		uploaded, err := s.pushBlob(ctx, local.dir, b, stats)
 		if err != nil {
 			return err
 		}
-		results[i] = uploaded
+		list[i].uploaded = uploaded
 		t.done(s.layout.Blob(b.hash), b.size, !uploaded)
 		return nil
 	})
-	if err != nil {
-		return err
-	}
-	for i, uploaded := range results {
-		local.blobs[i].uploaded = uploaded
-		if uploaded {
-			res.BlobsUploaded++
-			res.BytesUploaded += local.blobs[i].size
-		} else {
-			res.BlobsSkipped++
-			res.BytesSkipped += local.blobs[i].size
-		}
-	}
-	return nil
 }
 
 // pushBlob uploads one blob unless the store has it already. Blobs are content-addressed, so an
@@ -400,6 +427,9 @@ func (s *SessionStore) pushBlobs(ctx context.Context, local *localSession, stats
 func (s *SessionStore) pushBlob(ctx context.Context, dir string, b localBlob, stats blobStats) (uploaded bool, err error) {
 	key := s.layout.Blob(b.hash)
 	path := filepath.Join(dir, session.BlobsDir, b.hash)
+	if b.inLog {
+		path = filepath.Join(dir, session.EventsFile)
+	}
 	var info ObjectInfo
 	if size, ok := stats[b.hash]; !ok {
 		info, err = s.objects.Stat(ctx, key)
@@ -437,7 +467,7 @@ func (s *SessionStore) uploadBlob(ctx context.Context, path, key string, b local
 		return err
 	}
 	defer f.Close()
-	v := &verifyingReader{f: f, size: b.size, want: b.hash, name: path, h: sha256.New()}
+	v := &verifyingReader{f: f, base: b.off, size: b.size, want: b.hash, name: path, h: sha256.New()}
 	err = s.objects.Put(ctx, key, v, b.size)
 	if v.err != nil {
 		return v.err // the store's error only says the body ended early
@@ -452,6 +482,7 @@ func (s *SessionStore) uploadBlob(ctx context.Context, path, key string, b local
 // lets a failed attempt be retried.
 type verifyingReader struct {
 	f          *os.File
+	base       int64 // where the bytes start in f
 	size, off  int64
 	want, name string
 	h          hash.Hash
@@ -466,7 +497,7 @@ func (v *verifyingReader) Read(p []byte) (int, error) {
 		return 0, io.EOF
 	}
 	p = p[:min(int64(len(p)), v.size-v.off)]
-	n, err := v.f.ReadAt(p, v.off)
+	n, err := v.f.ReadAt(p, v.base+v.off)
 	v.h.Write(p[:n])
 	v.off += int64(n)
 	switch {
@@ -501,11 +532,40 @@ func (v *verifyingReader) Seek(offset int64, whence int) (int64, error) {
 	return 0, fmt.Errorf("reading %s: only a rewind to the start is supported", v.name)
 }
 
-// pushEvents uploads events.jsonl, unless the session is already committed with it; it reports
-// whether it uploaded.
+// pushEvents uploads the log's segments the store lacks, then its index, segments.json, unless the
+// session is already committed with it; it reports whether it uploaded the index.
 func (s *SessionStore) pushEvents(ctx context.Context, local *localSession, res *PushResult, t *tracker) (bool, error) {
 	t.phase(PhaseEvents, 0)
-	return s.pushFile(ctx, s.layout.SessionEvents(local.meta.ID), local.events, local.eventsSize, local.meta.EventsHash, res.AlreadyCommitted, t)
+	if err := s.pushEach(ctx, local, local.segments, nil, t); err != nil {
+		return false, err
+	}
+	for _, b := range local.segments {
+		if b.uploaded {
+			res.SegmentsUploaded++
+			res.SegmentBytesUploaded += b.size
+		} else {
+			res.SegmentsSkipped++
+		}
+	}
+	key := s.layout.SessionSegments(local.meta.ID)
+	size := int64(len(local.index))
+	if res.AlreadyCommitted {
+		if info, err := s.objects.Stat(ctx, key); err == nil && info.Size == size {
+			intact, verr := s.storedIntact(ctx, key, sha256Hex(local.index))
+			if verr != nil {
+				return false, verr
+			}
+			if intact {
+				t.done(key, size, true)
+				return false, nil
+			}
+		}
+	}
+	if err := s.objects.Put(ctx, key, bytes.NewReader(local.index), size); err != nil {
+		return false, err
+	}
+	t.done(key, size, false)
+	return true, nil
 }
 
 // pushVault uploads the sealed vault, verified by openLocal, unless the session declares none or is
@@ -552,13 +612,13 @@ func (s *SessionStore) pushFile(ctx context.Context, key string, f *os.File, siz
 // with a hole in it. Blobs found already stored were checked the same way when they were skipped.
 func (s *SessionStore) confirmStored(ctx context.Context, local *localSession, uploadedEvents, uploadedVault bool) error {
 	want := map[string]int64{}
-	for _, b := range local.blobs {
+	for _, b := range append(local.blobs[:len(local.blobs):len(local.blobs)], local.segments...) {
 		if b.uploaded {
 			want[s.layout.Blob(b.hash)] = b.size
 		}
 	}
 	if uploadedEvents {
-		want[s.layout.SessionEvents(local.meta.ID)] = local.eventsSize
+		want[s.layout.SessionSegments(local.meta.ID)] = int64(len(local.index))
 	}
 	if uploadedVault {
 		want[s.layout.SessionVault(local.meta.ID)] = local.vaultSize

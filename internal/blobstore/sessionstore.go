@@ -135,7 +135,10 @@ func missingEvents(id, name string, err error) error {
 
 // missingSession tells a session never pushed from one whose upload stopped before meta.json.
 func (s *SessionStore) missingSession(ctx context.Context, id string) error {
-	_, err := s.objects.Stat(ctx, s.layout.SessionEvents(id))
+	_, err := s.objects.Stat(ctx, s.layout.SessionSegments(id))
+	if errors.Is(err, ErrNotFound) {
+		_, err = s.objects.Stat(ctx, s.layout.SessionEvents(id))
+	}
 	switch {
 	case err == nil:
 		return fmt.Errorf("session %s in the store: %w: its upload was interrupted before meta.json; push it again", id, session.ErrNotCommitted)

@@ -3,6 +3,7 @@ package blobstore
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"io/fs"
@@ -49,7 +50,7 @@ func TestPushRefusesAnUncommittedSession(t *testing.T) {
 	}
 }
 
-func TestPushStoresBlobsThenEventsThenVaultThenMetaSumThenMetaLast(t *testing.T) {
+func TestPushStoresBlobsThenSegmentsThenTheirIndexThenVaultThenMetaSumThenMetaLast(t *testing.T) {
 	dir, meta, store, mem := memSession(t)
 	var mu sync.Mutex
 	var order []string
@@ -64,13 +65,14 @@ func TestPushStoresBlobsThenEventsThenVaultThenMetaSumThenMetaLast(t *testing.T)
 		t.Fatal(err)
 	}
 	l := store.Layout()
-	if len(order) != 7 || order[3] != l.SessionEvents(meta.ID) || order[4] != l.SessionVault(meta.ID) ||
-		order[5] != l.SessionMetaSum(meta.ID) || order[6] != l.SessionMeta(meta.ID) {
-		t.Fatalf("upload order %v: want 3 blobs, then events.jsonl, then vault.enc, then meta.json.sha256, then meta.json", order)
+	n := 3 + res.Segments
+	if res.Segments < 2 || len(order) != n+4 || order[n] != l.SessionSegments(meta.ID) || order[n+1] != l.SessionVault(meta.ID) ||
+		order[n+2] != l.SessionMetaSum(meta.ID) || order[n+3] != l.SessionMeta(meta.ID) {
+		t.Fatalf("upload order %v: want 3 blobs and the log's segments (%d), then segments.json, then vault.enc, then meta.json.sha256, then meta.json", order, res.Segments)
 	}
-	for _, key := range order[:3] {
+	for _, key := range order[:n] {
 		if !strings.HasPrefix(key, "pfx/blobs/sha256/") {
-			t.Errorf("first uploads must be blobs, got %s", key)
+			t.Errorf("first uploads must be blobs and segments, got %s", key)
 		}
 	}
 	if res.Blobs != 3 || res.BlobsUploaded != 3 || res.BlobsSkipped != 0 || res.AlreadyCommitted ||
@@ -396,16 +398,28 @@ func TestPullDetectsTamperedObjects(t *testing.T) {
 			mem.Set(key, data)
 			return key
 		}},
-		{"events.jsonl with an edited line", func(t testing.TB, l Layout, mem *MemObjectStore) string {
-			key := l.SessionEvents("s1")
+		{"a segment of the log with an edited line", func(t testing.TB, l Layout, mem *MemObjectStore) string {
+			key := logSegment(t, l, mem, "s1", `"fetch"`)
 			data, _ := mem.Bytes(key)
 			mem.Set(key, []byte(strings.Replace(string(data), `"fetch"`, `"fetcH"`, 1)))
 			return key
 		}},
-		{"events.jsonl cut short", func(t testing.TB, l Layout, mem *MemObjectStore) string {
-			key := l.SessionEvents("s1")
+		{"a segment of the log cut short", func(t testing.TB, l Layout, mem *MemObjectStore) string {
+			key := logSegment(t, l, mem, "s1", "")
 			data, _ := mem.Bytes(key)
 			mem.Set(key, data[:len(data)/2])
+			return key
+		}},
+		{"segments.json listing the segments out of order", func(t testing.TB, l Layout, mem *MemObjectStore) string {
+			key := l.SessionSegments("s1")
+			data, _ := mem.Bytes(key)
+			var idx segmentIndex
+			if err := json.Unmarshal(data, &idx); err != nil || len(idx.Segments) < 2 {
+				t.Fatalf("segments.json: %v, %d segments", err, len(idx.Segments))
+			}
+			idx.Segments[0], idx.Segments[1] = idx.Segments[1], idx.Segments[0]
+			data, _ = json.Marshal(idx)
+			mem.Set(key, data)
 			return key
 		}},
 		{"vault.enc with a flipped bit", func(t testing.TB, l Layout, mem *MemObjectStore) string {
@@ -500,15 +514,18 @@ func TestProgressReportsEveryObjectWithoutOverlap(t *testing.T) {
 		last = p
 	}}
 	store := NewSessionStore(mem, Layout{}, opts)
-	if _, err := store.Push(context.Background(), dir); err != nil {
+	pushed, err := store.Push(context.Background(), dir)
+	if err != nil {
 		t.Fatal(err)
 	}
 	var size int64 // every file of the session, the sealed vault included
 	for _, data := range sessionFiles(t, dir) {
 		size += int64(len(data))
 	}
-	if last.Phase != PhaseDone || last.DoneObjects != 6 || last.TotalObjects != 6 || last.DoneBytes != size || last.TotalBytes != size {
-		t.Fatalf("last push progress %+v, want 6/6 objects and %d/%d bytes", last, size, size)
+	// 3 blobs, the log's segments and their index, the vault and meta.json.
+	index := int64(len(mustBytes(t, mem, store.Layout().SessionSegments("s1"))))
+	if objs := 6 - 1 + pushed.Segments + 1; last.Phase != PhaseDone || last.DoneObjects != objs || last.TotalObjects != objs || last.DoneBytes != size+index || last.TotalBytes != size+index {
+		t.Fatalf("last push progress %+v, want %d/%d objects and %d/%d bytes", last, objs, objs, size+index, size+index)
 	}
 	if _, err := store.Pull(context.Background(), "s1", filepath.Join(t.TempDir(), "out")); err != nil {
 		t.Fatal(err)
@@ -541,7 +558,8 @@ func TestOpenEventsStreamsVerifiedEvents(t *testing.T) {
 		}
 	}
 
-	key := store.Layout().SessionEvents("s1")
+	// The segment's own digest catches the edit before a line of it is used.
+	key := logSegment(t, store.Layout(), mem, "s1", `"i":1`)
 	data, _ := mem.Bytes(key)
 	mem.Set(key, []byte(strings.Replace(string(data), `"i":1`, `"i":7`, 1)))
 	stream, err := store.OpenEvents(ctx, "s1")
@@ -648,8 +666,8 @@ func TestPushWithVerifyStoredRepairsADamagedStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	blob := keys(t, mem, store.Layout().BlobsPrefix())[0]
-	events := store.Layout().SessionEvents("s1")
-	for _, key := range []string{blob, events} {
+	segment := logSegment(t, store.Layout(), mem, "s1", "")
+	for _, key := range []string{blob, segment} {
 		data, _ := mem.Bytes(key)
 		data[len(data)/2] ^= 1
 		mem.Set(key, data)

@@ -100,8 +100,8 @@ func TestPullAndStreamRefuseAStoredSessionVerifyRejects(t *testing.T) {
 				t.Fatal(err)
 			}
 			l := store.Layout()
-			events, metaBytes := tamperSession(t, tc, mustBytes(t, mem, l.SessionEvents(meta.ID)), mustBytes(t, mem, l.SessionMeta(meta.ID)))
-			mem.Set(l.SessionEvents(meta.ID), events)
+			events, metaBytes := tamperSession(t, tc, storedLog(t, l, mem, meta.ID), mustBytes(t, mem, l.SessionMeta(meta.ID)))
+			storeLog(t, l, mem, meta.ID, events)
 			mem.Set(l.SessionMeta(meta.ID), metaBytes)
 			mem.Set(l.SessionMetaSum(meta.ID), metaSumRecord(metaBytes))
 			assertPullRefused(t, store, meta.ID, tc.want)
@@ -175,8 +175,11 @@ func TestStoreDamageIsCorruptNotAFailureToRead(t *testing.T) {
 		damage func(l Layout, mem *MemObjectStore, id string)
 		want   func(error) bool
 	}{
-		{"events.jsonl deleted", func(l Layout, mem *MemObjectStore, id string) {
-			mem.Delete(context.Background(), l.SessionEvents(id))
+		{"the log's index deleted", func(l Layout, mem *MemObjectStore, id string) {
+			mem.Delete(context.Background(), l.SessionSegments(id))
+		}, isMissing},
+		{"a segment of the log deleted", func(l Layout, mem *MemObjectStore, id string) {
+			mem.Delete(context.Background(), segmentKeys(l, mem, id)[0])
 		}, isMissing},
 		{"a blob deleted", func(l Layout, mem *MemObjectStore, id string) {
 			mem.Delete(context.Background(), keysOf(mem, l.BlobsPrefix())[0])

@@ -274,7 +274,9 @@ func (s *sweep) mark(ctx context.Context) (roots, error) {
 	var r roots
 	type prefix struct {
 		committed bool
-		events    *blobstore.ObjectInfo
+		// logs are what lists the session's blobs: its events.jsonl, or the segments.json that
+		// indexes its log's segments and names every blob the log references (both, once re-pushed).
+		logs []blobstore.ObjectInfo
 	}
 	sessions := map[string]*prefix{}
 	var order []string
@@ -294,8 +296,8 @@ func (s *sweep) mark(ctx context.Context) (roots, error) {
 			switch o.Key {
 			case l.SessionMeta(id):
 				p.committed = true
-			case l.SessionEvents(id):
-				p.events = &o
+			case l.SessionEvents(id), l.SessionSegments(id):
+				p.logs = append(p.logs, o)
 			}
 		}
 		return nil
@@ -312,13 +314,13 @@ func (s *sweep) mark(ctx context.Context) (roots, error) {
 		default:
 			r.uncommitted++
 		}
-		if p.events == nil {
+		if len(p.logs) == 0 {
 			if p.committed {
 				r.damaged = append(r.damaged, id)
 			}
 			continue
 		}
-		reads = append(reads, *p.events)
+		reads = append(reads, p.logs...)
 	}
 	err = s.objects.ListPages(ctx, l.CheckpointsPrefix(), func(page []blobstore.ObjectInfo) error {
 		for _, o := range page {

@@ -1,0 +1,197 @@
+package blobstore
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"hash/fnv"
+	"io"
+
+	"github.com/agentrewind/agentrewind/internal/engine/session"
+)
+
+// Copy-on-write logs. The store keeps a session's events.jsonl as content-addressed segments, blobs
+// like any other, listed in order by sessions/<id>/segments.json. A segment ends at a line end chosen
+// by the content of the lines (see segmenter), so a fork whose log repeats its parent's lines (the
+// recorder writes a step it served from the parent as the parent's line) cuts them into the same
+// segments, and stores only the segments from its fork point on: 20 forks of one session store its
+// prefix once. Reading stays verified and streaming: each segment is checked against its digest
+// before a line of it is used, and the whole log against meta.json's eventsHash at the end. The
+// index also names every blob the log references, so the blob sweep, which reads it as it reads an
+// events.jsonl, keeps them. Sessions stored before segments (one events.jsonl object) still read.
+
+// segmentIndex is segments.json.
+type segmentIndex struct {
+	// EventsHash is meta.json's: the digest of the segments put together.
+	EventsHash string    `json:"eventsHash"`
+	Segments   []segment `json:"segments"`
+	// Blobs are every blob the log references, for the blob sweep; reading never trusts this list.
+	Blobs []string `json:"blobs"`
+}
+
+type segment struct {
+	Hash  string `json:"sha256"`
+	Bytes int64  `json:"bytes"`
+	off   int64  // where it starts in the local events.jsonl, on push
+}
+
+// Segment sizes. A segment ends after the first line (session_start: a fork's differs from its
+// parent's, and nothing after it should), after a line whose FNV-1a hash is 0 modulo segCutEvery once
+// the segment holds segMin bytes, and before it would pass segMax. About 10 to 20 KiB on average:
+// small enough that a fork re-stores little of its parent, large enough that a 100 MB log is a few
+// thousand objects.
+const (
+	segMin      = 4 << 10
+	segMax      = 256 << 10
+	segCutEvery = 8
+	// maxIndexSize bounds segments.json reads: about 80 bytes a segment and 70 a blob.
+	maxIndexSize = 64 << 20
+)
+
+// segmenter cuts a log into segments as its lines go by.
+type segmenter struct {
+	segs  []segment
+	cur   hash.Hash // the digest of the segment under way
+	size  int64
+	off   int64
+	lines int
+	all   hash.Hash // the digest of the whole log
+}
+
+func newSegmenter() *segmenter {
+	return &segmenter{cur: sha256.New(), all: sha256.New()}
+}
+
+// line adds the next line, with its newline.
+func (g *segmenter) line(l []byte) {
+	if g.size > 0 && g.size+int64(len(l)) > segMax {
+		g.cut()
+	}
+	g.cur.Write(l)
+	g.all.Write(l)
+	g.size += int64(len(l))
+	g.lines++
+	f := fnv.New32a()
+	f.Write(l)
+	if g.lines == 1 || g.size >= segMin && f.Sum32()%segCutEvery == 0 {
+		g.cut()
+	}
+}
+
+func (g *segmenter) cut() {
+	if g.size == 0 {
+		return
+	}
+	g.segs = append(g.segs, segment{Hash: hex.EncodeToString(g.cur.Sum(nil)), Bytes: g.size, off: g.off})
+	g.off += g.size
+	g.cur.Reset()
+	g.size = 0
+}
+
+// cutSegments reads a log to its end and returns its segments and its digest.
+func cutSegments(r io.Reader) ([]segment, string, error) {
+	g := newSegmenter()
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		l, err := br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			long := append([]byte(nil), l...)
+			for err == bufio.ErrBufferFull {
+				l, err = br.ReadSlice('\n')
+				long = append(long, l...)
+			}
+			l = long
+		}
+		if len(l) > 0 {
+			g.line(l)
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, "", err
+		}
+	}
+	g.cut()
+	return g.segs, hex.EncodeToString(g.all.Sum(nil)), nil
+}
+
+// readIndex reads a session's segments.json; found is false for a session stored as one events.jsonl.
+func (s *SessionStore) readIndex(ctx context.Context, meta session.Meta) (idx segmentIndex, found bool, err error) {
+	key := s.layout.SessionSegments(meta.ID)
+	data, err := s.readSmall(ctx, key, maxIndexSize)
+	if errors.Is(err, ErrNotFound) {
+		return idx, false, nil
+	}
+	if err != nil {
+		return idx, false, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&idx); err != nil {
+		return idx, true, fmt.Errorf("%s: %w", s.name(key), err)
+	}
+	if idx.EventsHash != meta.EventsHash {
+		return idx, true, &session.CorruptMetaError{File: s.name(key), Field: "eventsHash",
+			Err: fmt.Errorf("is %s, but meta.json commits %s: the index does not belong to this session", idx.EventsHash, meta.EventsHash)}
+	}
+	for i, seg := range idx.Segments {
+		if !session.ValidBlobHash(seg.Hash) || seg.Bytes <= 0 {
+			return idx, true, fmt.Errorf("%s: segments[%d] is not a sha256 digest with a positive size", s.name(key), i)
+		}
+	}
+	return idx, true, nil
+}
+
+// segmentReader reads a segmented log as one stream: each segment is fetched whole and checked
+// against its digest before any of its bytes is returned; the caller checks the whole against
+// eventsHash. Memory is one segment.
+type segmentReader struct {
+	blobs storeBlobs
+	segs  []segment
+	buf   *bytes.Reader
+}
+
+func (r *segmentReader) Read(p []byte) (int, error) {
+	for r.buf == nil || r.buf.Len() == 0 {
+		if len(r.segs) == 0 {
+			return 0, io.EOF
+		}
+		seg := r.segs[0]
+		r.segs = r.segs[1:]
+		data, err := r.blobs.ReadBlob(seg.Hash)
+		if errors.Is(err, ErrNotFound) {
+			return 0, &session.MissingError{Object: r.blobs.s.name(r.blobs.s.layout.Blob(seg.Hash)), Field: "segment", Err: err}
+		}
+		if err != nil {
+			return 0, err
+		}
+		r.buf = bytes.NewReader(data)
+	}
+	return r.buf.Read(p)
+}
+
+func (r *segmentReader) Close() error { return nil }
+
+// openLog opens a committed session's log for reading, from its segments or its one events.jsonl.
+func (s *SessionStore) openLog(ctx context.Context, meta session.Meta) (io.ReadCloser, string, error) {
+	idx, found, err := s.readIndex(ctx, meta)
+	if err != nil {
+		return nil, "", err
+	}
+	if found {
+		return &segmentReader{blobs: storeBlobs{ctx: ctx, s: s}, segs: idx.Segments}, s.name(s.layout.SessionSegments(meta.ID)), nil
+	}
+	key := s.layout.SessionEvents(meta.ID)
+	body, err := s.objects.Get(ctx, key)
+	if errors.Is(err, ErrNotFound) {
+		return nil, "", missingEvents(meta.ID, s.name(key), err)
+	}
+	return body, s.name(key), err
+}
