@@ -112,8 +112,16 @@ else
 TEST_PREREQS := manifests generate fmt
 endif
 
+.PHONY: chromium
+chromium: ## Install Debian's chromium for the web timeline's browser tests (internal/ui) when it is missing; needs root, else says loudly that they will skip.
+	@command -v chromium >/dev/null 2>&1 && exit 0; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		export DEBIAN_FRONTEND=noninteractive; apt-get install -y chromium || { apt-get update && apt-get install -y chromium; }; \
+	fi; \
+	command -v chromium >/dev/null 2>&1 || echo "*** chromium is missing and cannot be installed here (needs root and apt-get): the browser tests of internal/ui will SKIP ***" >&2
+
 .PHONY: test
-test: $(TEST_PREREQS) vet lint-api envtest-assets s3-server helm-lint ## Run all tests against a real API server and a real S3 server, after linting the API.
+test: $(TEST_PREREQS) vet lint-api envtest-assets s3-server helm-lint chromium ## Run all tests against a real API server and a real S3 server, after linting the API.
 	go test $(GOTEST_FLAGS) ./...
 	@# The public SDK from a module of its own: what a Go agent in another repository can import.
 	cd examples/sdk-agent && go vet ./... && go test $(GOTEST_FLAGS) ./...
