@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/agentrewind/agentrewind/internal/engine/fingerprint"
 	"github.com/agentrewind/agentrewind/internal/engine/replay"
@@ -119,12 +121,24 @@ func triageTools() map[string]replay.Tool {
 	}
 }
 
+// steadyClock is a clock that moves 173 ms each time it is read, so recorded calls have latencies.
+func steadyClock() func() time.Time {
+	var mu sync.Mutex
+	now := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	return func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		now = now.Add(173 * time.Millisecond)
+		return now
+	}
+}
+
 // recordTriage records the triage run as session "triage" under root.
 func recordTriage(t testing.TB, root string) *session.Session {
 	t.Helper()
 	dir := filepath.Join(root, "triage")
-	_, err := replay.Record(context.Background(), replay.RecordOptions{Dir: dir, ID: "triage", Model: &triageModel{}, Tools: triageTools()},
-		triageAgent(triageSystem))
+	_, err := replay.Record(context.Background(), replay.RecordOptions{Config: replay.Config{Now: steadyClock()}, Dir: dir, ID: "triage",
+		Model: &triageModel{}, Tools: triageTools()}, triageAgent(triageSystem))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +155,7 @@ func forkTriage(t testing.TB, root string, parent *session.Session) *session.Ses
 	t.Helper()
 	fix := fixedSystem
 	dir := filepath.Join(root, "triage-fix")
-	_, err := replay.Fork(context.Background(), replay.ForkOptions{Parent: parent, Dir: dir, ID: "triage-fix", AtStep: decideStep,
+	_, err := replay.Fork(context.Background(), replay.ForkOptions{Config: replay.Config{Now: steadyClock()}, Parent: parent, Dir: dir, ID: "triage-fix", AtStep: decideStep,
 		Model: &triageModel{}, Overrides: replay.Overrides{System: &fix}, OnMiss: replay.OnMissStub}, triageAgent(triageSystem))
 	if err != nil {
 		t.Fatal(err)

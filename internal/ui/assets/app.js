@@ -114,8 +114,9 @@
   async function showSession(id, tab, opts) {
     if (!view || view.id !== id || view.tab !== tab) {
       status.textContent = 'loading ' + id + '…';
-      const sum = await getJSON('/api/sessions/' + enc(id));
-      view = { id, tab, sum };
+      const [sum, plan] = await Promise.all([getJSON('/api/sessions/' + enc(id)),
+        getJSON('/api/sessions/' + enc(id) + '/plan').catch((e) => ({ verdict: '', reason: e.message }))]);
+      view = { id, tab, sum, plan };
       renderFrame(view);
       status.textContent = '';
       if (tab === 'timeline') await renderTimeline(view);
@@ -141,6 +142,7 @@
     main.replaceChildren(
       el('h1', {}, 'Session ', el('span', { id: 'session-id' }, s.id)),
       el('div', { class: 'summary', id: 'summary' },
+        el('span', { id: 'summary-verdict' }, verdictBadge(v.plan.verdict, v.plan.reason), ' ', v.plan.reason || ''),
         el('span', {}, el('b', {}, String(s.events)), ' events'),
         el('span', {}, el('b', {}, String(s.modelCalls)), ' model calls'),
         el('span', {}, el('b', {}, String(s.toolCalls)), ' tool calls'),
