@@ -185,6 +185,12 @@ func TestBrowserShowsTheTimelineTheContextAtAStepAndTheForkDiff(t *testing.T) {
 	}
 	screenshot(t, ctx, "fork.png")
 
+	// The fork's own timeline marks the step where it parted from its parent.
+	run(t, ctx, "opening the fork's timeline", click("#tab-timeline"), visible(`#timeline-rows .row[data-step="9"]`))
+	if marked := eval[[]string](t, ctx, `[...document.querySelectorAll('#timeline-rows .row .mark.diverged')].map(m => m.closest('.row').dataset.step)`); len(marked) != 1 || marked[0] != fmt.Sprint(decideStep) {
+		t.Errorf("the fork's timeline marks %v as where it diverged, want only step %d", marked, decideStep)
+	}
+
 	// The resume plan and the checkpoints of the parent.
 	run(t, ctx, "opening the plan", chromedp.Navigate(ts.URL+"/#/s/triage/plan"), visible("#plan-verdict .badge"))
 	if v := textOf(t, ctx, "#plan-verdict"); v == "" || textOf(t, ctx, "#rewind-decision") == "—" {

@@ -55,6 +55,9 @@ type Server struct {
 	mu     sync.Mutex
 	loaded map[string]*loadedSession
 	order  []string
+	// verdicts remembers the list's verdicts by session and recording (listingKey), so listing many
+	// sessions judges each once, not once per request.
+	verdicts map[string][2]string
 }
 
 // loadedSession is a session loaded once and the verdict computed on it once.
@@ -70,7 +73,7 @@ type loadedSession struct {
 
 // NewServer serves src.
 func NewServer(src Source, opts Options) *Server {
-	srv := &Server{src: src, opts: opts, mux: http.NewServeMux(), loaded: map[string]*loadedSession{}}
+	srv := &Server{src: src, opts: opts, mux: http.NewServeMux(), loaded: map[string]*loadedSession{}, verdicts: map[string][2]string{}}
 	static, _ := fs.Sub(assets, "assets")
 	files := http.FileServerFS(static)
 	srv.mux.Handle("GET /assets/", http.StripPrefix("/assets/", files))
@@ -214,17 +217,33 @@ func (srv *Server) sessions(r *http.Request) (any, error) {
 		if l.Verdict != "" || l.Problem != "" {
 			continue
 		}
-		p, err := srv.planOf(r.Context(), l.ID)
-		if err != nil {
-			l.Problem = err.Error()
-			continue
+		key := listingKey(l)
+		srv.mu.Lock()
+		v, ok := srv.verdicts[key]
+		srv.mu.Unlock()
+		if !ok {
+			p, err := srv.planOf(r.Context(), l.ID)
+			if err != nil {
+				l.Problem = err.Error()
+				continue
+			}
+			v = [2]string{p.Verdict, p.Reason}
+			srv.mu.Lock()
+			srv.verdicts[key] = v
+			srv.mu.Unlock()
 		}
-		l.Verdict, l.VerdictReason = p.Verdict, p.Reason
+		l.Verdict, l.VerdictReason = v[0], v[1]
 	}
 	if list == nil {
 		list = []Listing{}
 	}
 	return list, nil
+}
+
+// listingKey names a recording: a session re-recorded under the same id has another creation time
+// or length, and so another key.
+func listingKey(l *Listing) string {
+	return fmt.Sprintf("%s\x00%d\x00%d", l.ID, l.CreatedAt, l.Events)
 }
 
 func (srv *Server) summary(r *http.Request) (any, error) {

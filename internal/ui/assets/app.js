@@ -175,6 +175,11 @@
       queued = true;
       requestAnimationFrame(() => { queued = false; drawRows(v); });
     });
+    // A fork's timeline marks where it first parted from its parent (the engine's comparison).
+    if (v.sum.meta.parent) {
+      const f = await getJSON('/api/sessions/' + enc(v.id) + '/fork?limit=1').catch(() => null);
+      if (f && f.divergence) v.divergedAt = f.divergence.step;
+    }
     await loadPage(v, 0);
     drawRows(v);
   }
@@ -212,6 +217,7 @@
     const marks = [];
     if (r.error) marks.push(el('span', { class: 'mark err', title: r.error }, '!'));
     if (r.forged) marks.push(el('span', { class: 'mark drift', title: r.forged }, '≠'));
+    if (r.step === v.divergedAt) { cls.push('drift'); marks.push(el('span', { class: 'mark drift diverged', title: 'the first step where this fork parted from its parent' }, '⑂')); }
     if (r.provenance) marks.push(el('span', { class: 'mark drift', title: 'provenance: ' + r.provenance }, r.provenance[0].toUpperCase()));
     return el('div', { class: cls.join(' '), style: { top: (i * ROW) + 'px' }, 'data-step': r.step, 'data-kind': r.kind,
       on: { click: () => { location.hash = '#/s/' + enc(v.id) + '/step/' + r.step; } } },
