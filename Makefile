@@ -129,7 +129,10 @@ test: $(TEST_PREREQS) vet lint-api envtest-assets s3-server helm-lint chromium #
 .PHONY: bench
 bench: ## Run the benchmarks side by side with their peers (compare the ratios, not absolute times).
 	go test -run '^$$' -bench Fingerprint -benchtime 2000x ./internal/engine/fingerprint/
-	go test -run '^$$' -bench Replay -benchtime 3x ./internal/engine/replay/
+	go test -run '^$$' -bench 'Replay$$' -benchtime 3x ./internal/engine/replay/
+	@# A 100,000- and a 1,000,000-call session loaded and replayed by a fresh process: load and replay time, peak RSS
+	@# per event, and the 100k -> 1M ratios (linear is 10; ARW_SCALE_MAX lowers the top).
+	go test -run '^$$' -bench Scale -benchtime 1x -timeout 60m ./internal/engine/replay/
 	go test -run '^$$' -bench LoadSession -benchtime 20x ./internal/engine/session/
 	go test -run '^$$' -bench Store -benchtime 1x ./internal/blobstore/
 	@# Capture of a 1 GiB, 10,000-file workspace vs tar | sha256sum, then again after changing 1 % of it
