@@ -59,6 +59,7 @@ func (s *Server) routes() {
 	mux.HandleFunc("/v1/entropy/{source}", s.count("entropy", s.handleEntropy))
 	mux.HandleFunc("/v1/ledger", s.count("ledger", s.post(p, s.handleLedger)))
 	mux.HandleFunc("/v1/checkpoint", s.count("checkpoint", s.post(p, s.handleCheckpoint)))
+	s.mountMCP(mux)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.HandleFunc("/readyz", s.handleReady)
 	mux.Handle("/metrics", promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{}))

@@ -62,6 +62,9 @@ type Options struct {
 	APIKeys map[string]string
 	// Tools are the HTTP tool backends by tool name: POST /v1/tools/{name} forwards the arguments.
 	Tools map[string]string
+	// MCPServers are MCP servers behind the streamable HTTP transport, by name, mounted at
+	// /mcp/{name}: their calls are recorded as tool events "<name>/<method>" (see internal/mcpproxy).
+	MCPServers map[string]string
 	// Secrets are redacted wherever they appear; the API keys are added to them.
 	Secrets []string
 	// Keys seal the vault of redacted secrets (optional).

@@ -1,0 +1,212 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentrewind/agentrewind/internal/engine/codec/mcp"
+	"github.com/agentrewind/agentrewind/internal/engine/session"
+	"github.com/agentrewind/agentrewind/internal/mcpproxy/mcptest"
+)
+
+// mcpUpstream is the go-sdk test server behind the SDK's own streamable HTTP handler; calls counts
+// every tool call it served, so a replay that reached it fails the test.
+type mcpUpstream struct {
+	*httptest.Server
+	calls atomic.Int32
+}
+
+func newMCPUpstream(t *testing.T) *mcpUpstream {
+	t.Helper()
+	u := &mcpUpstream{}
+	srv := mcptest.NewServer(mcptest.Hooks{OnCall: func(string) { u.calls.Add(1) }, OnCrash: func() {
+		// The server dies mid-call: every connection to it is cut, and it takes no new one.
+		u.CloseClientConnections()
+		go u.Close()
+		time.Sleep(200 * time.Millisecond)
+	}})
+	u.Server = httptest.NewServer(mcpsdk.NewStreamableHTTPHandler(func(*http.Request) *mcpsdk.Server { return srv }, nil))
+	t.Cleanup(u.Close)
+	return u
+}
+
+// mcpClient connects a go-sdk client to the proxy's /mcp/weather over streamable HTTP.
+func mcpClient(t *testing.T, proxyURL string) (*mcpsdk.ClientSession, *atomic.Int32, *atomic.Int32) {
+	t.Helper()
+	var progress, sampled atomic.Int32
+	cl := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "agent", Version: "v0.1"}, &mcpsdk.ClientOptions{
+		ProgressNotificationHandler: func(context.Context, *mcpsdk.ProgressNotificationClientRequest) { progress.Add(1) },
+		CreateMessageHandler: func(context.Context, *mcpsdk.CreateMessageRequest) (*mcpsdk.CreateMessageResult, error) {
+			sampled.Add(1)
+			return &mcpsdk.CreateMessageResult{Model: "m", Role: "assistant", Content: &mcpsdk.TextContent{Text: "forty-two"}}, nil
+		},
+	})
+	cs, err := cl.Connect(context.Background(), &mcpsdk.StreamableClientTransport{Endpoint: proxyURL + "/mcp/weather", MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatalf("connecting the SDK client through the proxy: %v", err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs, &progress, &sampled
+}
+
+// mcpAgent lists the tools and calls add, slow (progress) and ask (the server samples the client).
+func mcpAgent(t *testing.T, cs *mcpsdk.ClientSession) []string {
+	t.Helper()
+	ctx := context.Background()
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatalf("tools/list: %v", err)
+	}
+	out := []string{}
+	for _, tool := range tools.Tools {
+		out = append(out, tool.Name)
+	}
+	slow := &mcpsdk.CallToolParams{Name: "slow", Arguments: map[string]any{"steps": 2}}
+	slow.SetProgressToken("p-1")
+	for _, p := range []*mcpsdk.CallToolParams{{Name: "add", Arguments: map[string]any{"a": 20, "b": 22}}, slow,
+		{Name: "ask", Arguments: map[string]any{"question": "what?"}}} {
+		res, err := cs.CallTool(ctx, p)
+		if err != nil {
+			t.Fatalf("tools/call %s: %v", p.Name, err)
+		}
+		out = append(out, mcptest.Text(res))
+	}
+	return out
+}
+
+func TestMCPOverStreamableHTTPRecordsAndReplaysWithNoServer(t *testing.T) {
+	up := newMCPUpstream(t)
+	dir := filepath.Join(t.TempDir(), "rec")
+	rec := start(t, Options{Mode: Record, Dir: dir, ID: "rec", MCPServers: map[string]string{"weather": up.URL}})
+	cs, progress, sampled := mcpClient(t, rec.url)
+	recorded := mcpAgent(t, cs)
+	want := []string{"add", "ask", "crash", "secret_lookup", "slow", "42", "done after 2 steps", "the model said: forty-two"}
+	if diff := cmp.Diff(want, recorded); diff != "" {
+		t.Fatalf("through the recording proxy (-want +got):\n%s", diff)
+	}
+	if progress.Load() != 2 || sampled.Load() != 1 {
+		t.Errorf("the recording proxy passed %d progress notifications and %d sampling requests, want 2 and 1", progress.Load(), sampled.Load())
+	}
+	_ = cs.Close()
+	if out := rec.stop(t); out.Err != nil {
+		t.Fatal(out.Err)
+	}
+	s := openSession(t, dir)
+	var names []string
+	notes := 0
+	for _, ev := range s.Events {
+		if ev.Kind == session.KindToolCall {
+			names = append(names, ev.Name)
+		}
+		if ev.Kind == session.KindNote && strings.Contains(ev.Text, "sampling/createMessage") {
+			notes++
+		}
+	}
+	if diff := cmp.Diff([]string{"weather/initialize", "weather/tools/list", "weather/tools/call", "weather/tools/call", "weather/tools/call"}, names); diff != "" {
+		t.Errorf("recorded tool events (-want +got):\n%s", diff)
+	}
+	if notes != 1 {
+		t.Errorf("the server's sampling request was recorded %d times, want once", notes)
+	}
+	served := up.calls.Load()
+	up.Close() // the server is gone: a replay that needed it would fail
+
+	rp := start(t, Options{Mode: Replay, Session: s, MCPServers: map[string]string{"weather": up.URL}})
+	cs, progress, sampled = mcpClient(t, rp.url)
+	if diff := cmp.Diff(want, mcpAgent(t, cs)); diff != "" {
+		t.Errorf("replayed (-want +got):\n%s", diff)
+	}
+	if progress.Load() != 0 || sampled.Load() != 0 {
+		t.Errorf("the replay sent %d progress notifications and %d sampling requests", progress.Load(), sampled.Load())
+	}
+	_, err := cs.CallTool(context.Background(), &mcpsdk.CallToolParams{Name: "add", Arguments: map[string]any{"a": 1, "b": 2}})
+	var werr *jsonrpc.Error
+	addStep := int64(-1)
+	for _, ev := range s.Events {
+		if ev.Kind == session.KindToolCall && strings.Contains(string(ev.Args), `"add"`) {
+			addStep = ev.Step
+		}
+	}
+	nearest := fmt.Sprintf("nearest recorded call is weather/tools/call at step %d (already served)", addStep)
+	if !errors.As(err, &werr) || werr.Code != mcp.CodeDrift || !strings.Contains(werr.Message, nearest) {
+		t.Errorf("an unrecorded call in the replay answered %v, want a drift naming the nearest recorded call", err)
+	}
+	_ = cs.Close()
+	out := rp.stop(t)
+	if out.Replay == nil || out.Replay.LiveCalls != 0 {
+		t.Errorf("replay outcome %+v", out)
+	}
+	if up.calls.Load() != served {
+		t.Errorf("the replay reached the MCP server: %d calls, %d when recorded", up.calls.Load(), served)
+	}
+}
+
+func TestMCPOverStreamableHTTPServerCrashMidCallIsRecorded(t *testing.T) {
+	up := newMCPUpstream(t)
+	dir := filepath.Join(t.TempDir(), "crash")
+	rec := start(t, Options{Mode: Record, Dir: dir, ID: "crash", MCPServers: map[string]string{"weather": up.URL}})
+	cs, _, _ := mcpClient(t, rec.url)
+	if got := mcptest.Add(t, cs, 1, 2); got != "3" {
+		t.Fatalf("add = %q", got)
+	}
+	_, err := cs.CallTool(context.Background(), &mcpsdk.CallToolParams{Name: "crash", Arguments: map[string]any{}})
+	var werr *jsonrpc.Error
+	if !errors.As(err, &werr) || werr.Code != mcp.CodeUnavailable {
+		t.Fatalf("the call the server died in answered %v, want a JSON-RPC error %d", err, mcp.CodeUnavailable)
+	}
+	_ = cs.Close()
+	if out := rec.stop(t); out.Err != nil {
+		t.Fatal(out.Err)
+	}
+	s := openSession(t, dir)
+	var crashed *session.Event
+	for i, ev := range s.Events {
+		if ev.Kind == session.KindToolCall && strings.Contains(string(ev.Args), `"crash"`) {
+			crashed = &s.Events[i]
+		}
+	}
+	if crashed == nil || crashed.Error == nil || !strings.Contains(crashed.Error.Message, mcp.ErrServerUnavailable.Error()) {
+		t.Fatalf("the crashed call was recorded as %+v, want an error event", crashed)
+	}
+}
+
+func TestMCPOverStreamableHTTPRefusesMalformedFramesAndUnknownServers(t *testing.T) {
+	up := newMCPUpstream(t)
+	rec := start(t, Options{Mode: Record, Dir: filepath.Join(t.TempDir(), "bad"), ID: "bad", MCPServers: map[string]string{"weather": up.URL}})
+	status, body := postRaw(t, rec.url+"/mcp/weather", `{"jsonrpc":"2.0","id":1,"method":"tools/list",]`)
+	if status != http.StatusBadRequest || !strings.Contains(string(body), `"code":-32700`) || !strings.Contains(string(body), "at byte 46") {
+		t.Errorf("a malformed frame got %d %s, want 400 with a parse error naming byte 46", status, body)
+	}
+	status, body = postRaw(t, rec.url+"/mcp/nobody", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	if status != http.StatusNotFound || !strings.Contains(string(body), `no MCP server \"nobody\"`) {
+		t.Errorf("an unknown server got %d %s", status, body)
+	}
+	// Nothing was lost: the SDK client works through the same proxy afterwards.
+	cs, _, _ := mcpClient(t, rec.url)
+	if got := mcptest.Add(t, cs, 2, 2); got != "4" {
+		t.Errorf("add after the malformed frame = %q", got)
+	}
+}
+
+func postRaw(t *testing.T, url, body string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	return do(t, req)
+}
