@@ -3,11 +3,13 @@ package mcpproxy
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/agentrewind/agentrewind/internal/engine/codec/mcp"
 	"github.com/agentrewind/agentrewind/internal/engine/replay"
+	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
 
 // Upstream is a live MCP server.
@@ -63,7 +65,9 @@ func Tools(server string, up func() Upstream) map[string]replay.Tool {
 
 // Answer answers one client request through the run's AgentContext: recorded (and relayed) in record
 // mode, served from the recording in replay, by the fork's rules in a fork. ping is answered here.
-func Answer(ctx context.Context, ac replay.AgentContext, server string, req mcp.Message) mcp.Message {
+// recording is the session a replay or fork serves (nil when recording): a drift with no unserved
+// call left names the nearest one it already served.
+func Answer(ctx context.Context, ac replay.AgentContext, server string, req mcp.Message, recording *session.Session) mcp.Message {
 	if req.Method == mcp.MethodPing {
 		return mcp.Response(req.ID, nil)
 	}
@@ -76,7 +80,12 @@ func Answer(ctx context.Context, ac replay.AgentContext, server string, req mcp.
 		return mcp.ErrorResponse(req.ID, &mcp.RPCError{Code: -32602, Message: err.Error()})
 	}
 	ctx = withCall(ctx, callInfo{id: req.ID, params: req.Params})
-	result, callErr := ac.Tool(ctx, mcp.ToolName(server, req.Method), args, replay.Site(mcp.Site(server)))
+	name := mcp.ToolName(server, req.Method)
+	result, callErr := ac.Tool(ctx, name, args, replay.Site(mcp.Site(server)))
+	var drift *replay.DriftError
+	if errors.As(callErr, &drift) && drift.Nearest == nil && drift.Expected == nil && recording != nil {
+		return mcp.ErrorResponse(req.ID, mcp.DriftAnswerWith(drift, mcp.NearestRecorded(recording.Events, name, args)))
+	}
 	res, rpcErr := mcp.AnswerOf(result, callErr)
 	if rpcErr != nil {
 		return mcp.ErrorResponse(req.ID, rpcErr)

@@ -148,7 +148,7 @@ func (r *stdioRun) handle(frame []byte, off int64) {
 		r.inflight.Add(1)
 		go func() {
 			defer r.inflight.Done()
-			resp := Answer(ctx, r.eng.ac, r.opts.Server, msg)
+			resp := Answer(ctx, r.eng.ac, r.opts.Server, msg, r.opts.Session)
 			r.mu.Lock()
 			_, live := r.cancels[string(msg.ID)]
 			delete(r.cancels, string(msg.ID))

@@ -130,23 +130,65 @@ type NearestCall struct {
 	Step int64           `json:"step"`
 	Name string          `json:"name"`
 	Args json.RawMessage `json:"args,omitempty"`
+	// Served says the replay already answered it: the request is one call too many.
+	Served bool `json:"served,omitempty"`
+}
+
+// NearestRecorded is the recorded call a drifted request is closest to when the matcher has no
+// unserved one left: the last call of the same name to the same tool (the "name" member of the
+// arguments, for tools/call and prompts/get), else the last call of the same name; nil when the
+// recording has no call of that name.
+func NearestRecorded(events []session.Event, name string, args json.RawMessage) *session.Event {
+	member := func(doc json.RawMessage) string {
+		var m struct {
+			Name string `json:"name"`
+		}
+		_ = json.Unmarshal(doc, &m)
+		return m.Name
+	}
+	want := member(args)
+	var sameName *session.Event
+	for i := len(events) - 1; i >= 0; i-- {
+		ev := &events[i]
+		if ev.Kind != session.KindToolCall || ev.Name != name {
+			continue
+		}
+		if member(ev.Args) == want {
+			return ev
+		}
+		if sameName == nil {
+			sameName = ev
+		}
+	}
+	return sameName
 }
 
 // DriftAnswer is the JSON-RPC error of a request the recording does not hold. Its message names the
 // drifted step and the nearest recorded call (its step and tool name); data has the same, structured.
-func DriftAnswer(d *replay.DriftError) *RPCError {
+func DriftAnswer(d *replay.DriftError) *RPCError { return DriftAnswerWith(d, nil) }
+
+// DriftAnswerWith is DriftAnswer with served, a recorded call the replay already answered, named as
+// the nearest when the drift itself has none (every recorded call was served).
+func DriftAnswerWith(d *replay.DriftError, served *session.Event) *RPCError {
 	data := DriftData{Step: d.Step, Code: string(d.Code), Differences: d.Diff}
 	nearest := d.Nearest
 	if nearest == nil {
 		nearest = d.Expected
+	}
+	already := false
+	if nearest == nil && served != nil {
+		nearest, already = served, true
 	}
 	msg := fmt.Sprintf("agentrewind: drift at step %d: the recording holds no such call", d.Step)
 	if d.Reason != "" {
 		msg = fmt.Sprintf("agentrewind: drift at step %d: %s", d.Step, d.Reason)
 	}
 	if nearest != nil {
-		data.Nearest = &NearestCall{Step: nearest.Step, Name: nearest.Name, Args: nearest.Args}
+		data.Nearest = &NearestCall{Step: nearest.Step, Name: nearest.Name, Args: nearest.Args, Served: already}
 		msg += fmt.Sprintf("; the nearest recorded call is %s at step %d", nearest.Name, nearest.Step)
+		if already {
+			msg += " (already served)"
+		}
 		if len(d.Diff) > 0 {
 			msg += fmt.Sprintf(" (differences: %s)", joinLimited(d.Diff, 3))
 		}
