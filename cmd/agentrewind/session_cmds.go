@@ -203,23 +203,15 @@ func timeline(events []session.Event, mismatches []*replay.FingerprintMismatchEr
 	rows := make([]timelineRow, 0, len(events))
 	for _, ev := range events {
 		r := timelineRow{Step: ev.Step, Kind: string(ev.Kind), Lane: ev.Lane, CallSite: ev.CallSite, Provenance: string(ev.Provenance)}
+		r.What = inspect.What(&ev)
 		switch ev.Kind {
 		case session.KindModelCall:
 			r.Fingerprint = ev.RequestHash
-			if ev.Request != nil {
-				r.What = ev.Request.Model
-			}
 			if ev.Usage != nil {
 				r.InputTokens, r.OutputTokens = ev.Usage.InputTokens, ev.Usage.OutputTokens
 			}
 		case session.KindToolCall:
-			r.What, r.Fingerprint = ev.Name, ev.ArgsHash
-		case session.KindEntropy:
-			r.What = string(ev.Source) + "=" + string(ev.Value)
-		case session.KindNote:
-			r.What = ev.Text
-		case session.KindLedger:
-			r.What = string(ev.Ledger)
+			r.Fingerprint = ev.ArgsHash
 		}
 		if utf8.RuneCountInString(r.What) > 60 {
 			r.What = string([]rune(r.What)[:57]) + "..."

@@ -142,6 +142,11 @@ func recordTriage(t testing.TB, root string) *session.Session {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return mustOpen(t, dir)
+}
+
+func mustOpen(t testing.TB, dir string) *session.Session {
+	t.Helper()
 	s, err := session.Open(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -160,11 +165,7 @@ func forkTriage(t testing.TB, root string, parent *session.Session) *session.Ses
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := session.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return mustOpen(t, dir)
 }
 
 // writeLargeSession writes a session of n events (model calls, tool calls and entropy draws in two

@@ -53,21 +53,7 @@ func rowsOf(s *session.Session, events []session.Event) []Row {
 	for i := range events {
 		ev := &events[i]
 		r := Row{Step: ev.Step, Seq: ev.Seq, Lane: ev.Lane, Kind: string(ev.Kind), CallSite: ev.CallSite, Author: string(ev.Author),
-			Provenance: string(ev.Provenance), LatencyMs: ev.LatencyMs, Forged: forged[ev.Step]}
-		switch ev.Kind {
-		case session.KindModelCall:
-			if ev.Request != nil {
-				r.What = ev.Request.Model
-			}
-		case session.KindToolCall:
-			r.What = ev.Name
-		case session.KindEntropy:
-			r.What = string(ev.Source) + " = " + string(ev.Value)
-		case session.KindNote:
-			r.What = ev.Text
-		case session.KindLedger:
-			r.What = string(ev.Ledger)
-		}
+			Provenance: string(ev.Provenance), LatencyMs: ev.LatencyMs, Forged: forged[ev.Step], What: inspect.What(ev)}
 		if ev.Usage != nil {
 			r.InputTokens, r.OutputTokens, r.CostMicroUSD = ev.Usage.InputTokens, ev.Usage.OutputTokens, ev.Usage.CostMicroUSD
 		}
