@@ -183,6 +183,10 @@ func TestBrowserShowsTheTimelineTheContextAtAStepAndTheForkDiff(t *testing.T) {
 	if row := textOf(t, ctx, `#fork tr[data-step="8"]`); !strings.Contains(row, "stub") {
 		t.Errorf("the fork's add_label after the divergence is not shown as a stub: %q", row)
 	}
+	// What the fork spent live: only the decide call (120→7 tokens, $0.000390), the rest was served.
+	if live := textOf(t, ctx, "#summary-live"); !strings.Contains(live, "120→7 tokens, $0.000390") {
+		t.Errorf("the fork's live spend shown as %q", live)
+	}
 	screenshot(t, ctx, "fork.png")
 
 	// The fork's own timeline marks the step where it parted from its parent.

@@ -79,6 +79,9 @@ type Summary struct {
 	Lanes      []string      `json:"lanes"`
 	Usage      session.Usage `json:"usage"`
 	LatencyMs  int64         `json:"latencyMs"`
+	// Served is, for a fork, what its model calls served from the parent cost when they were recorded
+	// (replay.ServedUsage): Usage less Served is what the fork spent live.
+	Served *session.Usage `json:"served,omitempty"`
 	// Complete is false for a run that stopped before session_end.
 	Complete bool `json:"complete"`
 	// Forks are the sessions of the same source forked from this one.
@@ -105,6 +108,10 @@ func summaryOf(id string, s *session.Session) Summary {
 			lanes[ev.Lane] = true
 			sum.Lanes = append(sum.Lanes, ev.Lane)
 		}
+	}
+	if s.Meta.Parent != "" {
+		served := replay.ServedUsage(s.Events)
+		sum.Served = &served
 	}
 	return sum
 }

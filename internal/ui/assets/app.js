@@ -148,6 +148,8 @@
         el('span', {}, el('b', {}, String(s.toolCalls)), ' tool calls'),
         el('span', {}, el('b', {}, String(usage.inputTokens || 0) + '→' + String(usage.outputTokens || 0)), ' tokens'),
         usage.costMicroUSD ? el('span', {}, el('b', {}, usd(usage.costMicroUSD)), ' cost') : null,
+        s.served ? el('span', { id: 'summary-live' }, 'live: ', el('b', {}, String(usage.inputTokens - s.served.inputTokens) + '→' + String(usage.outputTokens - s.served.outputTokens)),
+          ' tokens, ', el('b', {}, usd(usage.costMicroUSD - s.served.costMicroUSD) || '$0'), ' (the rest served from the parent)') : null,
         el('span', {}, el('b', {}, String(s.latencyMs)), ' ms latency'),
         el('span', {}, 'lanes ', el('b', {}, s.lanes.join(', '))),
         s.errors ? el('span', { class: 'error' }, String(s.errors) + ' error(s)') : null,
