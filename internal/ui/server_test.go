@@ -2,6 +2,7 @@ package ui
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -260,5 +261,24 @@ func TestForkViewShowsTheFirstDivergence(t *testing.T) {
 	p := getJSON[PlanView](t, ts, "/api/sessions/triage/plan")
 	if p.Verdict == "" || p.Rewind.Decision == "" || !strings.Contains(p.Source, "engine") {
 		t.Errorf("plan: %+v", p)
+	}
+}
+
+// TestPageScriptBuildsNoMarkupFromStrings reads the page's script as served: it puts strings in the
+// page only as text (no innerHTML and the like, no eval), and marks redaction tokens by the prefix the
+// redactor mints.
+func TestPageScriptBuildsNoMarkupFromStrings(t *testing.T) {
+	js, err := assets.ReadFile("assets/app.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sink := range []string{"innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function", "setTimeout('", "javascript:"} {
+		if strings.Contains(string(js), sink) {
+			t.Errorf("app.js uses %s: recorded strings must reach the page only as text", sink)
+		}
+	}
+	re := fmt.Sprintf("/%s[0-9a-f]{%d}(?:[0-9a-f]{%d})?/g", regexp.QuoteMeta(redact.TokenPrefix), redact.LegacyTokenHexLen, redact.TokenHexLen-redact.LegacyTokenHexLen)
+	if !strings.Contains(string(js), re) {
+		t.Errorf("app.js does not mark redaction tokens as the redactor mints them: want %s", re)
 	}
 }

@@ -6,8 +6,9 @@
   const ROW = 26;          // px, the height of a timeline row (matches --row in app.css)
   const PAGE = 200;        // rows fetched at once
   const OVERSCAN = 12;     // rows rendered beyond the visible ones
-  // Redaction tokens (redact.TokenPrefix + 32 hex) are shown as such, marked; the vault is never asked.
-  const REDACTED = /arw:redacted:[0-9a-f]{32}/g;
+  // Redaction tokens (redact.TokenPrefix and 32 hex, or 12 in older recordings) are shown as such,
+  // marked; the vault is never asked.
+  const REDACTED = /arw:redacted:[0-9a-f]{12}(?:[0-9a-f]{20})?/g;
 
   const main = document.getElementById('main');
   const crumbs = document.getElementById('crumbs');
