@@ -191,9 +191,12 @@ func newCheckpointCreateCommand() *cobra.Command {
 		Use:   "create <workspace> (--store-dir <dir> | --store s3://<bucket>/<prefix>)",
 		Short: "Capture a workspace directory as a checkpoint",
 		Long: `Capture a workspace directory as a checkpoint. Symbolic links are recorded with their target and
-never followed. With --git, a git work tree's tracked files become a commit object in the repository
-(parent HEAD, kept from git gc by its own ref refs/agentrewind/checkpoints/<commit>; no branch, tag,
-HEAD, index or work-tree file changes). A capture identical to the session's latest checkpoint writes nothing and names that
+never followed, and no .git (a repository's own data) is ever captured, at any depth. Only files
+whose size, mode, mtime, ctime or inode changed since the session's latest checkpoint are read again
+(and those modified within 2 s of its capture, whose timestamps cannot tell a later write apart). With
+--git, a git work tree is checkpointed the same way, tracked and untracked files and nested
+repositories' files alike, with its bytes in the store: nothing is read from or written into the
+repository. A capture identical to the session's latest checkpoint writes nothing and names that
 checkpoint. --exclude takes globs: * and ? within a path segment, ** across segments; a pattern
 without / matches a name at any depth, a trailing / only directories; a backslash escapes the next
 character, as in gitignore (\* is a star, \\ a backslash).`,
@@ -250,8 +253,8 @@ character, as in gitignore (\* is a star, \\ a backslash).`,
 	cmd.Flags().Int64Var(&step, "step", 0, "the step the checkpoint is taken at")
 	cmd.Flags().StringVar(&turnDigest, "turn-digest", "", "the transcript digest of that turn")
 	cmd.Flags().StringArrayVar(&excludes, "exclude", nil, "glob of paths to leave out (repeatable)")
-	cmd.Flags().BoolVar(&useGit, "git", false, "in a git work tree, checkpoint the tracked files as a commit object under refs/agentrewind/checkpoints/ that moves no branch or HEAD and touches no index "+
-		"(a directory without git or with no commit yet gets a file checkpoint)")
+	cmd.Flags().BoolVar(&useGit, "git", false, "mark the checkpoint as one of a git work tree (reason \"git\"); a bare repository is refused. "+
+		"Files go to the store as for any checkpoint: nothing is written into the repository")
 	return cmd
 }
 
@@ -505,9 +508,9 @@ newest --keep guards; then guards, oldest first, and after them the oldest captu
 the kept checkpoints added fit --max-bytes. The newest capture of a session is never deleted.
 With --session, only that session's checkpoints are planned and deleted (and --max-bytes bounds
 theirs alone). Each deletion names the rule that caused it. Blobs stay until the blob sweep finds them unreferenced.
-A git checkpoint is also kept from git gc by a ref refs/agentrewind/checkpoints/<commit> in its
-repository: with --workspace <its work tree> the refs of the pruned ones are deleted there; without
-it they stay, and the git commands that delete them are printed.`,
+A git checkpoint written by an earlier version is a commit in its repository, kept from git gc by a
+ref refs/agentrewind/checkpoints/<commit>: with --workspace <its work tree> the refs of the pruned
+ones are deleted there; without it they stay, and the git commands that delete them are printed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := f.context(cmd.Context())

@@ -184,7 +184,6 @@ var checkpointErrors = map[string]struct {
 	"AmbiguousError":         {&checkpoint.AmbiguousError{Query: "a"}, exitError},
 	"ErrNotFound":            {checkpoint.ErrNotFound, exitError},
 	"GuardError":             {&checkpoint.GuardError{Err: errors.New("x")}, exitError},
-	"ErrUnbornHead":          {checkpoint.ErrUnbornHead, exitError},
 	"ErrBareRepository":      {checkpoint.ErrBareRepository, exitError},
 	"NameError":              {&checkpoint.NameError{Names: []checkpoint.BadName{{Path: "caf\xe9"}}, Count: 1}, exitError},
 	"UnwritableError":        {&checkpoint.UnwritableError{Path: "a", At: ".", Err: errors.New("read-only file system")}, exitError},
@@ -213,9 +212,10 @@ func hashHex(s string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-func TestCheckpointCreateGitRestoresThroughTheRepository(t *testing.T) {
+func TestCheckpointCreateGitKeepsTheFilesInTheStore(t *testing.T) {
 	r := gittest.New(t)
 	r.Commit("init", map[string]string{"main.go": "v1"})
+	refs, _ := os.ReadDir(filepath.Join(r.Dir, ".git", "refs"))
 	store := t.TempDir()
 	out, err := runCheckpoint(t, "create", r.Dir, "--git", "--store-dir", store, "--session", "s1", "--step", "3", "-o", "json")
 	var c checkpoint.Created
@@ -229,8 +229,11 @@ func TestCheckpointCreateGitRestoresThroughTheRepository(t *testing.T) {
 	if got, _ := os.ReadFile(filepath.Join(r.Dir, "main.go")); string(got) != "v1" {
 		t.Errorf("main.go = %q after restoring the git checkpoint", got)
 	}
-	if _, err := os.Stat(filepath.Join(store, "blobs")); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("a git checkpoint stored file bytes in the blob space: %v", err)
+	if _, err := os.Stat(filepath.Join(store, "blobs", "sha256", hashHex("v1")[:2], hashHex("v1"))); err != nil {
+		t.Errorf("the git checkpoint's file is not in the store: %v", err)
+	}
+	if after, _ := os.ReadDir(filepath.Join(r.Dir, ".git", "refs")); len(after) != len(refs) {
+		t.Errorf("the git checkpoint added refs: %v, before %v", after, refs)
 	}
 }
 
@@ -566,9 +569,7 @@ func TestCheckpointPruneDeletesTheRefsOfPrunedGitCheckpoints(t *testing.T) {
 			var commits []string
 			for step, content := range []string{"v2", "v3"} {
 				writeFiles(t, r.Dir, map[string]string{"main.go": content})
-				if _, err := runCheckpoint(t, "create", r.Dir, "--git", "--store-dir", store, "--session", "s1", "--step", fmt.Sprint(step+1)); err != nil {
-					t.Fatal(err)
-				}
+				legacyGitCheckpoint(t, r.Dir, store, int64(step+1))
 				list, err := checkpoint.OpenStore(store).List(context.Background())
 				if err != nil || len(list) != step+1 {
 					t.Fatalf("%d checkpoints, %v", len(list), err)
@@ -851,9 +852,7 @@ func TestCheckpointPruneWithTheWrongWorkspaceDeletesNothingOrSaysWhichRefsStay(t
 	store := t.TempDir()
 	for step, content := range []string{"v2", "v3", "v4"} {
 		writeFiles(t, r.Dir, map[string]string{"main.go": content})
-		if _, err := runCheckpoint(t, "create", r.Dir, "--git", "--store-dir", store, "--session", "s1", "--step", fmt.Sprint(step+1)); err != nil {
-			t.Fatal(err)
-		}
+		legacyGitCheckpoint(t, r.Dir, store, int64(step+1))
 	}
 	count := func() int {
 		list, err := checkpoint.OpenStore(store).List(context.Background())

@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -26,6 +27,10 @@ type CaptureOptions struct {
 	Now func() time.Time
 	// Progress, when set, is called after each file with running totals.
 	Progress func(files int, bytes int64)
+	// Baseline is the workspace's previous checkpoint: a file whose stat is as it recorded (Unchanged)
+	// is taken from it without being read, and its blob is not looked up again (the baseline's store
+	// holds it). Store.Create sets it to the session's latest checkpoint; nil reads every file.
+	Baseline *Manifest
 	// inRestore marks the guard a restore takes while it holds the workspace's lock itself.
 	inRestore bool
 	// mayOmit, set for a restore's guard, says which paths need not be in it: every path the restore
@@ -38,6 +43,8 @@ type CaptureOptions struct {
 type CaptureStats struct {
 	Files int   `json:"files"`
 	Bytes int64 `json:"bytes"`
+	// Hashed counts the files whose bytes were read; the others were Unchanged since the Baseline.
+	Hashed int `json:"hashed"`
 	// UploadedBlobs and IncrementalBytes count only blobs the store did not hold before.
 	UploadedBlobs    int   `json:"uploadedBlobs"`
 	IncrementalBytes int64 `json:"incrementalBytes"`
@@ -77,7 +84,7 @@ func Capture(ctx context.Context, dir string, blobs Blobs, opts CaptureOptions) 
 		}
 		defer lock.Close()
 	}
-	ex := CompileExcludes(opts.Excludes)
+	ex := CompileExcludes(withGitExcludes(opts.Excludes))
 	reason := opts.Reason
 	switch {
 	case reason == "" && opts.Guard:
@@ -91,6 +98,7 @@ func Capture(ctx context.Context, dir string, blobs Blobs, opts CaptureOptions) 
 	}
 	m := &Manifest{SchemaVersion: SchemaVersion, CreatedAt: now().UTC(), Anchor: opts.Anchor, Reason: reason, Guard: opts.Guard, Excludes: ex.Patterns(), Files: []Entry{}}
 	uploaded := map[string]bool{}
+	base, baseStart := baselineFiles(opts.Baseline)
 	var bad NameError // once a name is bad nothing is stored: the walk only looks for the others
 	badName := func(b BadName) {
 		if len(bad.Names) < MaxBadNames {
@@ -158,7 +166,10 @@ func Capture(ctx context.Context, dir string, blobs Blobs, opts CaptureOptions) 
 		case d.Type().IsRegular() && bad.Count > 0:
 			return nil
 		case d.Type().IsRegular():
-			e, gone, err := captureFile(ctx, root, rel, blobs, uploaded, &st)
+			e, reused, gone, err := unchangedEntry(d, base[rel], baseStart)
+			if err == nil && !reused && !gone {
+				e, gone, err = captureFile(ctx, root, rel, blobs, uploaded, &st)
+			}
 			if err != nil {
 				return err
 			}
@@ -188,6 +199,50 @@ func Capture(ctx context.Context, dir string, blobs Blobs, opts CaptureOptions) 
 	return m, st, nil
 }
 
+// withGitExcludes is gitExcludes followed by the patterns of excludes not already among them.
+func withGitExcludes(excludes []string) []string {
+	out := append([]string(nil), gitExcludes...)
+	for _, p := range excludes {
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// baselineFiles indexes the regular files of a baseline manifest that carry a stat, by path.
+func baselineFiles(m *Manifest) (map[string]Entry, time.Time) {
+	if m == nil {
+		return nil, time.Time{}
+	}
+	out := make(map[string]Entry, len(m.Files))
+	for _, e := range m.Files {
+		if e.Type == TypeFile && e.MTimeNs != 0 {
+			out[e.Path] = e
+		}
+	}
+	return out, m.CreatedAt
+}
+
+// unchangedEntry is prev when the walked file d is Unchanged since the baseline recorded it as prev
+// (reused); a zero prev is no baseline entry. Only d's lstat is taken, never its bytes.
+func unchangedEntry(d fs.DirEntry, prev Entry, baseStart time.Time) (e Entry, reused, gone bool, err error) {
+	if prev.Path == "" {
+		return Entry{}, false, false, nil
+	}
+	info, err := d.Info()
+	if errors.Is(err, fs.ErrNotExist) {
+		return Entry{}, false, true, nil
+	}
+	if err != nil {
+		return Entry{}, false, false, err
+	}
+	if !info.Mode().IsRegular() || !Unchanged(prev, fileStatOf(info), baseStart) {
+		return Entry{}, false, false, nil
+	}
+	return prev, true, false, nil
+}
+
 // captureFile hashes one regular file and uploads it when the blob space lacks it; gone reports a
 // file that no longer exists.
 func captureFile(ctx context.Context, root *os.Root, rel string, blobs Blobs, uploaded map[string]bool, st *CaptureStats) (e Entry, gone bool, err error) {
@@ -204,7 +259,10 @@ func captureFile(ctx context.Context, root *os.Root, rel string, blobs Blobs, up
 	if err != nil {
 		return Entry{}, false, err
 	}
-	e = Entry{Path: rel, Type: TypeFile, Mode: uint32(fi.Mode().Perm()), Size: n, Hash: hex.EncodeToString(h.Sum(nil))}
+	st.Hashed++
+	// The stat is the one taken before the bytes were read: a write during the read changes it, or
+	// falls within RacyWindow of this capture's start, so the next capture reads the file again.
+	e = withStat(Entry{Path: rel, Type: TypeFile, Mode: uint32(fi.Mode().Perm()), Size: n, Hash: hex.EncodeToString(h.Sum(nil))}, fileStatOf(fi))
 	if uploaded[e.Hash] {
 		return e, false, nil
 	}

@@ -55,7 +55,7 @@ func TestGitCheckpointIsACommitThatMovesNoRefAndTouchesNoIndex(t *testing.T) {
 	stage(t, r, map[string]string{"staged.txt": "staged"})
 	before := gitState(t, r)
 
-	c, err := CaptureGit(ctx, r.Dir, "", CaptureOptions{Anchor: recorderAnchor(12), Now: clock()})
+	c, err := legacyCaptureGit(ctx, r.Dir, "", CaptureOptions{Anchor: recorderAnchor(12), Now: clock()})
 	must(t, err)
 	// a.txt changed (16 bytes) and staged.txt is new (6 bytes); same.txt and sub/b.txt cost nothing.
 	if !c.New || c.Files != 4 || c.IncrementalBytes != 22 {
@@ -80,7 +80,7 @@ func TestGitCheckpointIsACommitThatMovesNoRefAndTouchesNoIndex(t *testing.T) {
 		t.Errorf("checkpoint tree (-want +got):\n%s", d)
 	}
 
-	again, err := CaptureGit(ctx, r.Dir, c.Commit, CaptureOptions{Anchor: recorderAnchor(13), Now: clock()})
+	again, err := legacyCaptureGit(ctx, r.Dir, c.Commit, CaptureOptions{Anchor: recorderAnchor(13), Now: clock()})
 	if err != nil || again.New || again.Commit != c.Commit {
 		t.Fatalf("identical capture: %+v, %v; want the previous commit reused", again, err)
 	}
@@ -136,7 +136,7 @@ func TestGitCheckpointsSurviveGitGC(t *testing.T) {
 	head := gitCLI(t, r.Dir, "symbolic-ref", "HEAD") + gitCLI(t, r.Dir, "rev-parse", "HEAD")
 
 	store := OpenStore(t.TempDir())
-	c, err := store.CreateGit(ctx, r.Dir, CaptureOptions{Anchor: recorderAnchor(12), Now: clock()})
+	c, err := legacyCreateGit(ctx, store, r.Dir, CaptureOptions{Anchor: recorderAnchor(12), Now: clock()})
 	must(t, err)
 	m, err := store.Load(ctx, c.ID)
 	must(t, err)
@@ -163,7 +163,7 @@ func TestGitRestoreWritesExplicitPathsAndNeverDeletes(t *testing.T) {
 	r := gittest.New(t)
 	r.Commit("init", map[string]string{"a.txt": "alpha", "sub/b.txt": "beta", "run.sh": "#!/bin/sh"})
 	must(t, os.Chmod(filepath.Join(r.Dir, "run.sh"), 0o755))
-	c, err := CaptureGit(ctx, r.Dir, "", CaptureOptions{Now: clock()})
+	c, err := legacyCaptureGit(ctx, r.Dir, "", CaptureOptions{Now: clock()})
 	must(t, err)
 
 	// After the checkpoint: a.txt broken, sub/b.txt deleted, a file staged as new, one untracked.
@@ -213,8 +213,8 @@ func TestGitRestoreWritesExplicitPathsAndNeverDeletes(t *testing.T) {
 func TestGitUnbornHeadFallsBackAndBadCommitIDsAreRefused(t *testing.T) {
 	r := gittest.New(t)
 	write(t, r.Dir, map[string]string{"a.txt": "a"})
-	if _, err := CaptureGit(ctx, r.Dir, "", CaptureOptions{}); !errors.Is(err, ErrUnbornHead) {
-		t.Fatalf("capture on an unborn HEAD: %v, want ErrUnbornHead", err)
+	if _, err := legacyCaptureGit(ctx, r.Dir, "", CaptureOptions{}); !errors.Is(err, errUnbornHead) {
+		t.Fatalf("capture on an unborn HEAD: %v, want errUnbornHead", err)
 	}
 	before := tree(t, r.Dir)
 	for _, bad := range []string{"--output=/tmp/x", "HEAD", "abc", "ABCDEF0123456789ABCDEF0123456789ABCDEF01"} {
@@ -228,39 +228,7 @@ func TestGitUnbornHeadFallsBackAndBadCommitIDsAreRefused(t *testing.T) {
 	}
 }
 
-func TestStoredGitCheckpointsAreAddressedAndRestoredLikeFileCheckpoints(t *testing.T) {
-	r := gittest.New(t)
-	r.Commit("init", map[string]string{"a.txt": "alpha", "sub/b.txt": "beta"})
-	store := OpenStore(t.TempDir())
-	now := clock()
-	c, err := store.CreateGit(ctx, r.Dir, CaptureOptions{Anchor: recorderAnchor(12), Now: now})
-	must(t, err)
-	m, err := store.Load(ctx, c.ID)
-	must(t, err)
-	if !c.New || m.GitCommit == "" || m.Reason != "git" || c.Stats.IncrementalBytes != 0 || c.Stats.Bytes != 9 {
-		t.Fatalf("git checkpoint of a clean tree: %+v, manifest commit %q reason %q", c, m.GitCommit, m.Reason)
-	}
-	if _, err := os.Stat(filepath.Join(storeDir(store), "blobs")); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("a git checkpoint put file bytes in the blob space: %v", err)
-	}
-	again, err := store.CreateGit(ctx, r.Dir, CaptureOptions{Anchor: recorderAnchor(13), Now: now})
-	if err != nil || again.New || again.ID != c.ID {
-		t.Fatalf("identical git capture: %+v, %v", again, err)
-	}
-
-	write(t, r.Dir, map[string]string{"a.txt": "broken at step 40"})
-	list, err := store.List(ctx)
-	must(t, err)
-	target, err := Resolve(list, "s1", "step 20")
-	must(t, err)
-	res, err := store.Restore(ctx, r.Dir, target.ID, RestoreOptions{Files: []string{"a.txt"}, Now: now})
-	must(t, err)
-	if read(t, filepath.Join(r.Dir, "a.txt")) != "alpha" || res.Written != 1 || res.Guard == "" {
-		t.Fatalf("restore of the git checkpoint: %+v", res)
-	}
-}
-
-func TestNoGitOrAnUnbornHeadFallsBackToAFileCheckpoint(t *testing.T) {
+func TestAnUnbornHeadOrNoRepositoryIsCheckpointedAsFiles(t *testing.T) {
 	unborn := gittest.New(t).Dir
 	plain := t.TempDir()
 	for name, dir := range map[string]string{"unborn HEAD": unborn, "not a repository": plain} {
@@ -271,8 +239,9 @@ func TestNoGitOrAnUnbornHeadFallsBackToAFileCheckpoint(t *testing.T) {
 			must(t, err)
 			m, err := store.Load(ctx, c.ID)
 			must(t, err)
-			if m.GitCommit != "" || m.Reason != "capture" || c.Stats.IncrementalBytes != 5 {
-				t.Fatalf("fallback: %+v, commit %q reason %q", c, m.GitCommit, m.Reason)
+			want := map[string]string{"unborn HEAD": "git", "not a repository": "capture"}[name]
+			if m.GitCommit != "" || m.Reason != want || c.Stats.IncrementalBytes != 5 || len(m.Files) != 1 {
+				t.Fatalf("%s: %+v, commit %q reason %q, %d files", name, c, m.GitCommit, m.Reason, len(m.Files))
 			}
 		})
 	}

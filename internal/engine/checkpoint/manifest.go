@@ -17,8 +17,13 @@ import (
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
 
-// SchemaVersion is the version of the manifest format this package writes and reads.
-const SchemaVersion = 1
+// SchemaVersion is the version of the manifest format this package writes. Version 2 adds each
+// file's stat (Entry.MTimeNs, CTimeNs, Inode) for the next capture's quick-check; version 1 manifests
+// are still read, and their files are simply read again by the next capture.
+const SchemaVersion = 2
+
+// minSchemaVersion is the oldest manifest format this package reads.
+const minSchemaVersion = 1
 
 // ReasonGuard is the Reason of a guard checkpoint.
 const ReasonGuard = "guard"
@@ -46,6 +51,12 @@ type Entry struct {
 	Hash string `json:"sha256,omitempty"`
 	// Target is a symlink's target, as read with readlink.
 	Target string `json:"target,omitempty"`
+	// MTimeNs, CTimeNs and Inode are a file's stat as the capture that read it saw it (schema 2):
+	// the next capture reads the file again only when they or its size or mode differ (Unchanged).
+	// They say nothing about the content and are not part of ContentDigest.
+	MTimeNs int64  `json:"mtimeNs,omitempty"`
+	CTimeNs int64  `json:"ctimeNs,omitempty"`
+	Inode   uint64 `json:"inode,omitempty"`
 }
 
 // Anchor says where in a recorded session a checkpoint was minted and by whom.
@@ -66,9 +77,10 @@ func (a Anchor) AnchorsRewind() bool { return a.Author == session.AuthorRecorder
 // Manifest is one checkpoint: the files of a workspace at a moment. Its ID is the SHA-256 of its
 // JSON encoding, so a manifest cannot be altered without changing its name.
 type Manifest struct {
-	SchemaVersion int       `json:"schemaVersion"`
-	CreatedAt     time.Time `json:"createdAt"`
-	Anchor        Anchor    `json:"anchor"`
+	SchemaVersion int `json:"schemaVersion"`
+	// CreatedAt is when the capture started: the files' stat is judged racy against it (RacyWindow).
+	CreatedAt time.Time `json:"createdAt"`
+	Anchor    Anchor    `json:"anchor"`
 	// Reason is why the checkpoint was taken: "capture", "git" or "guard" (before a restore).
 	Reason string `json:"reason,omitempty"`
 	// Guard marks the checkpoint a restore took of the workspace before writing. A guard is named
@@ -111,8 +123,8 @@ func (m *Manifest) ContentDigest() string {
 // "..", no duplicates, no file nested under another entry) and every blob hash. A manifest that fails
 // is refused before anything is written (seed D16).
 func (m *Manifest) Validate() error {
-	if m.SchemaVersion != SchemaVersion {
-		return &ManifestError{Reason: fmt.Sprintf("schema version %d is not %d", m.SchemaVersion, SchemaVersion)}
+	if m.SchemaVersion < minSchemaVersion || m.SchemaVersion > SchemaVersion {
+		return &ManifestError{Reason: fmt.Sprintf("schema version %d is not one of %d to %d", m.SchemaVersion, minSchemaVersion, SchemaVersion)}
 	}
 	if m.GitCommit != "" && !commitIDRE.MatchString(m.GitCommit) {
 		return &ManifestError{Reason: fmt.Sprintf("git commit %q is not 40 lowercase hex characters", m.GitCommit)}
@@ -130,10 +142,17 @@ func (m *Manifest) Validate() error {
 		if err := ValidPath(e.Path); err != nil {
 			return err
 		}
+		if m.SchemaVersion >= 2 && (e.Path == ".git" || strings.HasPrefix(e.Path, ".git/") || strings.Contains(e.Path, "/.git/") || strings.HasSuffix(e.Path, "/.git")) {
+			// A capture never records one (gitExcludes), so a restore never writes into a repository.
+			return &ManifestError{Path: e.Path, Reason: "a .git path segment: a repository's own data is never part of a checkpoint"}
+		}
 		if _, dup := seen[e.Path]; dup {
 			return &ManifestError{Path: e.Path, Reason: "listed twice"}
 		}
 		seen[e.Path] = e.Type
+		if (e.MTimeNs != 0 || e.CTimeNs != 0 || e.Inode != 0) && (e.Type != TypeFile || m.SchemaVersion < 2) {
+			return &ManifestError{Path: e.Path, Reason: fmt.Sprintf("stat fields on a %s entry of a schema %d manifest", e.Type, m.SchemaVersion)}
+		}
 		switch e.Type {
 		case TypeFile:
 			if !session.ValidBlobHash(e.Hash) {

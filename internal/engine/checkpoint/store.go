@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"sort"
+	"sync"
 
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
@@ -18,6 +19,16 @@ import (
 type Store struct {
 	Manifests Manifests
 	Blobs     Blobs
+
+	// cache keeps what this process already read: manifests are immutable and named by their hash,
+	// so a Summary once verified stays true, and the last manifest Create wrote is the next
+	// capture's baseline without reading it back.
+	mu        sync.Mutex
+	summaries map[string]Summary
+	last      struct {
+		id string
+		m  *Manifest
+	}
 }
 
 // OpenStore is a Store over dir: <dir>/checkpoints/<id>/manifest.json and <dir>/blobs/sha256/….
@@ -36,27 +47,53 @@ type Created struct {
 
 // Create captures the workspace dir and stores it as a checkpoint, unless the capture is identical
 // to the latest checkpoint of the same session.
+//
+// That latest checkpoint is also the capture's Baseline: only files whose stat changed since it (or
+// that are racy) are read, so a capture costs a walk of the workspace plus the bytes that changed.
 func (s *Store) Create(ctx context.Context, dir string, opts CaptureOptions) (Created, error) {
-	m, st, err := Capture(ctx, dir, s.Blobs, opts)
-	if err != nil {
-		return Created{}, err
-	}
 	list, err := s.list(ctx, true)
 	if err != nil {
 		return Created{}, err
 	}
-	if prev, ok := latestOf(list, opts.Anchor.Session, opts.Guard); ok {
-		pm, err := s.Load(ctx, prev.ID)
-		if err == nil && pm.ContentDigest() == m.ContentDigest() {
-			return Created{ID: prev.ID, Stats: st}, nil
-		}
+	prev, hasPrev := latestOf(list, opts.Anchor.Session, opts.Guard)
+	var pm *Manifest
+	if hasPrev {
 		// An unreadable baseline never blocks a capture: it is simply not a baseline.
+		pm, _ = s.loadCached(ctx, prev.ID)
+	}
+	if opts.Baseline == nil {
+		opts.Baseline = pm
+	}
+	m, st, err := Capture(ctx, dir, s.Blobs, opts)
+	if err != nil {
+		return Created{}, err
+	}
+	if pm != nil && pm.ContentDigest() == m.ContentDigest() {
+		return Created{ID: prev.ID, Stats: st}, nil
 	}
 	id, err := s.Save(ctx, m)
 	if err != nil {
 		return Created{}, err
 	}
+	s.mu.Lock()
+	s.last.id, s.last.m = id, m
+	s.mu.Unlock()
 	return Created{ID: id, New: true, Stats: st}, nil
+}
+
+// loadCached is Load, answered from memory for the manifest Create wrote last. The caller must not
+// change what it returns.
+func (s *Store) loadCached(ctx context.Context, id string) (*Manifest, error) {
+	s.mu.Lock()
+	m := s.last.m
+	if s.last.id != id {
+		m = nil
+	}
+	s.mu.Unlock()
+	if m != nil {
+		return m, nil
+	}
+	return s.Load(ctx, id)
 }
 
 // Save validates and writes a manifest; it returns the manifest's id.
@@ -146,6 +183,13 @@ func (s *Store) list(ctx context.Context, lenient bool) ([]Summary, error) {
 	}
 	var list []Summary
 	for _, id := range ids {
+		s.mu.Lock()
+		sum, ok := s.summaries[id]
+		s.mu.Unlock()
+		if ok {
+			list = append(list, sum)
+			continue
+		}
 		m, err := s.Load(ctx, id)
 		if err != nil && lenient && ctx.Err() == nil {
 			continue
@@ -153,7 +197,14 @@ func (s *Store) list(ctx context.Context, lenient bool) ([]Summary, error) {
 		if err != nil {
 			return nil, err
 		}
-		list = append(list, Summarize(id, m))
+		sum = Summarize(id, m)
+		s.mu.Lock()
+		if s.summaries == nil {
+			s.summaries = map[string]Summary{}
+		}
+		s.summaries[id] = sum
+		s.mu.Unlock()
+		list = append(list, sum)
 	}
 	SortNewestFirst(list)
 	return list, nil

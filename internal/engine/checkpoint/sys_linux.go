@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -143,4 +144,13 @@ func freeSpaceOf(st unix.Statfs_t) FreeSpace {
 // O_NONBLOCK keeps a named pipe swapped in for it from blocking the open.
 func openDir(root *os.Root, rel string) (*os.File, error) {
 	return root.OpenFile(rel, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NONBLOCK, 0)
+}
+
+// fileStatOf is the quick-check stat of a file's lstat or fstat.
+func fileStatOf(fi os.FileInfo) FileStat {
+	st := FileStat{Size: fi.Size(), Mode: uint32(fi.Mode().Perm()), MTime: fi.ModTime().UnixNano()}
+	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
+		st.CTime, st.Inode = sys.Ctim.Nano(), sys.Ino
+	}
+	return st
 }

@@ -34,3 +34,9 @@ func accessAt(dir string, _ *os.Root, rel string, mode uint32) error {
 
 // statFSAt is statFS of the workspace directory rel of dir.
 func statFSAt(dir string, _ *os.Root, rel string) (FreeSpace, error) { return statFS(abs(dir, rel)) }
+
+// fileStatOf is the quick-check stat of a file's lstat or fstat: off Linux only size, mode and mtime
+// are compared.
+func fileStatOf(fi os.FileInfo) FileStat {
+	return FileStat{Size: fi.Size(), Mode: uint32(fi.Mode().Perm()), MTime: fi.ModTime().UnixNano()}
+}
