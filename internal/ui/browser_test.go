@@ -237,11 +237,15 @@ func TestBrowserRendersA100kEventTimelineWithinTwoSeconds(t *testing.T) {
 	writeLargeSession(t, filepath.Join(root, "big"), "big", n)
 	ts := serve(t, root, Options{})
 
-	// Cold: the server loads and verifies the session (every line and the events hash) on the first
-	// request. Reported, not bounded: it is the engine's load, not the page's.
+	// Cold: straight to the timeline of a session the server has not loaded yet. The server loads and
+	// verifies it (every line, the events hash, every fingerprint on the page) on the first request:
+	// that is the engine's load, so it is reported, not bounded.
 	start := time.Now()
+	run(t, ctx, "opening the timeline cold", chromedp.Navigate(ts.URL+"/#/s/big"), visible(`#timeline-rows .row[data-step="0"]`))
+	t.Logf("cold: the 100k-event timeline from a server that had not loaded it in %v", time.Since(start))
+	start = time.Now()
 	run(t, ctx, "opening the list", chromedp.Navigate(ts.URL+"/"), visible(`#sessions tr[data-session="big"]`))
-	t.Logf("cold: the list with the 100k-event session judged in %v", time.Since(start))
+	t.Logf("the list with the 100k-event session judged in %v", time.Since(start))
 
 	// The timeline: from the click to the first rows drawn, then a jump to the last step with its
 	// context, the way a person opens a run and goes to where it ended.

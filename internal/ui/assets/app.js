@@ -115,10 +115,14 @@
   async function showSession(id, tab, opts) {
     if (!view || view.id !== id || view.tab !== tab) {
       status.textContent = 'loading ' + id + '…';
-      const [sum, plan] = await Promise.all([getJSON('/api/sessions/' + enc(id)),
-        getJSON('/api/sessions/' + enc(id) + '/plan').catch((e) => ({ verdict: '', reason: e.message }))]);
-      view = { id, tab, sum, plan };
+      const sum = await getJSON('/api/sessions/' + enc(id));
+      view = { id, tab, sum };
       renderFrame(view);
+      // The verdict fills in when the engine has judged the run; the timeline does not wait for it.
+      const v = view;
+      getJSON('/api/sessions/' + enc(id) + '/plan')
+        .then((p) => v.verdictBox.replaceChildren(verdictBadge(p.verdict, p.reason), ' ' + (p.reason || '')))
+        .catch((e) => v.verdictBox.replaceChildren(el('span', { class: 'error' }, 'no verdict: ' + e.message)));
       status.textContent = '';
       if (tab === 'timeline') await renderTimeline(view);
       else if (tab === 'fork') await renderFork(view);
@@ -143,7 +147,7 @@
     main.replaceChildren(
       el('h1', {}, 'Session ', el('span', { id: 'session-id' }, s.id)),
       el('div', { class: 'summary', id: 'summary' },
-        el('span', { id: 'summary-verdict' }, verdictBadge(v.plan.verdict, v.plan.reason), ' ', v.plan.reason || ''),
+        v.verdictBox = el('span', { id: 'summary-verdict' }, 'judging…'),
         el('span', {}, el('b', {}, String(s.events)), ' events'),
         el('span', {}, el('b', {}, String(s.modelCalls)), ' model calls'),
         el('span', {}, el('b', {}, String(s.toolCalls)), ' tool calls'),
