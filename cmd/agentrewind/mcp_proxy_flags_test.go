@@ -1,0 +1,32 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestParseMCPServersNamesTheBadFlagWithoutItsURL(t *testing.T) {
+	got, err := parseMCPServers([]string{"weather=http://127.0.0.1:9000/mcp", "files=https://files.example/mcp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]string{"weather": "http://127.0.0.1:9000/mcp", "files": "https://files.example/mcp"}, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	for _, tc := range []struct {
+		specs []string
+		want  string
+	}{
+		{[]string{"https://user:pw@host/mcp"}, "--mcp-server number 1 has no valid name"},
+		{[]string{"we/ather=http://h/mcp"}, "--mcp-server number 1 has no valid name"},
+		{[]string{"a=http://h/1", "a=http://h/2"}, "--mcp-server a is given twice"},
+		{[]string{"a=ftp://h/mcp"}, "--mcp-server: MCP server a:"},
+	} {
+		_, err := parseMCPServers(tc.specs)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "pw@") {
+			t.Errorf("parseMCPServers(%q) = %v, want an error saying %q (and no password)", tc.specs, err, tc.want)
+		}
+	}
+}
