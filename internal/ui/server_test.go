@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,7 +15,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agentrewind/agentrewind/internal/engine/checkpoint"
 	"github.com/agentrewind/agentrewind/internal/engine/redact"
+	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
 
 // triageRoot records the triage run and its prompt-fix fork into a directory of sessions.
@@ -280,5 +283,43 @@ func TestPageScriptBuildsNoMarkupFromStrings(t *testing.T) {
 	re := fmt.Sprintf("/%s[0-9a-f]{%d}(?:[0-9a-f]{%d})?/g", regexp.QuoteMeta(redact.TokenPrefix), redact.LegacyTokenHexLen, redact.TokenHexLen-redact.LegacyTokenHexLen)
 	if !strings.Contains(string(js), re) {
 		t.Errorf("app.js does not mark redaction tokens as the redactor mints them: want %s", re)
+	}
+}
+
+// TestCheckpointsOfASessionComeFromTheCheckpointStore captures a workspace twice into a local
+// checkpoint store (as agentrewind checkpoint create does) anchored in the triage run, and once in
+// another session: the triage run lists its two, newest first.
+func TestCheckpointsOfASessionComeFromTheCheckpointStore(t *testing.T) {
+	root := triageRoot(t)
+	storeDir := filepath.Join(t.TempDir(), "ckpts")
+	store := checkpoint.OpenStore(storeDir)
+	ws := t.TempDir()
+	ctx := context.Background()
+	for i, a := range []checkpoint.Anchor{{Session: "triage", Turn: 1, Step: 4, Author: session.AuthorRecorder},
+		{Session: "triage", Turn: 2, Step: 7, Author: session.AuthorAgent}, {Session: "other", Turn: 1, Step: 2, Author: session.AuthorRecorder}} {
+		if err := os.WriteFile(filepath.Join(ws, "notes.txt"), []byte(strings.Repeat("x", i+1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.Create(ctx, ws, checkpoint.CaptureOptions{Anchor: a}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src, err := NewDirSource(root, storeDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(NewServer(src, Options{}))
+	t.Cleanup(ts.Close)
+	cps := getJSON[[]CheckpointView](t, ts, "/api/sessions/triage/checkpoints")
+	got := []string{}
+	for _, c := range cps {
+		got = append(got, fmt.Sprintf("step %d turn %d anchors %v files %d", c.Step, c.Turn, c.AnchorsRewind, c.Files))
+	}
+	want := []string{"step 7 turn 2 anchors false files 1", "step 4 turn 1 anchors true files 1"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("checkpoints of triage (-want +got):\n%s", diff)
+	}
+	if cps := getJSON[[]CheckpointView](t, ts, "/api/sessions/triage-fix/checkpoints"); len(cps) != 0 {
+		t.Errorf("triage-fix has no checkpoint, got %+v", cps)
 	}
 }
