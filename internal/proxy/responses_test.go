@@ -105,17 +105,6 @@ func responsesAgent(t *testing.T, r *running, stream bool) forecast {
 	return f
 }
 
-// toolBackend answers every tool call with the same result and counts the calls.
-func toolBackend(t *testing.T, calls *atomic.Int64) string {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		calls.Add(1)
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"sky":"sunny","celsius":21}`))
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL
-}
-
 // forbiddenUpstream fails the test on any request: the upstream a replay must never call.
 func forbiddenUpstream(t *testing.T) string {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -137,7 +126,7 @@ func TestOpenAIResponsesRecordReplayAndForkAToolLoopThroughTheSDK(t *testing.T) 
 			root := t.TempDir()
 			up := newUpstream(t, forecastScript)
 			var toolCalls atomic.Int64
-			tool := toolBackend(t, &toolCalls)
+			tool := weatherTool(t, &toolCalls)
 			rec := start(t, Options{Mode: Record, Provider: "openai-responses", Dir: filepath.Join(root, "run"), ID: "run",
 				Upstreams: map[string]string{"openai-responses": up.url}, APIKeys: map[string]string{"openai-responses": canary},
 				Tools: map[string]string{"weather": tool, "report": tool}})

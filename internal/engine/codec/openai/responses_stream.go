@@ -25,30 +25,18 @@ import (
 // where the event begins.
 func (ResponsesCodec) NormalizeStream(sse []byte) (session.Response, []session.Chunk, error) {
 	const op = "NormalizeStream"
-	events, err := parseSSE(op, sse)
+	acc := &responseAccumulator{items: map[int64]*jsonobj.Object{}}
+	chunks, err := eventChunks(op, sse, func() { acc.stopped = true }, func(data json.RawMessage) *CodecError {
+		if acc.stopped {
+			return nil
+		}
+		if field, err := acc.apply(data); err != nil {
+			return &CodecError{Field: field, Err: err}
+		}
+		return nil
+	})
 	if err != nil {
 		return session.Response{}, nil, err
-	}
-	chunks := make([]session.Chunk, 0, len(events))
-	acc := &responseAccumulator{items: map[int64]*jsonobj.Object{}}
-	for _, ev := range events {
-		cd := chunkData{Event: ev.Name}
-		switch {
-		case ev.Data == nil:
-		case string(ev.Data) == done:
-			cd.Done = true
-			acc.stopped = true
-		case !json.Valid(ev.Data):
-			return session.Response{}, nil, &CodecError{Op: op, Offset: ev.Offset, Err: fmt.Errorf("%w: data of the event is not JSON", ErrNotJSON)}
-		default:
-			cd.Data = jsonobj.Compact(ev.Data)
-			if !acc.stopped {
-				if field, err := acc.apply(cd.Data); err != nil {
-					return session.Response{}, nil, &CodecError{Op: op, Offset: ev.Offset, Field: field, Err: err}
-				}
-			}
-		}
-		chunks = append(chunks, session.Chunk{Data: cd.Marshal()})
 	}
 	resp, err := splitResponse(op, acc.response())
 	if err != nil {

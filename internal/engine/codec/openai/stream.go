@@ -63,35 +63,46 @@ func (cd chunkData) Marshal() json.RawMessage {
 // applied. Each is reported at the byte where the event begins.
 func (Codec) NormalizeStream(sse []byte) (session.Response, []session.Chunk, error) {
 	const op = "NormalizeStream"
-	events, err := parseSSE(op, sse)
+	acc := newAccumulator()
+	chunks, err := eventChunks(op, sse, func() { acc.stopped = true }, acc.apply)
 	if err != nil {
 		return session.Response{}, nil, err
-	}
-	chunks := make([]session.Chunk, 0, len(events))
-	acc := newAccumulator()
-	for _, ev := range events {
-		cd := chunkData{Event: ev.Name}
-		switch {
-		case ev.Data == nil:
-		case string(ev.Data) == done:
-			cd.Done = true
-			acc.stopped = true
-		case !json.Valid(ev.Data):
-			return session.Response{}, nil, &CodecError{Op: op, Offset: ev.Offset, Err: fmt.Errorf("%w: data of the event is neither JSON nor %s", ErrNotJSON, done)}
-		default:
-			cd.Data = jsonobj.Compact(ev.Data)
-			if err := acc.apply(cd.Data); err != nil {
-				err.Op, err.Offset = op, ev.Offset
-				return session.Response{}, nil, err
-			}
-		}
-		chunks = append(chunks, session.Chunk{Data: cd.Marshal()})
 	}
 	resp, err := splitCompletion(op, acc.completion())
 	if err != nil {
 		return session.Response{}, nil, err
 	}
 	return resp, chunks, nil
+}
+
+// eventChunks splits a streamed body into one chunk per event, calling onDone at the [DONE]
+// terminator and apply with each event's compact JSON data; an error apply returns is placed at the
+// event's first byte.
+func eventChunks(op string, body []byte, onDone func(), apply func(data json.RawMessage) *CodecError) ([]session.Chunk, error) {
+	events, err := parseSSE(op, body)
+	if err != nil {
+		return nil, err
+	}
+	chunks := make([]session.Chunk, 0, len(events))
+	for _, ev := range events {
+		cd := chunkData{Event: ev.Name}
+		switch {
+		case ev.Data == nil:
+		case string(ev.Data) == done:
+			cd.Done = true
+			onDone()
+		case !json.Valid(ev.Data):
+			return nil, &CodecError{Op: op, Offset: ev.Offset, Err: fmt.Errorf("%w: data of the event is neither JSON nor %s", ErrNotJSON, done)}
+		default:
+			cd.Data = jsonobj.Compact(ev.Data)
+			if err := apply(cd.Data); err != nil {
+				err.Op, err.Offset = op, ev.Offset
+				return nil, err
+			}
+		}
+		chunks = append(chunks, session.Chunk{Data: cd.Marshal()})
+	}
+	return chunks, nil
 }
 
 // RebuildStream plays chunks back as a text/event-stream body: for each, an "event:" line when it
