@@ -147,7 +147,7 @@ func TestStdioRecordThenReplayWithoutTheServer(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "mcp-run")
 	rec, recorded, rc := record(t, dir)
 
-	want := []string{"tool:add", "tool:ask", "tool:crash", "tool:secret_lookup", "tool:slow", "5", "done after 3 steps",
+	want := []string{"tool:add", "tool:ask", "tool:crash", "tool:secret_lookup", "tool:slow", "tool:wait", "5", "done after 3 steps",
 		"the model said: forty-two", "db=" + mcptest.Secret}
 	if diff := cmp.Diff(want, recorded); diff != "" {
 		t.Fatalf("what the agent got through the recording stand-in (-want +got):\n%s", diff)
@@ -428,5 +428,56 @@ func TestStdioMalformedFrameIsRefusedAndNothingIsLost(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"weather/initialize", "weather/tools/list"}, names); diff != "" {
 		t.Errorf("the recording around the malformed frames (-want +got):\n%s", diff)
+	}
+}
+
+func TestStdioCancellationReachesTheServerAndDoesNotBreakReplay(t *testing.T) {
+	bin, log := serverOnPath(t)
+	dir := filepath.Join(t.TempDir(), "cancel")
+	c := connect(t, StdioOptions{RunOptions: RunOptions{Mode: Record, Server: "weather", Dir: dir, ID: "cancel"},
+		Command: []string{"weather-mcp"}, Env: mcptest.ChildEnv(log)})
+	waitAndAdd := func(c *client) error {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		_, err := c.CallTool(ctx, &sdk.CallToolParams{Name: "wait", Arguments: map[string]any{}})
+		if got := mcptest.Add(t, c.ClientSession, 4, 5); got != "9" {
+			t.Errorf("add after the canceled call = %q", got)
+		}
+		return err
+	}
+	if err := waitAndAdd(c); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("the canceled call returned %v", err)
+	}
+	if out := c.finish(t); out.Err != nil {
+		t.Fatal(out.Err)
+	}
+	// The server saw the cancellation: its handler's context ended.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, calls := mcptest.Log(log)
+		if strings.Contains(strings.Join(calls, ","), "wait canceled") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server never saw the cancellation: %v", calls)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	rec, err := session.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev := findCall(t, rec, `"wait"`); ev.Error == nil || ev.Error.Name != replay.ErrorNameCanceled {
+		t.Errorf("the canceled call was recorded with error %+v, want %s", ev.Error, replay.ErrorNameCanceled)
+	}
+
+	removeFromPath(t, bin)
+	r := connect(t, StdioOptions{RunOptions: RunOptions{Mode: Replay, Server: "weather", Session: rec}})
+	if err := waitAndAdd(r); err == nil || errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("the replayed canceled call returned %v, want the recorded cancellation at once", err)
+	}
+	if out := r.finish(t); out.Err != nil {
+		t.Errorf("replaying a run with a canceled call: %v", out.Err)
 	}
 }

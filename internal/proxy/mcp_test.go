@@ -92,7 +92,7 @@ func TestMCPOverStreamableHTTPRecordsAndReplaysWithNoServer(t *testing.T) {
 	rec := start(t, Options{Mode: Record, Dir: dir, ID: "rec", MCPServers: map[string]string{"weather": up.URL}})
 	cs, progress, sampled := mcpClient(t, rec.url)
 	recorded := mcpAgent(t, cs)
-	want := []string{"add", "ask", "crash", "secret_lookup", "slow", "42", "done after 2 steps", "the model said: forty-two"}
+	want := []string{"add", "ask", "crash", "secret_lookup", "slow", "wait", "42", "done after 2 steps", "the model said: forty-two"}
 	if diff := cmp.Diff(want, recorded); diff != "" {
 		t.Fatalf("through the recording proxy (-want +got):\n%s", diff)
 	}

@@ -83,6 +83,13 @@ func NewServer(h Hooks) *mcp.Server {
 			}
 			return text("the model said: " + t.Text), nil, nil
 		})
+	mcp.AddTool(s, &mcp.Tool{Name: "wait", Description: "waits until the call is canceled"},
+		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			called("wait")
+			<-ctx.Done()
+			called("wait canceled")
+			return nil, nil, ctx.Err()
+		})
 	mcp.AddTool(s, &mcp.Tool{Name: "crash", Description: "dies mid-call"},
 		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 			called("crash")
