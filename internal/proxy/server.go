@@ -204,6 +204,7 @@ func New(opts Options, providers ...*Provider) (*Server, error) {
 			if opts.Mode == Fork {
 				u.expand = recordedChains(p.Codec, opts.Session, func() *redact.Vault { return s.vault })
 			}
+			u.sendAsReceived = opts.Mode == Record
 			s.upstreams[p.Name] = u
 			if p.CountTokensPath != "" {
 				s.tools[countTokensTool(p)] = u.countTokens

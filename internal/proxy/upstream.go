@@ -43,10 +43,33 @@ type upstream struct {
 	counter func(provider, outcome string)
 	// expand, when set, rewrites a request before it goes upstream (a fork's recorded chains).
 	expand func(session.Request) (session.Request, error)
+	// sendAsReceived forwards the agent's own body when the call carries one (recording: nothing
+	// edits the request, and its bytes are more faithful than a codec round trip).
+	sendAsReceived bool
 }
 
-// body is the wire body of req, rewritten by expand first.
-func (u *upstream) body(req session.Request) ([]byte, error) {
+type wireKey struct{}
+
+// wire carries the body the agent sent from the handler to the upstream.
+type wire struct {
+	sent []byte
+}
+
+func withWire(ctx context.Context, w *wire) context.Context {
+	return context.WithValue(ctx, wireKey{}, w)
+}
+
+func wireOf(ctx context.Context) *wire {
+	w, _ := ctx.Value(wireKey{}).(*wire)
+	return w
+}
+
+// body is the wire body of req: the agent's own when sendAsReceived, otherwise req denormalized,
+// rewritten by expand first.
+func (u *upstream) body(ctx context.Context, req session.Request) ([]byte, error) {
+	if w := wireOf(ctx); u.sendAsReceived && w != nil && w.sent != nil {
+		return w.sent, nil
+	}
 	if u.expand != nil {
 		var err error
 		if req, err = u.expand(req); err != nil {
@@ -143,7 +166,7 @@ func failureFrom(err error) (upstreamFailure, bool) {
 
 // Create implements replay.Model.
 func (u *upstream) Create(ctx context.Context, req session.Request) (*session.Response, error) {
-	body, err := u.body(req)
+	body, err := u.body(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +213,7 @@ func checkAssembled(p *Provider, out session.Response) error {
 // agent sees any of it; an event that is not sound JSON text (invalid UTF-8, a repeated key, not JSON)
 // ends the stream there, so the agent gets exactly the events the recording holds.
 func (u *upstream) Stream(ctx context.Context, req session.Request, emit func(json.RawMessage) error) (*session.Response, error) {
-	body, err := u.body(req)
+	body, err := u.body(ctx, req)
 	if err != nil {
 		return nil, err
 	}
