@@ -252,7 +252,7 @@ func (s *Server) handleModel(p *Provider) handler {
 		}
 		defer s.release()
 		if !streaming(req) {
-			resp, err := ac.Model(ctx, req, replay.Site(site))
+			resp, err := ac.Model(withWire(ctx, &wire{sent: body}), req, replay.Site(site))
 			if err != nil {
 				return s.fail(w, r, p, err)
 			}
@@ -265,7 +265,7 @@ func (s *Server) handleModel(p *Provider) handler {
 			return outcomeOK
 		}
 		sw := &sseWriter{w: w, rc: http.NewResponseController(w), p: p}
-		resp, err := ac.ModelStream(ctx, req, sw.emit, replay.Site(site))
+		resp, err := ac.ModelStream(withWire(ctx, &wire{sent: body}), req, sw.emit, replay.Site(site))
 		if err != nil {
 			if sw.started {
 				return outcomeError // the stream ends where the recording's did; the status is sent
