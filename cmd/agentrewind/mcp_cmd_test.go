@@ -138,9 +138,10 @@ func TestMCPCommandRecordsReplaysWithoutTheServerAndForks(t *testing.T) {
 		}
 	}
 	result = filepath.Join(t.TempDir(), "fork.json")
+	// No server command: the tail is answered from the recording, and by --on-miss where it holds nothing.
 	fk := startMCPCommand(t, "--mode", "fork", "--session-dir", sessions, "--session-id", "weather-run", "--learn-secrets-from", secrets,
 		"--at-step", strconv.FormatInt(addStep+1, 10), "--on-miss", "Stub", "--goal-tool", "weather-mcp/tools/call", "--goal-args", `{"name":"add","arguments":{"a":2}}`,
-		"--result", result, "--", "weather-mcp")
+		"--result", result, "--server-name", "weather-mcp")
 	if got := mcptest.Add(t, fk.ClientSession, 2, 3); got != "5" {
 		t.Errorf("the fork's prefix served add = %q, want the recorded 5", got)
 	}
