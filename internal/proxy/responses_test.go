@@ -152,6 +152,11 @@ func TestOpenAIResponsesRecordReplayAndForkAToolLoopThroughTheSDK(t *testing.T) 
 				t.Fatalf("session provider %q, calls %+v", parent.Meta.Provider, calls)
 			}
 
+			// The fingerprints the recorder stored are the ones the Responses codec recomputes.
+			if err := replay.CheckFingerprints(parent, func(string) replay.Codec { return OpenAIResponses.Codec }); err != nil {
+				t.Fatal(err)
+			}
+
 			rep := start(t, Options{Mode: Replay, Session: parent, Upstreams: map[string]string{"openai-responses": forbiddenUpstream(t)}})
 			replayed := responsesAgent(t, rep, stream)
 			out := rep.stop(t)
