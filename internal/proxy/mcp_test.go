@@ -17,6 +17,7 @@ import (
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentrewind/agentrewind/internal/engine/codec/mcp"
+	"github.com/agentrewind/agentrewind/internal/engine/replay"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 	"github.com/agentrewind/agentrewind/internal/mcpproxy/mcptest"
 )
@@ -209,4 +210,50 @@ func postRaw(t *testing.T, url, body string) (int, []byte) {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	return do(t, req)
+}
+
+func TestMCPOverStreamableHTTPForkServesThePrefix(t *testing.T) {
+	up := newMCPUpstream(t)
+	dir := filepath.Join(t.TempDir(), "parent")
+	rec := start(t, Options{Mode: Record, Dir: dir, ID: "parent", MCPServers: map[string]string{"weather": up.URL}})
+	cs, _, _ := mcpClient(t, rec.url)
+	mcptest.Add(t, cs, 2, 3)
+	mcptest.Add(t, cs, 10, 20)
+	_ = cs.Close()
+	if out := rec.stop(t); out.Err != nil {
+		t.Fatal(out.Err)
+	}
+	parent := openSession(t, dir)
+	second := int64(-1)
+	for _, ev := range parent.Events {
+		if ev.Kind == session.KindToolCall && strings.Contains(string(ev.Args), `"a":10`) {
+			second = ev.Step
+		}
+	}
+	served := up.calls.Load()
+
+	fk := start(t, Options{Mode: Fork, Session: parent, Dir: filepath.Join(t.TempDir(), "child"), ID: "child", AtStep: second, OnMiss: "Stub",
+		MCPServers: map[string]string{"weather": up.URL}})
+	cs, _, _ = mcpClient(t, fk.url)
+	if got := mcptest.Add(t, cs, 2, 3); got != "5" {
+		t.Errorf("the prefix's add = %q, want the recorded 5", got)
+	}
+	if _, err := cs.CallTool(context.Background(), &mcpsdk.CallToolParams{Name: "add", Arguments: map[string]any{"a": 7, "b": 8}}); err != nil {
+		t.Errorf("a tail call the recording does not hold, under onMiss Stub: %v", err)
+	}
+	_ = cs.Close()
+	out := fk.stop(t)
+	if out.Fork == nil {
+		t.Fatalf("fork: %v", out.Err)
+	}
+	if out.Fork.Meta.Parent != "parent" {
+		t.Errorf("child's parent %q", out.Fork.Meta.Parent)
+	}
+	// initialize and the first add served; the new add stubbed: the engine's forks never rerun a tool.
+	if diff := cmp.Diff(replay.ProvenanceCounts{Recorded: 2, Stub: 1}, out.Fork.Provenance); diff != "" {
+		t.Errorf("fork provenance (-want +got):\n%s", diff)
+	}
+	if up.calls.Load() != served {
+		t.Errorf("the fork called the MCP server %d times", up.calls.Load()-served)
+	}
 }
