@@ -224,7 +224,7 @@ func rawGet(ctx context.Context, objs *S3ObjectStore, prefix string, files map[s
 	})
 }
 
-func storedBytes(b *testing.B, objs ObjectStore, prefix string) int64 {
+func storedBytes(b testing.TB, objs ObjectStore, prefix string) int64 {
 	infos, err := objs.List(context.Background(), prefix)
 	if err != nil {
 		b.Fatal(err)

@@ -43,13 +43,13 @@ type segment struct {
 
 // Segment sizes. A segment ends after the first line (session_start: a fork's differs from its
 // parent's, and nothing after it should), after a line whose FNV-1a hash is 0 modulo segCutEvery once
-// the segment holds segMin bytes, and before it would pass segMax. About 10 to 20 KiB on average:
-// small enough that a fork re-stores little of its parent, large enough that a 100 MB log is a few
-// thousand objects.
+// the segment holds segMin bytes, and before it would pass segMax. About 5 to 10 KiB on average:
+// small enough that a fork re-stores little of its parent (the segment it forks in, and its tail),
+// large enough that a 100 MB log is some ten thousand objects, uploaded in parallel.
 const (
-	segMin      = 4 << 10
+	segMin      = 2 << 10
 	segMax      = 256 << 10
-	segCutEvery = 8
+	segCutEvery = 4
 	// maxIndexSize bounds segments.json reads: about 80 bytes a segment and 70 a blob.
 	maxIndexSize = 64 << 20
 )

@@ -2,12 +2,9 @@ package replay
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -55,34 +52,44 @@ func TestDiffShowsWhereLongStringsDiffer(t *testing.T) {
 // someone who knows the format would: only the recomputed fingerprints can tell.
 func rewriteLog(t *testing.T, dir string, edit func(lines []string) []string) *session.Session {
 	t.Helper()
-	path := filepath.Join(dir, session.EventsFile)
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := edit(strings.SplitAfter(strings.TrimSuffix(string(data), "\n"), "\n"))
-	log := strings.Join(lines, "")
-	if !strings.HasSuffix(log, "\n") {
-		log += "\n"
-	}
-	meta, err := session.ReadMeta(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256([]byte(log))
-	meta.EventsHash, meta.Events = hex.EncodeToString(sum[:]), int64(strings.Count(log, "\n"))
-	metaJSON, _ := json.Marshal(meta)
-	if err := os.WriteFile(path, []byte(log), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, session.MetaFile), metaJSON, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	// The edit applies to the events as the reader returns them, one JSON line each; the edited
+	// events are then recorded again, so that every digest the stored form keeps matches them, as a
+	// forger who rewrites a log would make it.
 	s, err := session.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, ev := range s.Events {
+		ev.Blobs, ev.DefBlobs = nil, nil
+		line, err := json.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, string(line)+"\n")
+	}
+	out := filepath.Join(t.TempDir(), filepath.Base(dir))
+	w, err := session.Create(out, s.Meta, session.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range edit(lines) {
+		var ev session.Event
+		if err := json.Unmarshal([]byte(l), &ev); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Append(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := w.Close(nil); err != nil {
+		t.Fatal(err)
+	}
+	rewritten, err := session.Open(out)
 	if err != nil {
 		t.Fatalf("the rewritten log does not open: %v", err)
 	}
-	return s
+	return rewritten
 }
 
 func replaceInKind(kind session.Kind, old, new string) func([]string) []string {

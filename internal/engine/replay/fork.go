@@ -166,7 +166,9 @@ func Fork(ctx context.Context, opts ForkOptions, harness Harness) (*ForkResult, 
 	at := opts.AtStep
 	meta := r.newMeta(id)
 	meta.Parent, meta.ForkedAtStep = opts.Parent.Meta.ID, &at
-	rec, harnessErr, err := r.recordInto(ctx, opts.Dir, meta, harness)
+	// The steps served from the parent are stored as its lines, so the two logs share them (and, in
+	// the object store, the segments they are cut into).
+	rec, harnessErr, err := r.recordInto(ctx, opts.Dir, meta, session.WriterOptions{Parent: opts.Parent.Events}, harness)
 	if rec == nil {
 		return nil, err
 	}

@@ -45,7 +45,7 @@ func Record(ctx context.Context, opts RecordOptions, harness Harness) (*RecordRe
 	if id == "" {
 		id = r.cfg.NewUUID()
 	}
-	rec, harnessErr, err := r.recordInto(ctx, opts.Dir, r.newMeta(id), harness)
+	rec, harnessErr, err := r.recordInto(ctx, opts.Dir, r.newMeta(id), session.WriterOptions{}, harness)
 	if rec != nil {
 		rec.HarnessErr = harnessErr
 	}
@@ -61,8 +61,8 @@ func (r *runner) newMeta(id string) session.Meta {
 // recordInto runs the harness with events written to a new session in dir, framed by session_start
 // and session_end, and commits it. The harness's own error is returned separately: a run that failed is
 // still a recording worth keeping.
-func (r *runner) recordInto(ctx context.Context, dir string, meta session.Meta, harness Harness) (*RecordResult, error, error) {
-	w, err := session.Create(dir, meta, session.WriterOptions{})
+func (r *runner) recordInto(ctx context.Context, dir string, meta session.Meta, wopts session.WriterOptions, harness Harness) (*RecordResult, error, error) {
+	w, err := session.Create(dir, meta, wopts)
 	if err != nil {
 		return nil, nil, err
 	}

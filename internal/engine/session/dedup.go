@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"reflect"
 	"slices"
 )
 
@@ -25,7 +26,10 @@ import (
 //   - lists: a message list is a chain: its digest folds chainDigest over its items (a role and the
 //     digest of a content), and its definition extends an earlier list (prev) by the items the turn
 //     added, so a turn costs its new messages plus one list node.
-//   - refs: the request's system prompt, messages and large params, and the response's content.
+//   - joins: a definition made of a run of text, an earlier definition and another run of text,
+//     for content that embeds another verbatim (a tool_result message embeds the tool's result).
+//   - refs: the request without its messages (model, system prompt, params and tools: the same from
+//     turn to turn), its messages, the response's content and a tool's result.
 //
 // The reader checks every definition before it uses it (the digest of its bytes, or the chain of a
 // list) and expands refs back into the Request and Response the writer was given, byte for byte.
@@ -44,15 +48,29 @@ type ListItem struct {
 
 // Refs says which parts of an event are taken from definitions, by digest.
 type Refs struct {
-	System   string            `json:"system,omitempty"`
-	Messages string            `json:"messages,omitempty"`
-	Params   map[string]string `json:"params,omitempty"`
-	Response string            `json:"response,omitempty"`
+	// Request is the request without its messages, Messages the list of its messages.
+	Request  string `json:"request,omitempty"`
+	Messages string `json:"messages,omitempty"`
+	Response string `json:"response,omitempty"`
+	Result   string `json:"result,omitempty"`
 }
 
-// refMin is the encoded size from which a system prompt, a param or a response's content is stored
-// by reference: a reference costs about 70 bytes, so shorter values stay inline.
+// JoinPart is a piece of a joined definition: a run of its text, or an earlier definition.
+type JoinPart struct {
+	Text string `json:"t,omitempty"`
+	Ref  string `json:"r,omitempty"`
+}
+
+// refMin is the encoded size from which a response's content or a tool's result is stored by
+// reference: a reference costs about 70 bytes, so shorter values stay inline.
 const refMin = 128
+
+// joinMin is the size from which a definition may be embedded in a later one by reference, and
+// joinRecent how many of the latest such definitions a new one is compared with.
+const (
+	joinMin    = 256
+	joinRecent = 16
+)
 
 // chainDigest is the digest of the list prev followed by one message.
 func chainDigest(prev, role, content string) string {
@@ -76,8 +94,14 @@ type interner struct {
 	defined map[string]bool // content digests defined by the log (inline or as blobs)
 	chains  map[string]bool // list digests the log defines, every prefix included
 	last    []lastMessage   // the previous request's messages, so a repeated one is not hashed again
+	recent  []recentDef     // the latest definitions of at least joinMin bytes, newest last
 	blobMin int             // definitions above this size become blobs
 	putBlob func([]byte) (string, error)
+}
+
+type recentDef struct {
+	hash string
+	data []byte
 }
 
 type lastMessage struct {
@@ -97,19 +121,43 @@ func (in *interner) define(ev *Event, data []byte) (string, error) {
 	if in.defined[h] {
 		return h, nil
 	}
-	if len(data) > in.blobMin {
+	switch parts := in.join(data); {
+	case len(data) > in.blobMin:
 		if _, err := in.putBlob(data); err != nil {
 			return "", err
 		}
 		ev.DefBlobs = append(ev.DefBlobs, h)
-	} else {
+	case parts != nil:
+		if ev.Joins == nil {
+			ev.Joins = map[string][]JoinPart{}
+		}
+		ev.Joins[h] = parts
+	default:
 		if ev.Defs == nil {
 			ev.Defs = map[string]json.RawMessage{}
 		}
 		ev.Defs[h] = data
 	}
 	in.defined[h] = true
+	if len(data) >= joinMin {
+		in.recent = append(in.recent, recentDef{hash: h, data: data})
+		if len(in.recent) > joinRecent {
+			in.recent = in.recent[1:]
+		}
+	}
 	return h, nil
+}
+
+// join returns data as a run of text, a recent definition it embeds and another run of text, or nil
+// when it embeds none.
+func (in *interner) join(data []byte) []JoinPart {
+	for i := len(in.recent) - 1; i >= 0; i-- {
+		d := in.recent[i]
+		if at := bytes.Index(data, d.data); at >= 0 {
+			return []JoinPart{{Text: string(data[:at])}, {Ref: d.hash}, {Text: string(data[at+len(d.data):])}}
+		}
+	}
+	return nil
 }
 
 // defineValue defines the encoding of v when it is at least refMin bytes, returning "" otherwise.
@@ -128,35 +176,29 @@ func (in *interner) intern(ev *Event) error {
 	if ev.Request != nil {
 		req := *ev.Request
 		var err error
-		if req.System != "" {
-			if refs.System, err = in.defineValue(ev, req.System); err != nil {
-				return fmt.Errorf("request.system: %w", err)
-			}
-			if refs.System != "" {
-				req.System = ""
-			}
-		}
-		for _, k := range slices.Sorted(maps.Keys(req.Params)) {
-			h, err := in.defineValue(ev, req.Params[k])
-			if err != nil {
-				return fmt.Errorf("request.params.%s: %w", k, err)
-			}
-			if h == "" {
-				continue
-			}
-			if refs.Params == nil {
-				refs.Params, req.Params = map[string]string{}, maps.Clone(req.Params)
-			}
-			refs.Params[k] = h
-			delete(req.Params, k)
-		}
 		if len(req.Messages) > 0 {
 			if refs.Messages, err = in.list(ev, req.Messages); err != nil {
 				return err
 			}
 			req.Messages = []Message{}
 		}
-		ev.Request = &req
+		data, err := json.Marshal(req)
+		if err != nil {
+			return fmt.Errorf("request: %w", err)
+		}
+		if refs.Request, err = in.define(ev, data); err != nil {
+			return err
+		}
+		ev.Request = nil
+	}
+	if len(ev.Result) > 0 {
+		h, err := in.defineValue(ev, ev.Result)
+		if err != nil {
+			return fmt.Errorf("result: %w", err)
+		}
+		if h != "" {
+			ev.Result, refs.Result = nil, h
+		}
 	}
 	if ev.Response != nil && ev.Response.Content != nil {
 		h, err := in.defineValue(ev, ev.Response.Content)
@@ -169,7 +211,7 @@ func (in *interner) intern(ev *Event) error {
 			ev.Response = &resp
 		}
 	}
-	if refs.System != "" || refs.Messages != "" || refs.Params != nil || refs.Response != "" {
+	if *refs != (Refs{}) {
 		ev.Refs = refs
 	}
 	return nil
@@ -257,7 +299,7 @@ func (x *Expander) Resolve(ev *Event) error {
 	if err := x.unsplice(ev); err != nil {
 		return err
 	}
-	ev.Defs, ev.Lists, ev.Refs, ev.StreamText = nil, nil, nil, nil
+	ev.Defs, ev.Joins, ev.Lists, ev.Refs, ev.StreamText = nil, nil, nil, nil, nil
 	return nil
 }
 
@@ -281,6 +323,27 @@ func (x *Expander) learn(ev *Event) error {
 		data := ev.Defs[h]
 		if got := digestOf(data); got != h {
 			return &DigestMismatchError{Object: fmt.Sprintf("%s: the definition at step %d", x.name, ev.Step), Want: h, Got: got}
+		}
+		x.defs[h] = data
+	}
+	for _, h := range slices.Sorted(maps.Keys(ev.Joins)) {
+		var data []byte
+		for i, p := range ev.Joins[h] {
+			if p.Ref == "" {
+				data = append(data, p.Text...)
+				continue
+			}
+			part, ok := x.defs[p.Ref]
+			if !ok || p.Text != "" {
+				return &RefError{Step: ev.Step, Field: "joins", Hash: h, Err: fmt.Errorf("part %d refers to %s, which the log does not define before it (or has text too)", i, p.Ref)}
+			}
+			data = append(data, part...)
+		}
+		if got := digestOf(data); got != h {
+			return &DigestMismatchError{Object: fmt.Sprintf("%s: the definition at step %d", x.name, ev.Step), Want: h, Got: got}
+		}
+		if err := checkJSONText(data, nil); err != nil {
+			return &RefError{Step: ev.Step, Field: "joins", Hash: h, Err: err}
 		}
 		x.defs[h] = data
 	}
@@ -383,23 +446,25 @@ func (x *Expander) expand(ev *Event) error {
 		}
 		return data, nil
 	}
-	if r.System != "" || r.Messages != "" || r.Params != nil {
-		if ev.Request == nil {
-			return fail("refs", "", errors.New("refers to request parts, but the event has no request"))
+	if r.Messages != "" && r.Request == "" {
+		return fail("refs.messages", r.Messages, errors.New("messages without a request"))
+	}
+	if r.Request != "" {
+		data, err := def("refs.request", r.Request)
+		if err != nil {
+			return err
 		}
-		req := ev.Request
-		if r.System != "" {
-			data, err := def("refs.system", r.System)
-			if err != nil {
-				return err
-			}
-			if req.System != "" {
-				return fail("refs.system", r.System, errors.New("the system prompt is also stored inline"))
-			}
-			if err := json.Unmarshal(data, &req.System); err != nil {
-				return fail("refs.system", r.System, fmt.Errorf("not a JSON string: %w", err))
-			}
+		if ev.Request != nil {
+			return fail("refs.request", r.Request, errors.New("the request is also stored inline"))
 		}
+		req := &Request{}
+		if err := json.Unmarshal(data, req); err != nil {
+			return fail("refs.request", r.Request, fmt.Errorf("not a request: %w", err))
+		}
+		if err := checkJSONText(data, reflect.TypeFor[Request]()); err != nil {
+			return fail("refs.request", r.Request, err)
+		}
+		ev.Request = req
 		if r.Messages != "" {
 			node := x.chains[r.Messages]
 			if node == nil {
@@ -410,19 +475,16 @@ func (x *Expander) expand(ev *Event) error {
 			}
 			req.Messages = node.msgs[:len(node.msgs):len(node.msgs)]
 		}
-		for _, k := range slices.Sorted(maps.Keys(r.Params)) {
-			data, err := def("refs.params."+k, r.Params[k])
-			if err != nil {
-				return err
-			}
-			if _, dup := req.Params[k]; dup {
-				return fail("refs.params."+k, r.Params[k], errors.New("the param is also stored inline"))
-			}
-			if req.Params == nil {
-				req.Params = map[string]json.RawMessage{}
-			}
-			req.Params[k] = data
+	}
+	if r.Result != "" {
+		data, err := def("refs.result", r.Result)
+		if err != nil {
+			return err
 		}
+		if len(ev.Result) != 0 {
+			return fail("refs.result", r.Result, errors.New("the result is also stored inline"))
+		}
+		ev.Result = data
 	}
 	if r.Response != "" {
 		data, err := def("refs.response", r.Response)

@@ -218,7 +218,7 @@ func TestATamperedSharedMessageIsDetectedWhereverItIsUsed(t *testing.T) {
 		}
 	})
 	t.Run("a blob two sessions share", func(t *testing.T) {
-		// A system prompt above the blob threshold is a blob both sessions refer to.
+		// A request whose system prompt passes the blob threshold is a blob both sessions refer to.
 		big := strings.Repeat("a long system prompt. ", 100)
 		blobs := t.TempDir()
 		var dirs []string
@@ -244,7 +244,12 @@ func TestATamperedSharedMessageIsDetectedWhereverItIsUsed(t *testing.T) {
 			}
 			dirs = append(dirs, dir)
 		}
-		h := digestOf([]byte(mustJSON(big)))
+		// The request without its messages (model, system prompt, params) is one definition.
+		matches, _ := filepath.Glob(filepath.Join(dirs[0], BlobsDir, "*"))
+		if len(matches) != 1 {
+			t.Fatalf("want one blob, the request with the long system prompt: %v", matches)
+		}
+		h := filepath.Base(matches[0])
 		for _, dir := range dirs {
 			p := filepath.Join(dir, BlobsDir, h)
 			data, err := os.ReadFile(p)

@@ -136,6 +136,8 @@ type Event struct {
 	//
 	// Defs defines content first used on this line, by the sha256 hex digest of its bytes.
 	Defs map[string]json.RawMessage `json:"defs,omitempty"`
+	// Joins defines content that embeds an earlier definition, by the digest of its bytes.
+	Joins map[string][]JoinPart `json:"joins,omitempty"`
 	// Lists defines message lists first used on this line, by chain digest (ListDef).
 	Lists map[string]ListDef `json:"lists,omitempty"`
 	// DefBlobs are definitions too large for the line, stored as blobs/<sha256>.

@@ -17,6 +17,33 @@ type Meta struct {
 	// VaultHash is the SHA-256 of the sealed vault.enc, when the session has one, so a copy of the
 	// vault fetched from object storage can be checked before it is trusted.
 	VaultHash string `json:"vaultHash,omitempty"`
+	// InheritedSteps are the steps of a fork stored as its parent's lines (WriterOptions.Parent):
+	// their boundary events read back with provenance "recorded", which the shared lines leave out.
+	InheritedSteps []StepRange `json:"inheritedSteps,omitempty"`
+}
+
+// StepRange is the steps From to To, both included.
+type StepRange struct {
+	From int64 `json:"from"`
+	To   int64 `json:"to"`
+}
+
+// inherited reports whether step is one of m's inherited steps.
+func (m *Meta) inherited(step int64) bool {
+	for _, r := range m.InheritedSteps {
+		if step >= r.From && step <= r.To {
+			return true
+		}
+	}
+	return false
+}
+
+// RestoreProvenance gives ev the provenance its stored line leaves out: "recorded" for a boundary
+// event at an inherited step. Readers of a log call it on every event (Open does).
+func (m *Meta) RestoreProvenance(ev *Event) {
+	if ev.Provenance == "" && ev.Kind.IsBoundary() && len(m.InheritedSteps) > 0 && m.inherited(ev.Step) {
+		ev.Provenance = ProvenanceRecorded
+	}
 }
 
 // RedactionInfo records how the session was redacted, without any secret.

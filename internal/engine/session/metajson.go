@@ -55,6 +55,13 @@ func DecodeMeta(data []byte, name string) (Meta, error) {
 	case meta.Events < 0:
 		return fail("events", "%d is negative", meta.Events)
 	}
+	last := int64(0)
+	for i, r := range meta.InheritedSteps {
+		if meta.ForkedAtStep == nil || r.From <= last || r.To < r.From || r.To >= *meta.ForkedAtStep {
+			return fail("inheritedSteps", "[%d] %d to %d: inherited steps are increasing, disjoint ranges after step 0 and before forkedAtStep, in a fork", i, r.From, r.To)
+		}
+		last = r.To
+	}
 	return meta, nil
 }
 

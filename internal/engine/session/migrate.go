@@ -12,7 +12,7 @@ import (
 //
 // Version 1 is the original AgentRewind layout. Version 2 adds the author of each event's bytes
 // (accountability) and the ledger kind, and keeps costs as integer micro-dollars instead of a float.
-// Version 3 stores each distinct piece of content once (defs, lists, defBlobs, refs: dedup.go) and a
+// Version 3 stores each distinct piece of content once (defs, joins, lists, defBlobs, refs: dedup.go) and a
 // stream's text once (streamText: streamtext.go); a version 2 line is a version 3 line without them.
 const CurrentSchemaVersion = 3
 
@@ -39,7 +39,7 @@ var migrations = map[int]migration{
 }
 
 // storedFormKeys are the event keys schema 3 added.
-var storedFormKeys = []string{"defs", "lists", "defBlobs", "refs", "streamText"}
+var storedFormKeys = []string{"defs", "joins", "lists", "defBlobs", "refs", "streamText"}
 
 // addAuthor fills in who authored a v1 event's bytes, from its kind.
 func addAuthor(obj map[string]json.RawMessage) error {

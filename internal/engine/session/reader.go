@@ -78,6 +78,9 @@ func Open(dir string) (*Session, error) {
 	if err := resolveAll(events, dirBlobs(dir), path); err != nil {
 		return nil, err
 	}
+	for i := range events {
+		meta.RestoreProvenance(&events[i])
+	}
 	return &Session{Dir: dir, Meta: meta, Events: events}, nil
 }
 

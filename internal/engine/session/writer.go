@@ -11,6 +11,7 @@ import (
 
 	"os"
 	"path/filepath"
+	"reflect"
 	"sync"
 )
 
@@ -29,6 +30,9 @@ type Writer struct {
 	vaultHash string
 	blobs     map[string]bool
 	defs      *interner
+	parent    map[int64]*Event // the forked session's events before the fork step, by step
+	inherited []StepRange
+	lastStep  int64
 	closed    bool
 }
 
@@ -36,6 +40,13 @@ type Writer struct {
 type WriterOptions struct {
 	// BlobThreshold overrides the size above which fields become blobs (default BlobThreshold).
 	BlobThreshold int
+	// Parent, for a fork (meta.Parent and meta.ForkedAtStep set), are the logical events of the
+	// session it forks. A step before the fork step that the fork served from the parent (its event is
+	// the parent's but for its time, latency and provenance "recorded") is written as the parent's
+	// event, time included, so that the two logs share the line byte for byte, and with it the
+	// segments the store keeps (copy-on-write forks); meta.json's inheritedSteps gives those events
+	// their provenance back when they are read.
+	Parent []Event
 }
 
 // Create starts a session in dir, creating it if needed. It refuses a directory that already holds a
@@ -67,6 +78,14 @@ func Create(dir string, meta Meta, opts WriterOptions) (*Writer, error) {
 	w := &Writer{dir: dir, meta: meta, threshold: threshold, file: f, buf: bufio.NewWriter(f),
 		hash: sha256.New(), blobs: map[string]bool{}}
 	w.defs = newInterner(threshold, w.putBlobLocked)
+	if meta.Parent != "" && meta.ForkedAtStep != nil {
+		w.parent = map[int64]*Event{}
+		for i := range opts.Parent {
+			if p := &opts.Parent[i]; p.Step > 0 && p.Step < *meta.ForkedAtStep {
+				w.parent[p.Step] = p
+			}
+		}
+	}
 	return w, nil
 }
 
@@ -87,9 +106,11 @@ func (w *Writer) Append(ev Event) error {
 	if ev.Author == "" {
 		ev.Author = DefaultAuthor(ev.Kind)
 	}
-	if ev.Defs != nil || ev.Lists != nil || ev.DefBlobs != nil || ev.Refs != nil || ev.StreamText != nil {
-		return fmt.Errorf("session: the event at step %d carries stored-form fields (defs, lists, defBlobs, refs, streamText); append the event as the reader returns it", ev.Step)
+	if ev.Defs != nil || ev.Joins != nil || ev.Lists != nil || ev.Refs != nil || ev.StreamText != nil {
+		return fmt.Errorf("session: the event at step %d carries stored-form fields (defs, joins, lists, refs, streamText); append the event as the reader returns it", ev.Step)
 	}
+	ev = w.inherit(ev)
+	ev.DefBlobs = nil // the reader's list of what the line it read defined; this line defines its own
 	var err error
 	if ev.Stream, ev.StreamText, err = spliceStream(ev.Stream, ev.Response); err != nil {
 		return fmt.Errorf("session: storing the stream at step %d: %w", ev.Step, err)
@@ -110,7 +131,35 @@ func (w *Writer) Append(ev Event) error {
 	}
 	w.hash.Write(line)
 	w.events++
+	w.lastStep = ev.Step
 	return nil
+}
+
+// inherit returns the parent's event in place of ev when ev is the parent's step served again (see
+// WriterOptions.Parent), and ev otherwise.
+func (w *Writer) inherit(ev Event) Event {
+	p := w.parent[ev.Step]
+	if p == nil || ev.Kind == KindSessionStart || p.Provenance != "" && p.Provenance != ProvenanceRecorded ||
+		ev.Provenance != "" && ev.Provenance != ProvenanceRecorded || ev.Kind.IsBoundary() != (ev.Provenance == ProvenanceRecorded) {
+		return ev
+	}
+	same := ev
+	same.TS, same.LatencyMs, same.Provenance, same.Blobs, same.DefBlobs = p.TS, p.LatencyMs, p.Provenance, p.Blobs, p.DefBlobs
+	if p.Author != "" && same.Author == "" {
+		same.Author = p.Author
+	}
+	if !reflect.DeepEqual(same, *p) {
+		return ev
+	}
+	stored := *p
+	stored.Provenance, stored.Blobs, stored.DefBlobs = "", nil, nil
+	stored.SchemaVersion, stored.Author = ev.SchemaVersion, ev.Author
+	if n := len(w.inherited); n > 0 && w.inherited[n-1].To == w.lastStep {
+		w.inherited[n-1].To = ev.Step
+	} else {
+		w.inherited = append(w.inherited, StepRange{From: ev.Step, To: ev.Step})
+	}
+	return stored
 }
 
 // PutBlob stores data as a content-addressed blob and returns its hash.
@@ -208,6 +257,7 @@ func (w *Writer) Close(update func(*Meta)) (Meta, error) {
 	w.meta.EventsHash = hex.EncodeToString(w.hash.Sum(nil))
 	w.meta.Events = w.events
 	w.meta.VaultHash = w.vaultHash
+	w.meta.InheritedSteps = w.inherited
 	w.meta.SchemaVersion = CurrentSchemaVersion
 	data, err := json.MarshalIndent(w.meta, "", "  ")
 	if err != nil {

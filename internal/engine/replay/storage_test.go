@@ -1,0 +1,152 @@
+package replay_test
+
+import (
+	"bytes"
+	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/agentrewind/agentrewind/internal/engine/replay"
+	"github.com/agentrewind/agentrewind/internal/engine/replay/agenttest"
+	"github.com/agentrewind/agentrewind/internal/engine/session"
+)
+
+// run is one recorded synthetic run and what it cost.
+type run struct {
+	dir                        string
+	events                     []session.Event
+	stored, former, transcript int64
+	record, load, replay       time.Duration
+}
+
+// recordRun records an agent of the given turns (about 200 tokens of answer a turn and a tool
+// result between), then loads and replays it, timing each.
+func recordRun(t testing.TB, turns int) run {
+	t.Helper()
+	agent := agenttest.Agent{Turns: turns, AnswerBytes: 800, ResultBytes: 1024}
+	r := run{dir: filepath.Join(t.TempDir(), "run")}
+	start := time.Now()
+	rec, err := replay.Record(context.Background(), replay.RecordOptions{Dir: r.dir, Model: agent.Model(), Tools: agent.Tools()}, agent.Harness())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.record = time.Since(start)
+	r.events = rec.Events
+	start = time.Now()
+	s, err := session.Open(r.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.load = time.Since(start)
+	start = time.Now()
+	if _, err := replay.Replay(context.Background(), replay.ReplayOptions{Session: s}, agent.Harness()); err != nil {
+		t.Fatal(err)
+	}
+	r.replay = time.Since(start)
+	if r.stored, err = dirBytes(r.dir); err != nil {
+		t.Fatal(err)
+	}
+	if r.former, err = agenttest.FormerBytes(rec.Events); err != nil {
+		t.Fatal(err)
+	}
+	if r.transcript, err = agenttest.TranscriptBytes(rec.Events); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func dirBytes(dir string) (int64, error) {
+	var n int64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		fi, err := d.Info()
+		if err == nil {
+			n += fi.Size()
+		}
+		return err
+	})
+	return n, err
+}
+
+// TestARecordedRunStoresAtMostTwiceItsTranscript records (and replays) a 200-turn run whose
+// requests carry the whole conversation: the session stores at most twice the bytes of its final
+// transcript, where storing every request whole (schema 2) stores a hundred times as much. The
+// recorder fingerprints and redacts every request whole, which grows with the square of the run, so
+// 1,000 turns are asserted on the same events written directly (session's
+// TestAThousandTurnRunStoresAtMostTwiceItsTranscript).
+func TestARecordedRunStoresAtMostTwiceItsTranscript(t *testing.T) {
+	const turns = 200
+	r := recordRun(t, turns)
+	ratio, former := float64(r.stored)/float64(r.transcript), float64(r.former)/float64(r.transcript)
+	t.Logf("%d turns: transcript %d bytes, stored %d (%.2fx), schema 2 would store %d (%.1fx); record %v, load %v, replay %v",
+		turns, r.transcript, r.stored, ratio, r.former, former, r.record, r.load, r.replay)
+	if ratio > 2 {
+		t.Fatalf("%d turns store %.2f times their final transcript, want at most 2", turns, ratio)
+	}
+	if former < 20*ratio {
+		t.Fatalf("schema 2 would store %.1fx and this %.2fx: the run does not repeat its history enough to show the difference", former, ratio)
+	}
+}
+
+// TestAForkStoresTheStepsItServedAsItsParentsLines: a fork's log repeats, byte for byte, the lines of
+// the steps it served from its parent, so the store can keep them once; read back, they are the
+// parent's events with provenance "recorded", and the fork's own steps follow.
+func TestAForkStoresTheStepsItServedAsItsParentsLines(t *testing.T) {
+	agent := agenttest.Agent{Turns: 30, AnswerBytes: 300, ResultBytes: 300}
+	parentDir := filepath.Join(t.TempDir(), "parent")
+	if _, err := replay.Record(context.Background(), replay.RecordOptions{Dir: parentDir, ID: "parent", Model: agent.Model(), Tools: agent.Tools()}, agent.Harness()); err != nil {
+		t.Fatal(err)
+	}
+	parent, err := session.Open(parentDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const at = 41
+	live := agent
+	live.Variant = "B"
+	childDir := filepath.Join(t.TempDir(), "child")
+	if _, err := replay.Fork(context.Background(), replay.ForkOptions{Parent: parent, Dir: childDir, AtStep: at, Model: live.Model()}, agent.Harness()); err != nil {
+		t.Fatal(err)
+	}
+	child, err := session.Open(childDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []session.StepRange{{From: 1, To: at - 1}}; !reflect.DeepEqual(child.Meta.InheritedSteps, want) {
+		t.Fatalf("inheritedSteps %v, want %v", child.Meta.InheritedSteps, want)
+	}
+	lines := func(dir string) [][]byte {
+		data, err := os.ReadFile(filepath.Join(dir, session.EventsFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return bytes.SplitAfter(data, []byte("\n"))
+	}
+	pl, cl := lines(parentDir), lines(childDir)
+	for i := 1; i < at; i++ { // line 1 is session_start, the child's own
+		if !bytes.Equal(pl[i], cl[i]) {
+			t.Fatalf("line %d (step %d) differs between parent and fork:\n%s\n%s", i+1, i, pl[i], cl[i])
+		}
+	}
+	if bytes.Equal(pl[at], cl[at]) {
+		t.Fatalf("line %d, the fork's first live step, is its parent's", at+1)
+	}
+	for i, ev := range child.Events[1:at] {
+		want := parent.Events[i+1]
+		if ev.Kind.IsBoundary() {
+			want.Provenance = session.ProvenanceRecorded
+		}
+		if !reflect.DeepEqual(ev, want) {
+			t.Fatalf("step %d of the fork reads back as %+v, want the parent's %+v", ev.Step, ev, want)
+		}
+	}
+	if ev := child.Events[at]; ev.Provenance != session.ProvenanceLive {
+		t.Fatalf("step %d of the fork has provenance %q, want live", ev.Step, ev.Provenance)
+	}
+}
