@@ -30,9 +30,10 @@ func newFakeLLMCommand() *cobra.Command {
 		Short: "Serve a deterministic, scripted fake of the Anthropic and OpenAI model APIs (tests, demos)",
 		Long: `Serve a scripted stand-in for the model APIs, for tests, benchmarks and demos: no model, no key.
 
-Endpoints: POST /v1/messages and /v1/messages/count_tokens (Anthropic Messages) and POST
-/v1/chat/completions (OpenAI Chat Completions), each as JSON or as a stream ("stream": true), in the
-shapes the official SDKs parse; GET /healthz. Other paths get a 404 in the provider's error shape.
+Endpoints: POST /v1/messages and /v1/messages/count_tokens (Anthropic Messages), POST
+/v1/chat/completions (OpenAI Chat Completions) and POST /v1/responses (OpenAI Responses, with the
+previous_response_id chains of the responses it answered), each as JSON or as a stream ("stream":
+true), in the shapes the official SDKs parse; GET /healthz. Other paths get a 404 in the provider's error shape.
 
 The script (YAML or JSON) is a list of turns; a request gets the first turn whose "when" matches it
 (step: the call's number in its conversation; system: text the system prompt contains; message: text
