@@ -135,6 +135,10 @@ bench: ## Run the benchmarks side by side with their peers (compare the ratios, 
 	go test -run '^$$' -bench Scale -benchtime 1x -timeout 60m ./internal/engine/replay/
 	go test -run '^$$' -bench LoadSession -benchtime 20x ./internal/engine/session/
 	go test -run '^$$' -bench Store -benchtime 1x ./internal/blobstore/
+	@# A synthetic run of 10, 100 and 1,000 turns: stored bytes / final transcript now and as schema 2 stored it, and
+	@# write, load, record and replay time 100 -> 1,000 (linear is 10; recording and replaying hash every request whole).
+	go test -run '^$$' -bench StorageScaling -benchtime 1x ./internal/engine/session/
+	go test -run '^$$' -bench RecordedRunScaling -benchtime 1x -timeout 30m ./internal/engine/replay/
 	@# Capture of a 1 GiB, 10,000-file workspace vs tar | sha256sum, then again after changing 1 % of it
 	@# (ARW_CHECKPOINT_BENCH_BYTES shrinks it).
 	go test -run '^$$' -bench Capture -benchtime 1x -timeout 30m ./internal/engine/checkpoint/

@@ -105,6 +105,7 @@ func (e *EventStream) next() (session.Event, error) {
 	if err := e.expand.Resolve(&ev); err != nil {
 		return session.Event{}, err
 	}
+	e.meta.RestoreProvenance(&ev)
 	return ev, nil
 }
 

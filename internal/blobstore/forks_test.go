@@ -71,7 +71,7 @@ func forkFamily(root string) ([]string, error) {
 // under a prefix of its own (20 full copies: nothing shared), and returns the bytes of the copies over
 // the bytes of the shared store. Both sides push the same 20 directories; the parent itself is pushed
 // to neither (its prefix is in every fork), as BenchmarkStoreForkDedup counts.
-func forkSharing(t *testing.T, objs ObjectStore) float64 {
+func forkSharing(t testing.TB, objs ObjectStore) float64 {
 	dirs, err := forkFamily(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -121,4 +121,17 @@ func TestS3TwentyForksStoreNineTimesLessThanTwentyCopies(t *testing.T) {
 	if ratio := forkSharing(t, objs); ratio < 9 {
 		t.Fatalf("20 forks store %.2fx fewer bytes than 20 full copies, want at least 9", ratio)
 	}
+}
+
+// BenchmarkStoreForksSharingTheirPrefix reports forkSharing's figure on the S3 server: 20 forks of a
+// 300-turn run, each at one of its last 20 steps, pushed into one store (where they share their
+// parent's segments) and as 20 independent full copies; both sides push the same directories.
+func BenchmarkStoreForksSharingTheirPrefix(b *testing.B) {
+	env := startS3(b)
+	var ratio float64
+	for b.Loop() {
+		_, objs := env.sessionStore(b, StoreOptions{})
+		ratio = forkSharing(b, objs)
+	}
+	b.ReportMetric(ratio, "copies/forks-bytes")
 }

@@ -3,6 +3,7 @@ package replay_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -148,5 +149,30 @@ func TestAForkStoresTheStepsItServedAsItsParentsLines(t *testing.T) {
 	}
 	if ev := child.Events[at]; ev.Provenance != session.ProvenanceLive {
 		t.Fatalf("step %d of the fork has provenance %q, want live", ev.Step, ev.Provenance)
+	}
+}
+
+// BenchmarkRecordedRunScaling records, loads and replays synthetic runs of 100 and 1,000 turns
+// through the recorder (recordRun) and reports stored bytes over the final transcript's, and the
+// 1,000 / 100 ratio of each time (linear is 10x). Recording and replaying fingerprint and redact each
+// request whole, and a request holds the whole conversation, so those two grow with the square of
+// the run whatever the storage does; loading is the storage's own cost.
+func BenchmarkRecordedRunScaling(b *testing.B) {
+	var small run
+	for _, turns := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("turns=%d", turns), func(b *testing.B) {
+			var r run
+			for b.Loop() {
+				r = recordRun(b, turns)
+			}
+			b.ReportMetric(float64(r.stored)/float64(r.transcript), "stored/transcript")
+			b.ReportMetric(float64(r.former)/float64(r.transcript), "schema2/transcript")
+			if small.record > 0 {
+				b.ReportMetric(float64(r.record)/float64(small.record), "record-1000/100")
+				b.ReportMetric(float64(r.load)/float64(small.load), "load-1000/100")
+				b.ReportMetric(float64(r.replay)/float64(small.replay), "replay-1000/100")
+			}
+			small = r
+		})
 	}
 }
