@@ -181,6 +181,14 @@ func (o *controllerOptions) setup(ctx context.Context, mgr ctrl.Manager) error {
 	if err := checkpoints.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the Checkpoint controller: %w", err)
 	}
+	budgets := &controller.StorageBudgetReconciler{Deps: deps}
+	budgets.Recorder = mgr.GetEventRecorder("storagebudget-controller")
+	if err := budgets.SetupWithManager(ctx, mgr); err != nil {
+		return fmt.Errorf("setting up the StorageBudget controller: %w", err)
+	}
+	if err := controller.RegisterStorageCollector(crmetrics.Registry, mgr.GetCache()); err != nil {
+		return fmt.Errorf("registering the storage budget metrics: %w", err)
+	}
 	if o.storeSyncNamespace != "" && o.storeSyncInterval > 0 {
 		sync := &controller.StoreSync{Client: mgr.GetClient(), Stores: deps.Stores, Recorder: mgr.GetEventRecorder("store-sync"), Metrics: metrics,
 			Namespace: o.storeSyncNamespace, Interval: o.storeSyncInterval, Clock: clock.RealClock{}}

@@ -85,15 +85,15 @@ func TestChartUpgradeNeverDeletesTheCRDs(t *testing.T) {
 	if err := run("install", release, chartDir(), "-n", namespace, "--create-namespace", "--set", "crds.keep=false"); err != nil {
 		t.Fatal(err)
 	}
-	if n := crdsLeft(); n != 4 {
-		t.Fatalf("the release installed %d CRDs, want 4", n)
+	if n := crdsLeft(); n != 5 {
+		t.Fatalf("the release installed %d CRDs, want 5", n)
 	}
 	err := run("upgrade", release, chartDir(), "-n", namespace, "--set", "crds.install=false,crds.keep=false")
 	if err == nil || !strings.Contains(err.Error(), "crds.install=false would make Helm delete the CRD") || !strings.Contains(err.Error(), "crds.keep=true first") {
 		t.Fatalf("upgrade to crds.install=false with crds.keep=false: %v, want a refusal saying to set crds.keep first", err)
 	}
-	if n := crdsLeft(); n != 4 {
-		t.Fatalf("after the refused upgrade %d CRDs are left, want 4", n)
+	if n := crdsLeft(); n != 5 {
+		t.Fatalf("after the refused upgrade %d CRDs are left, want 5", n)
 	}
 	if err := run("upgrade", release, chartDir(), "-n", namespace, "--set", "crds.keep=true"); err != nil {
 		t.Fatal(err)
@@ -101,8 +101,8 @@ func TestChartUpgradeNeverDeletesTheCRDs(t *testing.T) {
 	if err := run("upgrade", release, chartDir(), "-n", namespace, "--set", "crds.install=false"); err != nil {
 		t.Fatalf("upgrade to crds.install=false once the CRDs are kept: %v", err)
 	}
-	if n := crdsLeft(); n != 4 {
-		t.Fatalf("after crds.install=false with crds.keep %d CRDs are left, want 4", n)
+	if n := crdsLeft(); n != 5 {
+		t.Fatalf("after crds.install=false with crds.keep %d CRDs are left, want 5", n)
 	}
 	// A release cannot be renamed: another name is a second manager, refused while it would watch a
 	// namespace the first one does (here every namespace).

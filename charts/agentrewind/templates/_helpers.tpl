@@ -121,7 +121,7 @@ scaled to zero reconciles nothing and is let be (a migration scales the old mana
 {{- end }}
 {{- end }}
 {{- if not $v.crds.install }}
-{{- range list "agentsessions" "forkruns" "resumeplans" "checkpoints" }}
+{{- range list "agentsessions" "forkruns" "resumeplans" "checkpoints" "storagebudgets" }}
 {{- $crd := lookup "apiextensions.k8s.io/v1" "CustomResourceDefinition" "" (printf "%s.agentrewind.io" .) }}
 {{- $ann := dig "metadata" "annotations" dict ($crd | default dict) }}
 {{- if and (eq (get $ann "meta.helm.sh/release-name") $ctx.Release.Name) (eq (get $ann "meta.helm.sh/release-namespace") $ctx.Release.Namespace) (ne (get $ann "helm.sh/resource-policy") "keep") }}
