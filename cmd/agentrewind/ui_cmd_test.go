@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -171,6 +172,13 @@ func TestUICommandServesAStore(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "main.go"), []byte("package main\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := runStoreCommand(t, newCheckpointCommand, "create", ws, "--store", "s3://ui-bucket/team", "--session", "run", "--turn", "1", "--step", "2"); err != nil {
+		t.Fatal(err)
+	}
 	base := startUI(t, "--store", "s3://ui-bucket/team")
 	list := uiGet[[]ui.Listing](t, base, "/api/sessions")
 	if len(list) != 2 || list[0].ID != "run" || list[0].Verdict == "" || list[1].Parent != "run" {
@@ -183,11 +191,11 @@ func TestUICommandServesAStore(t *testing.T) {
 		t.Errorf("fork view: %+v", f)
 	}
 	cps := uiGet[[]ui.CheckpointView](t, base, "/api/sessions/run/checkpoints")
-	if len(cps) != 1 || cps[0].ID != "run-turn-1" || cps[0].Step != 3 || cps[0].Turn != 1 || !cps[0].AnchorsRewind {
-		t.Errorf("checkpoints of run: %+v", cps)
+	if len(cps) != 1 || cps[0].Source != "store" || cps[0].Step != 2 || cps[0].Turn != 1 || cps[0].Files != 1 {
+		t.Errorf("checkpoints of run in the store: %+v", cps)
 	}
 	if cps := uiGet[[]ui.CheckpointView](t, base, "/api/sessions/run-fix/checkpoints"); len(cps) != 0 {
-		t.Errorf("run-fix has no Checkpoint, but %+v were listed", cps)
+		t.Errorf("run-fix has no checkpoint, but %+v were listed", cps)
 	}
 }
 
@@ -253,5 +261,12 @@ func TestUICommandServesTheCluster(t *testing.T) {
 	}
 	if f := uiGet[ui.ForkView](t, base, "/api/sessions/run-fix/fork"); f.Divergence == nil || f.Divergence.Step != 3 {
 		t.Errorf("fork view: %+v", f)
+	}
+	cps := uiGet[[]ui.CheckpointView](t, base, "/api/sessions/run/checkpoints")
+	if len(cps) != 1 || cps[0].ID != "run-turn-1" || cps[0].Step != 3 || cps[0].Turn != 1 || !cps[0].AnchorsRewind {
+		t.Errorf("checkpoints of run: %+v", cps)
+	}
+	if cps := uiGet[[]ui.CheckpointView](t, base, "/api/sessions/run-fix/checkpoints"); len(cps) != 0 {
+		t.Errorf("run-fix has no Checkpoint, but %+v were listed", cps)
 	}
 }
