@@ -134,8 +134,8 @@ func BenchmarkProxyReplayVsGoVCR(b *testing.B) {
 				}
 				// Cut off: its rate over the first calls bounds its rate over all of them from above
 				// (call k costs a pass over the k-1 before it), so the speed-up is at least this; and
-				// its time for all n, extrapolated from the a·k + b·k² its first k calls took, gives
-				// the speed-up it would have had.
+				// its time for all n, extrapolated from the a·k + b·k² its first calls took (least
+				// squares over every call), gives the speed-up it would have had.
 				predicted := extrapolate(vcrCurve[side], n)
 				b.Logf("go-vcr %s: cut off after %d of %d calls in %s; all %d extrapolated to %s",
 					side, vcrCalls[side], n*b.N, goVCRBudget, n, predicted.Round(time.Second))
@@ -163,19 +163,21 @@ func (r vcrRun) predict(m int) time.Duration {
 }
 
 // extrapolate fits T(k) = a·k + b·k² (go-vcr's cost: a pass over every earlier interaction per call)
-// to the elapsed times after the first k/2 and the first k calls, and returns T(n).
+// by least squares to the elapsed time after each of the first calls, and returns T(n).
 func extrapolate(elapsed []time.Duration, n int) time.Duration {
-	k := len(elapsed)
-	if k < 2 {
+	if len(elapsed) < 2 {
 		return 0
 	}
-	h := k / 2
-	tk, th := elapsed[k-1].Seconds(), elapsed[h-1].Seconds()
-	fk, fh := float64(k), float64(h)
-	// tk = a·fk + b·fk², th = a·fh + b·fh²
-	b := (tk*fh - th*fk) / (fk*fk*fh - fh*fh*fk)
-	a := (tk - b*fk*fk) / fk
-	return time.Duration((a*float64(n) + b*float64(n)*float64(n)) * float64(time.Second))
+	var s2, s3, s4, s1y, s2y float64 // Σk², Σk³, Σk⁴, Σk·T, Σk²·T
+	for i, d := range elapsed {
+		k, y := float64(i+1), d.Seconds()
+		s2, s3, s4, s1y, s2y = s2+k*k, s3+k*k*k, s4+k*k*k*k, s1y+k*y, s2y+k*k*y
+	}
+	// a·s2 + b·s3 = s1y and a·s3 + b·s4 = s2y
+	det := s2*s4 - s3*s3
+	a, b := (s1y*s4-s2y*s3)/det, (s2*s2y-s3*s1y)/det
+	x := float64(n)
+	return time.Duration((a*x + b*x*x) * float64(time.Second))
 }
 
 // bodyHashMatcher matches on method, URL and the SHA-256 of the body: the request's body is read and
