@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -54,14 +55,14 @@ type Provider struct {
 	// StreamOpen is the event a stream must begin with (pings and errors aside); "" when any data
 	// event opens it. A stream that ends before it is refused.
 	StreamOpen string
-	// StreamEnd is the event that finishes a stream ("" when only the [DONE] data does): once it has
-	// reached the agent, the answer is whole, so an agent that hangs up then does not cut it.
-	StreamEnd string
+	// StreamEnds are the events that finish a stream (none when only the [DONE] data does): once one
+	// has reached the agent, the answer is whole, so an agent that hangs up then does not cut it.
+	StreamEnds []string
 }
 
 // ends reports whether the event finishes the provider's stream.
 func (p *Provider) ends(event string, data []byte) bool {
-	return string(data) == "[DONE]" || (p.StreamEnd != "" && event == p.StreamEnd)
+	return string(data) == "[DONE]" || (event != "" && slices.Contains(p.StreamEnds, event))
 }
 
 func (p *Provider) streamUnit() string {
@@ -85,7 +86,7 @@ var Anthropic = &Provider{
 	ErrorBody:       anthropicError,
 	Chunk:           anthropicChunk,
 	StreamOpen:      "message_start",
-	StreamEnd:       "message_stop",
+	StreamEnds:      []string{"message_stop"},
 }
 
 // OpenAI is the OpenAI Chat Completions API. Its SDK's base URL is <proxy>/v1.
@@ -117,6 +118,7 @@ var OpenAIResponses = &Provider{
 	ErrorBody:       openaiError,
 	Chunk:           openaiChunk,
 	StreamOpen:      "response.created",
+	StreamEnds:      []string{"response.completed", "response.incomplete", "response.failed"},
 }
 
 // Providers are every model API the proxy speaks, the default first.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -311,5 +312,51 @@ func TestOpenAIResponsesMalformedRequestsAndAClientLeavingMidStream(t *testing.T
 	calls := eventsOf(openSession(t, filepath.Join(root, "run")), session.KindModelCall)
 	if len(calls) != 2 || calls[0].Error == nil || len(calls[0].Stream) != 1 || calls[1].Error != nil {
 		t.Fatalf("recorded calls: %+v", calls)
+	}
+}
+
+// TestOpenAIResponsesStreamTheAgentLeavesAtItsTerminalEventIsRecordedWhole: the Responses stream
+// has no [DONE]; an agent that stops reading at response.completed, while the upstream keeps the
+// body open a moment longer, got the whole answer, and the recording keeps it with its usage.
+func TestOpenAIResponsesStreamTheAgentLeavesAtItsTerminalEventIsRecordedWhole(t *testing.T) {
+	resp := `{"id":"resp_1","object":"response","created_at":1,"status":"%s","model":"gpt-test","output":%s,"usage":%s}`
+	done := `[{"id":"msg_1","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","text":"Hello","annotations":[]}]}]`
+	lingering := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, ev := range [][2]string{
+			{"response.created", `{"type":"response.created","sequence_number":0,"response":` + fmt.Sprintf(resp, "in_progress", "[]", "null") + `}`},
+			{"response.output_text.delta", `{"type":"response.output_text.delta","sequence_number":1,"item_id":"msg_1","output_index":0,"content_index":0,"delta":"Hello"}`},
+			{"response.completed", `{"type":"response.completed","sequence_number":2,"response":` +
+				fmt.Sprintf(resp, "completed", done, `{"input_tokens":5,"output_tokens":3,"total_tokens":8}`) + `}`},
+		} {
+			_, _ = fmt.Fprintf(w, "event: %s\ndata: %s\n\n", ev[0], ev[1])
+		}
+		w.(http.Flusher).Flush()
+		select { // the body ends well after the agent has left
+		case <-r.Context().Done():
+		case <-time.After(300 * time.Millisecond):
+		}
+	}))
+	t.Cleanup(lingering.Close)
+
+	dir := filepath.Join(t.TempDir(), "run")
+	rec := start(t, Options{Mode: Record, Provider: "openai-responses", Dir: dir, ID: "run",
+		Upstreams: map[string]string{"openai-responses": lingering.URL}})
+	c := oai.NewClient(oaiopt.WithBaseURL(rec.url+"/v1"), oaiopt.WithAPIKey("placeholder-key"), oaiopt.WithMaxRetries(0))
+	s := c.Responses.NewStreaming(t.Context(), responses.ResponseNewParams{Model: "gpt-test",
+		Input: responses.ResponseNewParamsInputUnion{OfString: oai.String("Greet")}})
+	for s.Next() {
+		if s.Current().Type == "response.completed" {
+			break
+		}
+	}
+	_ = s.Close() // the agent hangs up at the terminal event
+	if out := rec.stop(t); out.Err != nil {
+		t.Fatal(out.Err)
+	}
+	calls := eventsOf(openSession(t, dir), session.KindModelCall)
+	if len(calls) != 1 || calls[0].Error != nil || calls[0].Usage == nil || calls[0].Usage.OutputTokens != 3 ||
+		!strings.Contains(string(calls[0].Response.Content), "Hello") {
+		t.Fatalf("the finished answer was recorded as %+v; want it whole, with 3 output tokens", calls)
 	}
 }
