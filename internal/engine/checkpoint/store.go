@@ -68,7 +68,7 @@ func (s *Store) Create(ctx context.Context, dir string, opts CaptureOptions) (Cr
 	if err != nil {
 		return Created{}, err
 	}
-	if pm != nil && pm.ContentDigest() == m.ContentDigest() {
+	if pm != nil && pm.SameFiles(m) {
 		return Created{ID: prev.ID, Stats: st}, nil
 	}
 	id, err := s.Save(ctx, m)
@@ -77,8 +77,19 @@ func (s *Store) Create(ctx context.Context, dir string, opts CaptureOptions) (Cr
 	}
 	s.mu.Lock()
 	s.last.id, s.last.m = id, m
+	s.cacheSummary(id, m)
 	s.mu.Unlock()
 	return Created{ID: id, New: true, Stats: st}, nil
+}
+
+// cacheSummary remembers the summary of the verified manifest m named id; s.mu is held.
+func (s *Store) cacheSummary(id string, m *Manifest) Summary {
+	if s.summaries == nil {
+		s.summaries = map[string]Summary{}
+	}
+	sum := Summarize(id, m)
+	s.summaries[id] = sum
+	return sum
 }
 
 // loadCached is Load, answered from memory for the manifest Create wrote last. The caller must not
@@ -175,7 +186,9 @@ func (s *Store) Scan(ctx context.Context) ([]Summary, []Unreadable, error) {
 }
 
 // list summarises every checkpoint; lenient skips manifests that do not verify, so a damaged
-// checkpoint never stops a new capture or a guard from being taken (seed D10).
+// checkpoint never stops a new capture or a guard from being taken (seed D10), and takes the summary
+// of a manifest this Store verified before from memory (a capture lists the store each time). The
+// strict list verifies every manifest again.
 func (s *Store) list(ctx context.Context, lenient bool) ([]Summary, error) {
 	ids, err := s.Manifests.List(ctx)
 	if err != nil {
@@ -186,7 +199,7 @@ func (s *Store) list(ctx context.Context, lenient bool) ([]Summary, error) {
 		s.mu.Lock()
 		sum, ok := s.summaries[id]
 		s.mu.Unlock()
-		if ok {
+		if ok && lenient {
 			list = append(list, sum)
 			continue
 		}
@@ -197,12 +210,8 @@ func (s *Store) list(ctx context.Context, lenient bool) ([]Summary, error) {
 		if err != nil {
 			return nil, err
 		}
-		sum = Summarize(id, m)
 		s.mu.Lock()
-		if s.summaries == nil {
-			s.summaries = map[string]Summary{}
-		}
-		s.summaries[id] = sum
+		sum = s.cacheSummary(id, m)
 		s.mu.Unlock()
 		list = append(list, sum)
 	}
