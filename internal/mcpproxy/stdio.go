@@ -61,7 +61,9 @@ func ServeStdio(ctx context.Context, opts StdioOptions, in io.Reader, out io.Wri
 		r.closeServer()
 		return out
 	}
-	r.eng = eng
+	r.mu.Lock()
+	r.eng = eng // the server may already be talking: serverRequest reads it under mu
+	r.mu.Unlock()
 	r.calls, r.cutCalls = context.WithCancel(context.WithoutCancel(eng.ctx))
 	r.serve(ctx, in)
 	return r.shutdown()
@@ -195,10 +197,13 @@ func (r *stdioRun) cancel(msg mcp.Message) {
 // serverRequest records a request the server sent the client (sampling, elicitation, roots) as a
 // note: it is the server's, so a replay, which has no server, never sees it again.
 func (r *stdioRun) serverRequest(msg mcp.Message) {
-	if r.eng == nil {
-		return
+	r.mu.Lock()
+	eng := r.eng
+	r.mu.Unlock()
+	if eng == nil {
+		return // before the run started: there is nothing to record it in
 	}
-	r.eng.ac.Note(r.eng.ctx, fmt.Sprintf("mcp %s: the server sent the client a request: %s", r.opts.Server, mcp.Encode(msg)))
+	eng.ac.Note(eng.ctx, fmt.Sprintf("mcp %s: the server sent the client a request: %s", r.opts.Server, mcp.Encode(msg)))
 }
 
 func describe(m mcp.Message) string {
