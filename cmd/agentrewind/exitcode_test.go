@@ -31,6 +31,7 @@ var readerErrors = map[string]struct {
 	"session.CorruptMetaError":         {&session.CorruptMetaError{File: "meta.json", Field: "eventsHash", Err: errors.New("x")}, exitCorrupt},
 	"session.MissingError":             {&session.MissingError{Object: "blobs/ab", Err: fs.ErrNotExist}, exitCorrupt},
 	"session.BlobRefError":             {&session.BlobRefError{Field: "result", Hash: "../x", Err: errors.New("x")}, exitCorrupt},
+	"session.RefError":                 {&session.RefError{Field: "refs.messages", Hash: "ab", Err: errors.New("x")}, exitCorrupt},
 	"session.TextError":                {&session.TextError{Msg: "duplicate key"}, exitCorrupt},
 	"session.SerializedError":          {&session.SerializedError{Name: "ToolError", Message: "a recorded tool failed"}, exitError},
 	"bundle.UnsafeEntryError":          {&bundle.UnsafeEntryError{Name: "blobs/ab", Reason: "symbolic link"}, exitCorrupt},

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -194,10 +195,10 @@ func keys(t testing.TB, objs ObjectStore, prefix string) []string {
 
 // logSegment returns the key of the first stored segment of session id's log that holds s (any
 // segment when s is empty), read from its segments.json.
-func logSegment(t testing.TB, l Layout, mem *MemObjectStore, id, s string) string {
+func logSegment(t testing.TB, l Layout, objs ObjectStore, id, s string) string {
 	t.Helper()
-	for _, key := range segmentKeys(l, mem, id) {
-		if b, _ := mem.Bytes(key); strings.Contains(string(b), s) {
+	for _, key := range segmentKeys(l, objs, id) {
+		if b, _ := readObject(objs, key); strings.Contains(string(b), s) {
 			return key
 		}
 	}
@@ -207,8 +208,8 @@ func logSegment(t testing.TB, l Layout, mem *MemObjectStore, id, s string) strin
 
 // segmentKeys lists the keys of session id's stored segments, in log order (none when it has no
 // readable segments.json).
-func segmentKeys(l Layout, mem *MemObjectStore, id string) []string {
-	data, _ := mem.Bytes(l.SessionSegments(id))
+func segmentKeys(l Layout, objs ObjectStore, id string) []string {
+	data, _ := readObject(objs, l.SessionSegments(id))
 	var idx segmentIndex
 	_ = json.Unmarshal(data, &idx)
 	var out []string
@@ -218,34 +219,63 @@ func segmentKeys(l Layout, mem *MemObjectStore, id string) []string {
 	return out
 }
 
-// storedLog puts session id's stored log back together from its segments.
-func storedLog(t *testing.T, l Layout, mem *MemObjectStore, id string) []byte {
-	t.Helper()
-	var idx segmentIndex
-	if err := json.Unmarshal(mustBytes(t, mem, l.SessionSegments(id)), &idx); err != nil {
-		t.Fatal(err)
+func readObject(objs ObjectStore, key string) ([]byte, error) {
+	rc, err := objs.Get(context.Background(), key)
+	if err != nil {
+		return nil, err
 	}
+	defer rc.Close()
+	return io.ReadAll(rc)
+}
+
+// storedLog puts session id's stored log back together from its segments.
+func storedLog(t *testing.T, l Layout, objs ObjectStore, id string) []byte {
+	t.Helper()
 	var log []byte
-	for _, seg := range idx.Segments {
-		log = append(log, mustBytes(t, mem, l.Blob(seg.Hash))...)
+	for _, key := range segmentKeys(l, objs, id) {
+		data, err := readObject(objs, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		log = append(log, data...)
 	}
 	return log
 }
 
 // storeLog replaces session id's stored log with log, its segments and index rewritten to match,
 // as a forger with write access to the store would.
-func storeLog(t testing.TB, l Layout, mem *MemObjectStore, id string, log []byte) {
+func storeLog(t testing.TB, l Layout, objs ObjectStore, id string, log []byte) {
 	t.Helper()
 	segs, sum, err := cutSegments(bytes.NewReader(log))
 	if err != nil {
 		t.Fatal(err)
 	}
+	put := func(key string, data []byte) {
+		if err := objs.Put(context.Background(), key, bytes.NewReader(data), int64(len(data))); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, seg := range segs {
-		mem.Set(l.Blob(seg.Hash), log[seg.off:seg.off+seg.Bytes])
+		put(l.Blob(seg.Hash), log[seg.off:seg.off+seg.Bytes])
 	}
 	data, err := json.Marshal(segmentIndex{EventsHash: sum, Segments: segs})
 	if err != nil {
 		t.Fatal(err)
 	}
-	mem.Set(l.SessionSegments(id), data)
+	put(l.SessionSegments(id), data)
+}
+
+// localSegments is the number of segments a push cuts the log of the session in dir into.
+func localSegments(t testing.TB, dir string) int {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dir, session.EventsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	segs, _, err := cutSegments(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(segs)
 }

@@ -56,10 +56,11 @@ func (e *s3Env) countingStore(t testing.TB, opts StoreOptions) (*SessionStore, *
 
 // TestS3RequestsPerPushAndPull pins the requests a push and a pull of a fixed session send, so that
 // an extra round trip per object cannot creep in unnoticed. A push of a new session: one GET for
-// the commit marker (missing, so its record is not asked for), per blob a HEAD (is it stored?), a PUT and a HEAD
-// confirming it, the same PUT and confirming HEAD for events.jsonl and the vault, then PUT and HEAD
-// for meta.json.sha256 and meta.json. A pull: meta.json and its record, events.jsonl, every blob and
-// the vault, one GET each and nothing else.
+// the commit marker (missing, so its record is not asked for), per blob and per segment of the log a
+// HEAD (is it stored?), a PUT and a HEAD confirming it, the same PUT and confirming HEAD for the log's
+// index (segments.json) and the vault, then PUT and HEAD for meta.json.sha256 and meta.json. A pull:
+// meta.json and its record, segments.json, every segment, every blob and the vault, one GET each and
+// nothing else.
 func TestS3RequestsPerPushAndPull(t *testing.T) {
 	env := startS3(t)
 	s, _, counter := env.countingStore(t, StoreOptions{Parallelism: 4})
@@ -67,19 +68,24 @@ func TestS3RequestsPerPushAndPull(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "s")
 	meta := writeSession(t, dir, "counted", "", payloads(7, blobs, 4<<10))
 	ctx := context.Background()
-	if _, err := s.Push(ctx, dir); err != nil {
+	res, err := s.Push(ctx, dir)
+	if err != nil {
 		t.Fatal(err)
+	}
+	segs := res.Segments
+	if segs < 2 {
+		t.Fatalf("the log is %d segments, want at least 2 (session_start is a segment of its own)", segs)
 	}
 	assertRequests(t, "push", counter.take(), map[string]int{
 		http.MethodGet:  1,
-		http.MethodHead: 2*blobs + 2 + 2,
-		http.MethodPut:  blobs + 2 + 2,
+		http.MethodHead: 2*blobs + 2*segs + 2 + 2,
+		http.MethodPut:  blobs + segs + 2 + 2,
 	})
 	out := filepath.Join(t.TempDir(), "pulled")
 	if _, err := s.Pull(ctx, meta.ID, out); err != nil {
 		t.Fatal(err)
 	}
-	assertRequests(t, "pull", counter.take(), map[string]int{http.MethodGet: 2 + 1 + blobs + 1})
+	assertRequests(t, "pull", counter.take(), map[string]int{http.MethodGet: 2 + 1 + segs + blobs + 1})
 	assertSameSession(t, dir, out)
 }
 

@@ -547,25 +547,8 @@ func (s *SessionStore) pushEvents(ctx context.Context, local *localSession, res 
 			res.SegmentsSkipped++
 		}
 	}
-	key := s.layout.SessionSegments(local.meta.ID)
-	size := int64(len(local.index))
-	if res.AlreadyCommitted {
-		if info, err := s.objects.Stat(ctx, key); err == nil && info.Size == size {
-			intact, verr := s.storedIntact(ctx, key, sha256Hex(local.index))
-			if verr != nil {
-				return false, verr
-			}
-			if intact {
-				t.done(key, size, true)
-				return false, nil
-			}
-		}
-	}
-	if err := s.objects.Put(ctx, key, bytes.NewReader(local.index), size); err != nil {
-		return false, err
-	}
-	t.done(key, size, false)
-	return true, nil
+	return s.pushFile(ctx, s.layout.SessionSegments(local.meta.ID), bytes.NewReader(local.index), int64(len(local.index)),
+		sha256Hex(local.index), res.AlreadyCommitted, t)
 }
 
 // pushVault uploads the sealed vault, verified by openLocal, unless the session declares none or is
@@ -580,10 +563,11 @@ func (s *SessionStore) pushVault(ctx context.Context, local *localSession, res *
 	return s.pushFile(ctx, s.layout.SessionVault(local.meta.ID), local.vault, local.vaultSize, local.meta.VaultHash, res.AlreadyCommitted, t)
 }
 
-// pushFile uploads one of the session's own objects from f, already verified. When the session is
+// pushFile uploads one of the session's own objects from f (a file, or the bytes of the log's
+// index), already verified. When the session is
 // already committed and the store holds the object at its size it is not sent again, so a re-push
 // changes nothing; one missing or of another size is replaced, which repairs it.
-func (s *SessionStore) pushFile(ctx context.Context, key string, f *os.File, size int64, hash string, committed bool, t *tracker) (bool, error) {
+func (s *SessionStore) pushFile(ctx context.Context, key string, f io.ReadSeeker, size int64, hash string, committed bool, t *tracker) (bool, error) {
 	if committed {
 		if info, err := s.objects.Stat(ctx, key); err == nil && info.Size == size {
 			intact, verr := s.storedIntact(ctx, key, hash)

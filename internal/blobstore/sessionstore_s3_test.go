@@ -20,7 +20,7 @@ import (
 )
 
 // keyRE is every key a session store may write under the test prefix.
-var keyRE = regexp.MustCompile(`^team/prod/(blobs/sha256/([0-9a-f]{2})/([0-9a-f]{64})|sessions/[A-Za-z0-9._-]+/(meta\.json|meta\.json\.sha256|events\.jsonl|vault\.enc))$`)
+var keyRE = regexp.MustCompile(`^team/prod/(blobs/sha256/([0-9a-f]{2})/([0-9a-f]{64})|sessions/[A-Za-z0-9._-]+/(meta\.json|meta\.json\.sha256|segments\.json|vault\.enc))$`)
 
 func TestS3RoundTripWithLargeAndSmallBlobs(t *testing.T) {
 	env := startS3(t)
@@ -37,8 +37,8 @@ func TestS3RoundTripWithLargeAndSmallBlobs(t *testing.T) {
 		t.Fatalf("push: %+v", res)
 	}
 	all := keys(t, objs, "")
-	if len(all) != 47 {
-		t.Fatalf("bucket holds %d objects, want 43 blobs + events.jsonl + vault.enc + meta.json.sha256 + meta.json", len(all))
+	if len(all) != 47+res.Segments {
+		t.Fatalf("bucket holds %d objects, want 43 blobs + the log's %d segments + segments.json + vault.enc + meta.json.sha256 + meta.json", len(all), res.Segments)
 	}
 	for _, key := range all {
 		m := keyRE.FindStringSubmatch(key)
@@ -88,11 +88,14 @@ func TestS3ForksSharingAPrefixStoreTheSharedBlobsOnce(t *testing.T) {
 	if a.BlobsUploaded != 10 || b.BlobsUploaded != 3 || b.BlobsSkipped != 8 {
 		t.Fatalf("fork a uploaded %d blobs; fork b uploaded %d and skipped %d; want 10, 3 and 8", a.BlobsUploaded, b.BlobsUploaded, b.BlobsSkipped)
 	}
-	if n := len(keys(t, objs, store.Layout().BlobsPrefix())); n != 13 {
-		t.Fatalf("the store holds %d blobs, want 13 (8 shared once + 2 + 3)", n)
+	// Besides the 13 blobs (8 shared once + 2 + 3), the logs' segments: fork b's repeat fork a's
+	// lines up to where they differ (session_start's and tool calls' lines are the same here).
+	segs := a.SegmentsUploaded + b.SegmentsUploaded
+	if n := len(keys(t, objs, store.Layout().BlobsPrefix())); n != 13+segs || b.SegmentsSkipped == 0 {
+		t.Fatalf("the store holds %d blobs, want 13 (8 shared once + 2 + 3) + %d segments; fork b shared %d segments", n, segs, b.SegmentsSkipped)
 	}
 	if n := len(keys(t, objs, store.Layout().SessionsPrefix())); n != 8 {
-		t.Fatalf("the store holds %d session objects, want 8 (events.jsonl, vault.enc, meta.json.sha256 and meta.json each)", n)
+		t.Fatalf("the store holds %d session objects, want 8 (segments.json, vault.enc, meta.json.sha256 and meta.json each)", n)
 	}
 	for _, fork := range []string{"fork-a", "fork-b"} {
 		out := filepath.Join(t.TempDir(), fork)
@@ -156,8 +159,9 @@ func TestS3InterruptedUploadIsInvisibleAndARetryCompletesIt(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.BlobsSkipped != stored || res.BlobsUploaded != 12-stored {
-				t.Errorf("retry: %+v; %d blobs were already stored", res, stored)
+			// The log's segments are blobs too.
+			if skipped := res.BlobsSkipped + res.SegmentsSkipped; skipped != stored || res.BlobsUploaded+res.SegmentsUploaded != 12+res.Segments-stored {
+				t.Errorf("retry: %+v; %d blobs and segments were already stored", res, stored)
 			}
 			list, err := clean.List(ctx)
 			if err != nil || len(list) != 1 || list[0].ID != "run-1" {
@@ -228,13 +232,13 @@ func TestS3TamperedObjectsAreDetectedOnRead(t *testing.T) {
 		t.Fatalf("pull after restoring the vault: %v", err)
 	}
 
-	// events.jsonl replaced through the S3 API with an edited copy.
-	eventsKey := l.SessionEvents("run-1")
+	// A segment of the log replaced through the S3 API with an edited copy.
+	eventsKey := logSegment(t, l, objs, "run-1", `"i":2`)
 	client, err := env.srv.Client()
 	if err != nil {
 		t.Fatal(err)
 	}
-	orig, err := os.ReadFile(filepath.Join(dir, session.EventsFile))
+	orig, err := readObject(objs, eventsKey)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -125,9 +125,11 @@ func TestS3PullRefusesASessionTamperedAtRestThatVerifyRejects(t *testing.T) {
 	}
 	l := store.Layout()
 	tc := structuralTampers[2] // the seq edit keeps the size
-	eventsPath, metaPath := env.srv.ObjectPath(env.bucket, l.SessionEvents("run-1")), env.srv.ObjectPath(env.bucket, l.SessionMeta("run-1"))
-	events, meta := tamperSession(t, tc, readFile(t, eventsPath), readFile(t, metaPath))
-	writeFile(t, eventsPath, events)
+	// The log's edited segment is a new object under its new digest, with the index listing it; the
+	// size-keeping edits of meta.json and its record go into the backend's files.
+	metaPath := env.srv.ObjectPath(env.bucket, l.SessionMeta("run-1"))
+	events, meta := tamperSession(t, tc, storedLog(t, l, store.objects, "run-1"), readFile(t, metaPath))
+	storeLog(t, l, store.objects, "run-1", events)
 	writeFile(t, metaPath, meta)
 	writeFile(t, env.srv.ObjectPath(env.bucket, l.SessionMetaSum("run-1")), metaSumRecord(meta))
 	assertPullRefused(t, store, "run-1", tc.want)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -48,7 +47,7 @@ func recordRun(t testing.TB, turns int) run {
 		t.Fatal(err)
 	}
 	r.replay = time.Since(start)
-	if r.stored, err = dirBytes(r.dir); err != nil {
+	if r.stored, err = agenttest.DirBytes(r.dir); err != nil {
 		t.Fatal(err)
 	}
 	if r.former, err = agenttest.FormerBytes(rec.Events); err != nil {
@@ -58,21 +57,6 @@ func recordRun(t testing.TB, turns int) run {
 		t.Fatal(err)
 	}
 	return r
-}
-
-func dirBytes(dir string) (int64, error) {
-	var n int64
-	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		fi, err := d.Info()
-		if err == nil {
-			n += fi.Size()
-		}
-		return err
-	})
-	return n, err
 }
 
 // TestARecordedRunStoresAtMostTwiceItsTranscript records (and replays) a 200-turn run whose

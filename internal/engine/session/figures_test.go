@@ -2,7 +2,6 @@ package session_test
 
 import (
 	"fmt"
-	"io/fs"
 	"path/filepath"
 	"testing"
 	"time"
@@ -56,15 +55,7 @@ func storeRun(t testing.TB, turns, resultBytes int) figure {
 	if last := s.Events[len(s.Events)-3].Request; len(s.Events) != len(events) || len(last.Messages) != 2*turns-1 {
 		t.Fatalf("read back %d events, the last request with %d messages; wrote %d and %d", len(s.Events), len(last.Messages), len(events), 2*turns-1)
 	}
-	err = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		fi, err := d.Info()
-		f.stored += fi.Size()
-		return err
-	})
-	if err != nil {
+	if f.stored, err = agenttest.DirBytes(dir); err != nil {
 		t.Fatal(err)
 	}
 	return f

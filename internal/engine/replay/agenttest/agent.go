@@ -8,7 +8,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
+	"path/filepath"
 	"strings"
 
 	"github.com/agentrewind/agentrewind/internal/engine/replay"
@@ -262,4 +264,20 @@ func (a Agent) ForkEvents(at int64, live Agent) ([]session.Event, error) {
 	}
 	ok := true
 	return append(events, session.Event{Seq: step, Step: step, Lane: "0", CallSite: "session", Kind: session.KindSessionEnd, Author: session.AuthorRecorder, OK: &ok}), nil
+}
+
+// DirBytes is the size of every file under dir: what a session directory stores.
+func DirBytes(dir string) (int64, error) {
+	var n int64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		fi, err := d.Info()
+		if err == nil {
+			n += fi.Size()
+		}
+		return err
+	})
+	return n, err
 }
