@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -114,5 +115,37 @@ func sh(t *testing.T, dir, script string) {
 	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("sh -c %q: %v\n%s", script, err, out)
+	}
+}
+
+// TestASchema1CheckpointHoldingADotGitIsRestoredAroundIt: a plain capture written before .git was
+// left out holds the repository's files; restoring it writes the work tree and nothing below .git.
+func TestASchema1CheckpointHoldingADotGitIsRestoredAroundIt(t *testing.T) {
+	r := gittest.New(t)
+	r.Commit("init", map[string]string{"a.txt": "alpha"})
+	store := OpenStore(t.TempDir())
+	stale := "[core]\n\tbare = true\n"
+	for _, body := range []string{"alpha", stale} {
+		must(t, store.Blobs.Put(ctx, hashOf(body), int64(len(body)), strings.NewReader(body)))
+	}
+	m := &Manifest{SchemaVersion: 1, Reason: "capture", Files: []Entry{
+		{Path: ".git/config", Type: TypeFile, Mode: 0o644, Size: int64(len(stale)), Hash: hashOf(stale)},
+		{Path: "a.txt", Type: TypeFile, Mode: 0o644, Size: 5, Hash: hashOf("alpha")},
+	}}
+	id, err := store.Save(ctx, m)
+	must(t, err)
+	write(t, r.Dir, map[string]string{"a.txt": "broken"})
+	before := dotGitState(t, r.Dir)
+	res, err := store.Restore(ctx, r.Dir, id, RestoreOptions{Guard: GuardRequire})
+	must(t, err)
+	if read(t, filepath.Join(r.Dir, "a.txt")) != "alpha" || res.Written != 1 || len(res.Leftovers) != 0 {
+		t.Errorf("restore: a.txt %q, %d written, leftovers %v; want a.txt alone written", read(t, filepath.Join(r.Dir, "a.txt")), res.Written, res.Leftovers)
+	}
+	if d := cmp.Diff(before, dotGitState(t, r.Dir)); d != "" {
+		t.Errorf("the restore wrote into .git (-before +after):\n%s", d)
+	}
+	var unknown *UnknownPathsError
+	if _, err := store.Restore(ctx, r.Dir, id, RestoreOptions{Files: []string{".git/config"}, Guard: GuardOff}); !errors.As(err, &unknown) {
+		t.Errorf("a restore of .git/config alone: %v, want it refused as a path the checkpoint does not restore", err)
 	}
 }

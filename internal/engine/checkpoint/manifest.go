@@ -146,6 +146,11 @@ func sortedByPath(files []Entry) []Entry {
 	return files
 }
 
+// inDotGit reports whether the manifest path p is a .git or lies below one.
+func inDotGit(p string) bool {
+	return p == ".git" || strings.HasPrefix(p, ".git/") || strings.Contains(p, "/.git/") || strings.HasSuffix(p, "/.git")
+}
+
 // isSHA256Hex is session.ValidBlobHash without a regular expression, which costs a second over the
 // files of a 250,000-file manifest.
 func isSHA256Hex(s string) bool {
@@ -183,7 +188,7 @@ func (m *Manifest) Validate() error {
 		if err := ValidPath(e.Path); err != nil {
 			return err
 		}
-		if m.SchemaVersion >= 2 && (e.Path == ".git" || strings.HasPrefix(e.Path, ".git/") || strings.Contains(e.Path, "/.git/") || strings.HasSuffix(e.Path, "/.git")) {
+		if m.SchemaVersion >= 2 && inDotGit(e.Path) {
 			// A capture never records one (gitExcludes), so a restore never writes into a repository.
 			return &ManifestError{Path: e.Path, Reason: "a .git path segment: a repository's own data is never part of a checkpoint"}
 		}

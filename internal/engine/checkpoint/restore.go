@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -134,12 +135,19 @@ type workspaceFacts struct {
 }
 
 // selectEntries picks the entries a restore covers; every requested path must be in the manifest.
+//
+// A path in a .git, which a schema 1 manifest may hold, is never selected: a restore does not write
+// into a repository.
 func selectEntries(id string, m *Manifest, files []string) ([]Entry, error) {
-	if len(files) == 0 {
-		return m.Files, nil
+	all := m.Files
+	if slices.ContainsFunc(all, func(e Entry) bool { return inDotGit(e.Path) }) {
+		all = slices.DeleteFunc(slices.Clone(all), func(e Entry) bool { return inDotGit(e.Path) })
 	}
-	byPath := make(map[string]Entry, len(m.Files))
-	for _, e := range m.Files {
+	if len(files) == 0 {
+		return all, nil
+	}
+	byPath := make(map[string]Entry, len(all))
+	for _, e := range all {
 		byPath[e.Path] = e
 	}
 	var sel []Entry
@@ -225,7 +233,7 @@ func gather(root *os.Root, m *Manifest, sel []Entry, full bool) (workspaceFacts,
 	if !full {
 		return f, nil
 	}
-	ex := CompileExcludes(m.Excludes)
+	ex := CompileExcludes(withGitExcludes(m.Excludes))
 	err := fs.WalkDir(root.FS(), ".", func(rel string, d fs.DirEntry, err error) error {
 		if err != nil || rel == "." {
 			return err
