@@ -39,19 +39,7 @@ func fixtureSession(t *testing.T) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "fixture")
 	tools := map[string]replay.Tool{"search": func(context.Context, json.RawMessage) (any, error) { return []string{"r1"}, nil }}
-	_, err := replay.Record(context.Background(), replay.RecordOptions{Dir: dir, ID: "fixture", Model: echoModel{}, Tools: tools},
-		func(ctx context.Context, ac replay.AgentContext) error {
-			req := session.Request{Model: "fake-1", Messages: []session.Message{msg("user", "find it")}}
-			if _, err := ac.Model(ctx, req, replay.Site("plan")); err != nil {
-				return err
-			}
-			if _, err := ac.Tool(ctx, "search", map[string]string{"q": "it"}); err != nil {
-				return err
-			}
-			req.Messages = append(req.Messages, msg("assistant", "searching"), msg("user", "results: r1"))
-			_, err := ac.Model(ctx, req, replay.Site("answer"))
-			return err
-		})
+	_, err := replay.Record(context.Background(), replay.RecordOptions{Dir: dir, ID: "fixture", Model: echoModel{}, Tools: tools}, searchAgent(""))
 	if err != nil {
 		t.Fatal(err)
 	}

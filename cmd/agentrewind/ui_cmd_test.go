@@ -21,8 +21,9 @@ import (
 	"github.com/agentrewind/agentrewind/internal/ui"
 )
 
-// uiRunAgent asks, searches and answers; system is its system prompt.
-func uiRunAgent(system string) replay.Harness {
+// searchAgent asks, searches and answers; system is its system prompt. The CLI's fixture session is
+// its run without one.
+func searchAgent(system string) replay.Harness {
 	return func(ctx context.Context, ac replay.AgentContext) error {
 		req := session.Request{Model: "fake-1", System: system, Messages: []session.Message{msg("user", "find it")}}
 		if _, err := ac.Model(ctx, req, replay.Site("plan")); err != nil {
@@ -44,7 +45,7 @@ func uiSessions(t *testing.T) string {
 	root := t.TempDir()
 	tools := map[string]replay.Tool{"search": func(context.Context, json.RawMessage) (any, error) { return []string{"r1"}, nil }}
 	if _, err := replay.Record(context.Background(), replay.RecordOptions{Dir: filepath.Join(root, "run"), ID: "run", Model: echoModel{}, Tools: tools},
-		uiRunAgent("be brief")); err != nil {
+		searchAgent("be brief")); err != nil {
 		t.Fatal(err)
 	}
 	parent, err := session.Open(filepath.Join(root, "run"))
@@ -53,7 +54,7 @@ func uiSessions(t *testing.T) string {
 	}
 	fix := "be brief and cite the result"
 	if _, err := replay.Fork(context.Background(), replay.ForkOptions{Parent: parent, Dir: filepath.Join(root, "run-fix"), ID: "run-fix", AtStep: 3,
-		Model: echoModel{}, Overrides: replay.Overrides{System: &fix}}, uiRunAgent("be brief")); err != nil {
+		Model: echoModel{}, Overrides: replay.Overrides{System: &fix}}, searchAgent("be brief")); err != nil {
 		t.Fatal(err)
 	}
 	return root
