@@ -58,7 +58,9 @@ func record(t testing.TB, id string, seeds ...uint64) (string, map[uint64]string
 	must(err)
 	hashes := map[uint64]string{}
 	for i, ev := range s.Events[1 : len(s.Events)-1] {
-		hashes[seeds[i]] = ev.Blobs["result"]
+		if blobs := session.Blobs([]session.Event{ev}); len(blobs) == 1 { // the result: a field or a definition
+			hashes[seeds[i]] = blobs[0]
+		}
 	}
 	if len(hashes) != len(seeds) {
 		t.Fatalf("session %s: %d blobs for %d seeds", id, len(hashes), len(seeds))
@@ -150,3 +152,26 @@ func without(keys []string, drop ...string) []string {
 func sorted(s []string) []string { s = slices.Clone(s); slices.Sort(s); return s }
 
 func contains(s []string, k string) bool { return slices.Contains(s, k) }
+
+// segmentsOf lists the keys of the segments session id's log is stored as (its segments.json).
+func (e *s3env) segmentsOf(t testing.TB, id string) []string {
+	t.Helper()
+	rc, err := e.objects.Get(context.Background(), e.layout.SessionSegments(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	var idx struct {
+		Segments []struct {
+			Hash string `json:"sha256"`
+		} `json:"segments"`
+	}
+	if err := json.NewDecoder(rc).Decode(&idx); err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, s := range idx.Segments {
+		keys = append(keys, e.layout.Blob(s.Hash))
+	}
+	return keys
+}

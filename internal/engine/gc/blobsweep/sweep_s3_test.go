@@ -24,7 +24,8 @@ const margin = 2 * time.Second
 func age() { time.Sleep(margin + 1500*time.Millisecond) }
 
 // population stores the mixed population of the integration test and returns the keys the sweep
-// must delete: the unique blobs of a deleted session, and an old orphan blob.
+// must delete: the unique blobs of a deleted session and the segments of its log no other session's
+// log shares, and an old orphan blob.
 func population(t *testing.T, e *s3env) (doomed []string) {
 	t.Helper()
 	ctx := context.Background()
@@ -34,8 +35,10 @@ func population(t *testing.T, e *s3env) (doomed []string) {
 	e.push(t, dirB)
 	dirGone, hGone := record(t, "deleted", 3, 5, 6)
 	e.push(t, dirGone)
-	// The GC controller deleted this session: its objects go, its blobs stay for the sweep.
-	e.deleteKeys(t, e.layout.SessionMeta("deleted"), e.layout.SessionMetaSum("deleted"), e.layout.SessionEvents("deleted"))
+	// The GC controller deleted this session: its objects go, its blobs (its log's segments too) stay
+	// for the sweep.
+	goneSegments := e.segmentsOf(t, "deleted")
+	e.deleteKeys(t, e.layout.SessionMeta("deleted"), e.layout.SessionMetaSum("deleted"), e.layout.SessionSegments("deleted"))
 	// An upload interrupted before meta.json: uncommitted, still a root.
 	dirUp, _ := record(t, "uploading", 7)
 	e.push(t, dirUp)
@@ -50,7 +53,17 @@ func population(t *testing.T, e *s3env) (doomed []string) {
 		t.Fatal(err)
 	}
 	oldOrphan := e.putBlob(t, []byte("an orphan nobody references"))
-	return []string{e.layout.Blob(hGone[5]), oldOrphan}
+	doomed = []string{e.layout.Blob(hGone[5]), oldOrphan}
+	kept := append(append(e.segmentsOf(t, "kept-a"), e.segmentsOf(t, "kept-b")...), e.segmentsOf(t, "uploading")...)
+	for _, key := range goneSegments {
+		if !contains(kept, key) && !contains(doomed, key) {
+			doomed = append(doomed, key)
+		}
+	}
+	if len(doomed) < 3 {
+		t.Fatalf("the deleted session's log shares every segment with the others: %v", goneSegments)
+	}
+	return doomed
 }
 
 func must(t testing.TB, err error) {
@@ -93,7 +106,7 @@ func TestSweepLeavesExactlyTheReferencedAndYoungBlobs(t *testing.T) {
 	if !contains(e.keys(t), young) {
 		t.Error("the young orphan was deleted")
 	}
-	want := blobsweep.Report{Sessions: 2, Uncommitted: 1, Checkpoints: 1, Deleted: 2}
+	want := blobsweep.Report{Sessions: 2, Uncommitted: 1, Checkpoints: 1, Deleted: int64(len(doomed))}
 	got := blobsweep.Report{Sessions: rep.Sessions, Uncommitted: rep.Uncommitted, Checkpoints: rep.Checkpoints, Deleted: rep.Deleted}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("report (-want +got):\n%s", diff)
@@ -108,7 +121,7 @@ func TestSweepLeavesExactlyTheReferencedAndYoungBlobs(t *testing.T) {
 		}
 	}
 	// A second sweep finds nothing more to delete, and reads no root again: the mark cache holds
-	// the references of the three events.jsonl and the manifest (one GET, the cache itself).
+	// the references of the three logs' segments.json and the manifest (one GET, the cache itself).
 	again, err := blobsweep.Run(context.Background(), e.objects, blobsweep.Options{Layout: e.layout, Margin: margin, Lock: lock, Holder: "sweep-2"})
 	must(t, err)
 	if again.Deleted != 0 || again.Cached != 4 || again.Requests.Get != 1 || again.CacheProblem != "" {
@@ -184,7 +197,7 @@ func TestSweepInterruptedWhileMarkingDeletesNothing(t *testing.T) {
 
 func TestSweepKeepsABlobUploadedAfterMarkingBegan(t *testing.T) {
 	e := startS3(t)
-	population(t, e)
+	doomed := population(t, e)
 	age()
 	var late string
 	// A zero margin: only the start time, taken before marking, protects the late upload.
@@ -197,14 +210,14 @@ func TestSweepKeepsABlobUploadedAfterMarkingBegan(t *testing.T) {
 	if !contains(e.keys(t), late) {
 		t.Errorf("the blob uploaded after marking began was deleted (report %+v)", rep)
 	}
-	if rep.Deleted != 2 {
-		t.Errorf("deleted %d blobs, want the 2 old unreferenced ones", rep.Deleted)
+	if rep.Deleted != int64(len(doomed)) {
+		t.Errorf("deleted %d blobs, want the %d old unreferenced ones", rep.Deleted, len(doomed))
 	}
 }
 
 func TestSweepKeepsTheBlobsOfASessionCommittedDuringIt(t *testing.T) {
 	e := startS3(t)
-	population(t, e)
+	doomed := population(t, e)
 	// The session's blob is already in the store, old and unreferenced, so its push skips the
 	// upload and commits a session that needs it: only the re-mark can save it.
 	dir, h := record(t, "latecomer", 42)
@@ -219,8 +232,8 @@ func TestSweepKeepsTheBlobsOfASessionCommittedDuringIt(t *testing.T) {
 	if !contains(e.keys(t), shared) {
 		t.Fatalf("the blob of the session committed during the sweep was deleted (report %+v)", rep)
 	}
-	if rep.Rescued != 1 || rep.Deleted != 2 {
-		t.Errorf("rescued %d, deleted %d; want 1 and 2", rep.Rescued, rep.Deleted)
+	if rep.Rescued != 1 || rep.Deleted != int64(len(doomed)) {
+		t.Errorf("rescued %d, deleted %d; want 1 and %d", rep.Rescued, rep.Deleted, len(doomed))
 	}
 	if _, err := e.store.Pull(context.Background(), "latecomer", filepath.Join(t.TempDir(), "s")); err != nil {
 		t.Errorf("the session committed during the sweep does not pull: %v", err)
