@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/minio/minio-go/v7"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentrewind/agentrewind/internal/engine/session"
@@ -182,4 +183,54 @@ func readResult(t *testing.T, path string) *task.Result {
 		t.Fatalf("%s: %v", data, err)
 	}
 	return res
+}
+
+// TestMCPCommandRecordsIntoTheStoreAndReplaysFromIt records a stdio MCP server with --store against a
+// real S3 server (versitygw): the session is pushed when the agent leaves, and a replay with --store
+// pulls and serves it with the server gone.
+func TestMCPCommandRecordsIntoTheStoreAndReplaysFromIt(t *testing.T) {
+	srv := storeServer(t)
+	client, err := srv.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.MakeBucket(context.Background(), "mcp-runs", minio.MakeBucketOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const store = "s3://mcp-runs/team"
+	bin, logFile := t.TempDir(), filepath.Join(t.TempDir(), "server.log")
+	self, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "weather-mcp"), self, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(mcptest.EnvChild, "1")
+	t.Setenv(mcptest.EnvLog, logFile)
+
+	rec := startMCPCommand(t, "--mode", "record", "--store", store, "--session-id", "mcp-s3", "--", filepath.Join(bin, "weather-mcp"))
+	if got := mcptest.Add(t, rec.ClientSession, 20, 22); got != "42" {
+		t.Fatalf("add = %q", got)
+	}
+	if err := rec.finish(t); err != nil {
+		t.Fatalf("record: %v\n%s", err, rec.stderr)
+	}
+	if err := os.RemoveAll(bin); err != nil {
+		t.Fatal(err)
+	}
+	result := filepath.Join(t.TempDir(), "result.json")
+	rp := startMCPCommand(t, "--mode", "replay", "--store", store, "--session-id", "mcp-s3", "--result", result, "--server-name", "weather-mcp")
+	if got := mcptest.Add(t, rp.ClientSession, 20, 22); got != "42" {
+		t.Errorf("add replayed from the store = %q", got)
+	}
+	if err := rp.finish(t); err != nil {
+		t.Fatalf("replay: %v\n%s", err, rp.stderr)
+	}
+	if res := readResult(t, result); res.Replay == nil || !res.Replay.Passed {
+		t.Errorf("replay result %+v", res)
+	}
+	if starts, calls := mcptest.Log(logFile); starts != 1 || len(calls) != 1 {
+		t.Errorf("the server started %d times and served %d calls; want 1 and 1 (the recording's)", starts, len(calls))
+	}
 }
