@@ -104,8 +104,10 @@ func TestAnIncrementalCaptureReadsOnlyWhatChanged(t *testing.T) {
 	must(t, os.WriteFile(sneaky, []byte(sneakyBody), 0o644))
 	must(t, os.Chtimes(sneaky, fi.ModTime(), fi.ModTime()))
 	changed += int64(len(sneakyBody))
-	// A new untracked file, left with its fresh mtime: the next capture finds it racy.
+	// A new untracked file whose mtime is later than the next capture's start (as a file written
+	// during it would be, however slow the machine): the capture after that finds it racy.
 	must(t, os.WriteFile(filepath.Join(ws, "new.txt"), []byte("brand new"), 0o644))
+	must(t, os.Chtimes(filepath.Join(ws, "new.txt"), time.Now().Add(time.Hour), time.Now().Add(time.Hour)))
 	changed += int64(len("brand new"))
 
 	puts, putBytes := counter.puts, counter.bytes
