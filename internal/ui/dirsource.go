@@ -102,6 +102,23 @@ func (d *DirSource) Open(_ context.Context, id string) (*session.Session, error)
 	return s, err
 }
 
+// Revision names the recording under id now by its meta.json (RevisionSource): a directory the proxy
+// records into again under the same name is loaded again.
+func (d *DirSource) Revision(_ context.Context, id string) (string, error) {
+	dir, err := d.dir(id)
+	if err != nil {
+		return "", err
+	}
+	meta, err := session.ReadMeta(dir)
+	if errors.Is(err, session.ErrNotCommitted) {
+		return "", fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	if err != nil {
+		return "", err
+	}
+	return revisionOf(meta), nil
+}
+
 // Checkpoints lists the checkpoint store's checkpoints anchored in session id.
 func (d *DirSource) Checkpoints(ctx context.Context, id string) ([]CheckpointView, error) {
 	if d.checkpoints == nil {

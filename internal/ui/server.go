@@ -34,7 +34,8 @@ const (
 	maxLimit     = 2000
 )
 
-// maxCached is how many loaded sessions the server keeps. Committed sessions never change, so a
+// maxCached is how many loaded sessions the server keeps. A committed recording never changes, and
+// a session replaced by another recording under its id is cached under another key (see open), so a
 // cached one is never stale; the bound is only memory.
 const maxCached = 8
 
@@ -173,17 +174,27 @@ func writeError(w http.ResponseWriter, status int, err error) {
 	_ = json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
 }
 
-// open returns the session named by the request's {id}, loading it once.
+// open returns the session named by the request's {id}, loading it once per recording: a source
+// that can replace a session under the same id (RevisionSource) is asked which recording the id
+// holds now, and the cache is keyed by both.
 func (srv *Server) open(ctx context.Context, id string) (*loadedSession, error) {
 	if err := CheckID(id); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNotFound, err)
 	}
+	key := id
+	if rs, ok := srv.src.(RevisionSource); ok {
+		rev, err := rs.Revision(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		key = id + "\x00" + rev
+	}
 	srv.mu.Lock()
-	ls, ok := srv.loaded[id]
+	ls, ok := srv.loaded[key]
 	if !ok {
 		ls = &loadedSession{}
-		srv.loaded[id] = ls
-		srv.order = append(srv.order, id)
+		srv.loaded[key] = ls
+		srv.order = append(srv.order, key)
 		if len(srv.order) > maxCached {
 			delete(srv.loaded, srv.order[0])
 			srv.order = srv.order[1:]
@@ -192,14 +203,26 @@ func (srv *Server) open(ctx context.Context, id string) (*loadedSession, error) 
 	srv.mu.Unlock()
 	ls.once.Do(func() { ls.s, ls.err = srv.src.Open(ctx, id) })
 	if ls.err != nil {
-		srv.mu.Lock()
-		if srv.loaded[id] == ls {
-			delete(srv.loaded, id) // a failure is not kept: the next request tries again
-		}
-		srv.mu.Unlock()
+		srv.forget(key, ls) // a failure is not kept: the next request tries again
 		return nil, ls.err
 	}
 	return ls, nil
+}
+
+// forget drops the cache entry key if it still holds ls.
+func (srv *Server) forget(key string, ls *loadedSession) {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if srv.loaded[key] != ls {
+		return
+	}
+	delete(srv.loaded, key)
+	for i, k := range srv.order {
+		if k == key {
+			srv.order = append(srv.order[:i:i], srv.order[i+1:]...)
+			break
+		}
+	}
 }
 
 func (srv *Server) session(r *http.Request) (*loadedSession, error) {

@@ -30,6 +30,18 @@ type PlanSource interface {
 	StoredPlan(ctx context.Context, id string) (*PlanView, error)
 }
 
+// RevisionSource is a Source whose sessions may be replaced under the same id while served (a
+// directory re-recorded in place). Revision names the recording id holds now, cheaply (without
+// loading events), so the server loads it again when it changed rather than serve the one it cached.
+type RevisionSource interface {
+	Revision(ctx context.Context, id string) (string, error)
+}
+
+// revisionOf names a recording by its meta: another recording has another log hash or creation time.
+func revisionOf(m session.Meta) string {
+	return fmt.Sprintf("%d\x00%d\x00%s", m.CreatedAt, m.Events, m.EventsHash)
+}
+
 // Listing is a session as the list shows it.
 type Listing struct {
 	ID           string `json:"id"`
