@@ -201,7 +201,10 @@ func (srv *Server) open(ctx context.Context, id string) (*loadedSession, error) 
 		}
 	}
 	srv.mu.Unlock()
-	ls.once.Do(func() { ls.s, ls.err = srv.src.Open(ctx, id) })
+	// The load is shared by every request waiting on it, so it must not end with the request that
+	// started it: a client that leaves would fail the others with its own cancellation. It is
+	// bounded by the source (a pull, a file read) and its result is kept for the next request.
+	ls.once.Do(func() { ls.s, ls.err = srv.src.Open(context.WithoutCancel(ctx), id) })
 	if ls.err != nil {
 		srv.forget(key, ls) // a failure is not kept: the next request tries again
 		return nil, ls.err
