@@ -13,8 +13,10 @@ import (
 )
 
 // StoreSource serves the sessions of an object store, as push and pull see it. A session is pulled
-// (and so verified) into a private directory the first time it is shown; the sealed vault comes with
-// it, as pull brings it, and is never opened. Close removes the directory.
+// (and so verified) into a private directory each time the server loads it, opened, and the copy
+// removed at once: session.Open holds the whole recording in memory, blobs resolved, so nothing reads
+// the copy again, and a user browsing many sessions (each evicted and loaded again) does not fill
+// the disk with copies and their sealed vaults, which are never opened. Close removes the directory.
 type StoreSource struct {
 	store *blobstore.SessionStore
 	cache string
@@ -61,6 +63,7 @@ func (s *StoreSource) Open(ctx context.Context, id string) (*session.Session, er
 	// nothing another attempt would trip over.
 	dir := filepath.Join(s.cache, fmt.Sprintf("%d", s.n))
 	s.mu.Unlock()
+	defer os.RemoveAll(dir)
 	if _, err := s.store.Pull(ctx, id, dir); err != nil {
 		if errors.Is(err, blobstore.ErrSessionNotFound) {
 			return nil, fmt.Errorf("%w: %v", ErrNotFound, err)
