@@ -14,7 +14,7 @@ import (
 
 	"github.com/agentrewind/agentrewind/internal/blobstore"
 	"github.com/agentrewind/agentrewind/internal/engine/bundle"
-	"github.com/agentrewind/agentrewind/internal/engine/codec/anthropic"
+	"github.com/agentrewind/agentrewind/internal/engine/codec"
 	"github.com/agentrewind/agentrewind/internal/engine/inspect"
 	"github.com/agentrewind/agentrewind/internal/engine/replay"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
@@ -148,7 +148,7 @@ func newInspectCommand() *cobra.Command {
 // document of its meta and events, to which extra adds fields. agentrewind inspect and kubectl rewind
 // inspect both print through it.
 func printInspect(out, errOut io.Writer, output string, s *session.Session, extra map[string]any) error {
-	mismatches, err := replay.FingerprintMismatches(s, codecFor)
+	mismatches, err := replay.FingerprintMismatches(s, codec.ForProvider)
 	if err != nil {
 		return classify(err)
 	}
@@ -347,7 +347,7 @@ meta.json to match an edited log.`,
 			if err == nil {
 				blobs := session.Blobs(s.Events)
 				result["id"], result["events"], result["blobs"], result["eventsHash"] = s.Meta.ID, len(s.Events), len(blobs), s.Meta.EventsHash
-				if ferr := replay.CheckFingerprints(s, codecFor); ferr != nil {
+				if ferr := replay.CheckFingerprints(s, codec.ForProvider); ferr != nil {
 					err, s = classify(ferr), nil
 					result["ok"] = false
 				} else if cerr := s.CheckComplete(); cerr != nil {
@@ -377,15 +377,6 @@ meta.json to match an edited log.`,
 	return cmd
 }
 
-// codecFor is the codec the recorder used for a provider, so compare recomputes fingerprints the same
-// way; providers without a codec of their own were recorded with the generic one.
-func codecFor(provider string) replay.Codec {
-	if provider == anthropic.Provider {
-		return anthropic.Codec{}
-	}
-	return nil
-}
-
 func newCompareCommand() *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
@@ -411,7 +402,7 @@ corrupt session exits 2; a path with no session at it exits 1.`,
 			if err != nil {
 				return err
 			}
-			d, err := replay.CompareSessions(golden, candidate, codecFor)
+			d, err := replay.CompareSessions(golden, candidate, codec.ForProvider)
 			if err != nil {
 				return classify(err)
 			}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentrewind/agentrewind/internal/engine/checkpoint"
+	"github.com/agentrewind/agentrewind/internal/engine/codec"
 	"github.com/agentrewind/agentrewind/internal/engine/inspect"
 	"github.com/agentrewind/agentrewind/internal/engine/replay"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
@@ -44,7 +45,7 @@ const whatMax = 120
 func rowsOf(s *session.Session, events []session.Event) []Row {
 	page := &session.Session{Dir: s.Dir, Meta: s.Meta, Events: events}
 	forged := map[int64]string{}
-	if mismatches, err := replay.FingerprintMismatches(page, nil); err == nil {
+	if mismatches, err := replay.FingerprintMismatches(page, codec.ForProvider); err == nil {
 		for _, m := range mismatches {
 			forged[m.Step] = m.Error()
 		}
