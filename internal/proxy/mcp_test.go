@@ -199,6 +199,21 @@ func TestMCPOverStreamableHTTPRefusesMalformedFramesAndUnknownServers(t *testing
 	if got := mcptest.Add(t, cs, 2, 2); got != "4" {
 		t.Errorf("add after the malformed frame = %q", got)
 	}
+	_ = cs.Close()
+	out := rec.stop(t)
+	if out.Err != nil {
+		t.Fatal(out.Err)
+	}
+	// The refused frames left no trace; the calls after them are all there.
+	var names []string
+	for _, ev := range out.Record.Events {
+		if ev.Kind == session.KindToolCall {
+			names = append(names, ev.Name)
+		}
+	}
+	if diff := cmp.Diff([]string{"weather/initialize", "weather/tools/call"}, names); diff != "" {
+		t.Errorf("recorded around the malformed frame (-want +got):\n%s", diff)
+	}
 }
 
 func postRaw(t *testing.T, url, body string) (int, []byte) {
