@@ -102,8 +102,10 @@ func (d *DirSource) Open(_ context.Context, id string) (*session.Session, error)
 	return s, err
 }
 
-// Revision names the recording under id now by its meta.json (RevisionSource): a directory the proxy
-// records into again under the same name is loaded again.
+// Revision names the recording under id now (RevisionSource) by its meta.json and the state of its
+// files: a directory the proxy records into again under the same name is loaded again, and so is
+// a log edited after the server loaded it, which the load then reports as failing its digest.
+// Blobs are not stamped: each is checked against its hash when the log is loaded, not after.
 func (d *DirSource) Revision(_ context.Context, id string) (string, error) {
 	dir, err := d.dir(id)
 	if err != nil {
@@ -116,7 +118,15 @@ func (d *DirSource) Revision(_ context.Context, id string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return revisionOf(meta), nil
+	rev := revisionOf(meta)
+	for _, name := range []string{session.MetaFile, session.EventsFile} {
+		stamp, err := fileStamp(filepath.Join(dir, name))
+		if err != nil {
+			return "", err
+		}
+		rev += "\x00" + stamp
+	}
+	return rev, nil
 }
 
 // Checkpoints lists the checkpoint store's checkpoints anchored in session id.

@@ -181,14 +181,11 @@ func (srv *Server) open(ctx context.Context, id string) (*loadedSession, error) 
 	if err := CheckID(id); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNotFound, err)
 	}
-	key := id
-	if rs, ok := srv.src.(RevisionSource); ok {
-		rev, err := rs.Revision(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		key = id + "\x00" + rev
+	rev, err := srv.revision(ctx, id)
+	if err != nil {
+		return nil, err
 	}
+	key := id + "\x00" + rev
 	srv.mu.Lock()
 	ls, ok := srv.loaded[key]
 	if !ok {
@@ -210,6 +207,14 @@ func (srv *Server) open(ctx context.Context, id string) (*loadedSession, error) 
 		return nil, ls.err
 	}
 	return ls, nil
+}
+
+// revision is the recording session id holds now, when the source can say (RevisionSource).
+func (srv *Server) revision(ctx context.Context, id string) (string, error) {
+	if rs, ok := srv.src.(RevisionSource); ok {
+		return rs.Revision(ctx, id)
+	}
+	return "", nil
 }
 
 // forget drops the cache entry key if it still holds ls.
@@ -243,7 +248,12 @@ func (srv *Server) sessions(r *http.Request) (any, error) {
 		if l.Verdict != "" || l.Problem != "" {
 			continue
 		}
-		key := listingKey(l)
+		rev, err := srv.revision(r.Context(), l.ID)
+		if err != nil {
+			l.Problem = err.Error()
+			continue
+		}
+		key := listingKey(l) + "\x00" + rev
 		srv.mu.Lock()
 		v, ok := srv.verdicts[key]
 		srv.mu.Unlock()
@@ -267,7 +277,7 @@ func (srv *Server) sessions(r *http.Request) (any, error) {
 }
 
 // listingKey names a recording: a session re-recorded under the same id has another creation time
-// or length, and so another key.
+// or length, and so another key; the source's revision, added to it, tells also a log edited in place.
 func listingKey(l *Listing) string {
 	return fmt.Sprintf("%s\x00%d\x00%d", l.ID, l.CreatedAt, l.Events)
 }
