@@ -5,8 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
-	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,10 +22,8 @@ type clusterSource struct {
 	ns string
 	// store holds the store flags; its --store is the operator's store.
 	store storeFlags
-	tmp   string
-
-	mu sync.Mutex
-	n  int
+	// tmp is where recordings are pulled to be opened (ui.PullAndOpen removes each once opened).
+	tmp string
 }
 
 func (o *uiOptions) clusterSource() (*clusterSource, error) {
@@ -131,14 +127,11 @@ func (s *clusterSource) Open(ctx context.Context, id string) (*session.Session, 
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	s.n++
-	dir := filepath.Join(s.tmp, fmt.Sprint(s.n))
-	s.mu.Unlock()
-	if _, err := store.Pull(ctx, id, dir); err != nil {
-		return nil, storeAdvice(fmt.Errorf("reading session %s of AgentSession %s from %s: %w", id, a.Name, loc, err))
+	sess, err := ui.PullAndOpen(ctx, store, id, s.tmp)
+	if err != nil {
+		return nil, storeAdvice(fmt.Errorf("AgentSession %s, store %s: %w", a.Name, loc, err))
 	}
-	return session.Open(dir)
+	return sess, nil
 }
 
 // StoredPlan is the verdict of the session's ResumePlan; the one the operator made (owned by the

@@ -5,24 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"sync"
 
 	"github.com/agentrewind/agentrewind/internal/blobstore"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
 
 // StoreSource serves the sessions of an object store, as push and pull see it. A session is pulled
-// (and so verified) into a private directory each time the server loads it, opened, and the copy
-// removed at once: session.Open holds the whole recording in memory, blobs resolved, so nothing reads
-// the copy again, and a user browsing many sessions (each evicted and loaded again) does not fill
-// the disk with copies and their sealed vaults, which are never opened. Close removes the directory.
+// (and so verified) into a private directory each time the server loads it and removed once opened
+// (PullAndOpen); the sealed vault comes with it, as pull brings it, and is never opened. Close
+// removes the directory.
 type StoreSource struct {
 	store *blobstore.SessionStore
 	cache string
-
-	mu sync.Mutex
-	n  int
 }
 
 // NewStoreSource serves store, pulling sessions under a new directory in tmpDir ("" is the system's).
@@ -52,22 +46,29 @@ func (s *StoreSource) Sessions(ctx context.Context) ([]Listing, error) {
 	return out, nil
 }
 
-// Open pulls session id into a directory of its own and opens it.
+// Open pulls session id and opens it (PullAndOpen).
 func (s *StoreSource) Open(ctx context.Context, id string) (*session.Session, error) {
 	if err := CheckID(id); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNotFound, err)
 	}
-	s.mu.Lock()
-	s.n++
-	// A fresh directory each time: the server loads a session once, and a failed pull leaves
-	// nothing another attempt would trip over.
-	dir := filepath.Join(s.cache, fmt.Sprintf("%d", s.n))
-	s.mu.Unlock()
+	sess, err := PullAndOpen(ctx, s.store, id, s.cache)
+	if errors.Is(err, blobstore.ErrSessionNotFound) {
+		return nil, fmt.Errorf("%w: %v", ErrNotFound, err)
+	}
+	return sess, err
+}
+
+// PullAndOpen pulls session id from store into a new directory under tmp, opens it and removes the
+// directory. session.Open holds the whole recording in memory, blobs resolved, so nothing reads the
+// copy again; a server that loads sessions again after evicting them so leaves no copies, nor their
+// sealed vaults, behind. A pull error is returned as the store gave it.
+func PullAndOpen(ctx context.Context, store *blobstore.SessionStore, id, tmp string) (*session.Session, error) {
+	dir, err := os.MkdirTemp(tmp, "pull-*")
+	if err != nil {
+		return nil, fmt.Errorf("making a directory to read session %s into: %w", id, err)
+	}
 	defer os.RemoveAll(dir)
-	if _, err := s.store.Pull(ctx, id, dir); err != nil {
-		if errors.Is(err, blobstore.ErrSessionNotFound) {
-			return nil, fmt.Errorf("%w: %v", ErrNotFound, err)
-		}
+	if _, err := store.Pull(ctx, id, dir); err != nil {
 		return nil, fmt.Errorf("reading session %s from the store: %w", id, err)
 	}
 	return session.Open(dir)
