@@ -157,6 +157,24 @@ func (d *fastDecoder) event(line []byte) (Event, bool) {
 			var b bool
 			b, i, ok = d.bool(i)
 			ev.OK = &b
+		case "defs":
+			bit = 1 << 27
+			ev.Defs, i, ok = d.rawMap(i)
+		case "joins":
+			bit = 1 << 28
+			ev.Joins, i, ok = fastMap(d, i, d.joinParts)
+		case "lists":
+			bit = 1 << 29
+			ev.Lists, i, ok = fastMap(d, i, d.listDef)
+		case "defBlobs":
+			bit = 1 << 30
+			ev.DefBlobs, i, ok = fastArray(d, i, d.digest)
+		case "refs":
+			bit = 1 << 31
+			ev.Refs, i, ok = d.refs(i)
+		case "streamText":
+			bit = 1 << 32
+			ev.StreamText, i, ok = fastArray(d, i, d.textSpan)
 		default: // meta, an unknown field, a field in another case
 			return i, false
 		}
@@ -166,7 +184,9 @@ func (d *fastDecoder) event(line []byte) (Event, bool) {
 		seen |= bit
 		return i, ok
 	})
-	if !ok || d.space(i) != len(line) || ev.SchemaVersion != CurrentSchemaVersion && ev.SchemaVersion != 2 {
+	// A version 2 line with a stored-form key is refused by its migration: the slow way words it.
+	const storedForm = 1<<27 | 1<<28 | 1<<29 | 1<<30 | 1<<31 | 1<<32
+	if !ok || d.space(i) != len(line) || ev.SchemaVersion != CurrentSchemaVersion && (ev.SchemaVersion != 2 || seen&storedForm != 0) {
 		return Event{}, false
 	}
 	return ev, true
@@ -605,36 +625,190 @@ func (d *fastDecoder) messages(i int) ([]Message, int, bool) {
 
 // rawMap decodes an object of raw JSON values, refusing a repeated key.
 func (d *fastDecoder) rawMap(i int) (map[string]json.RawMessage, int, bool) {
+	return fastMap(d, i, d.rawValue)
+}
+
+// stringMap decodes an object of strings, refusing a repeated key.
+func (d *fastDecoder) stringMap(i int) (map[string]string, int, bool) {
+	return fastMap(d, i, func(i int) (string, int, bool) { return d.string(i, false) })
+}
+
+// fastMap decodes an object whose values value decodes, refusing a repeated key. An empty object is
+// an empty map, not nil, as encoding/json decodes it.
+func fastMap[T any](d *fastDecoder, i int, value func(i int) (T, int, bool)) (map[string]T, int, bool) {
 	if !d.isObject(i) {
 		return nil, i, false
 	}
-	m := map[string]json.RawMessage{}
+	m := map[string]T{}
 	i, ok := d.object(i, func(key []byte, i int) (int, bool) {
 		if _, dup := m[string(key)]; dup {
 			return i, false
 		}
-		v, i, ok := d.rawValue(i)
+		v, i, ok := value(i)
 		m[string(key)] = v
 		return i, ok
 	})
 	return m, i, ok
 }
 
-// stringMap decodes an object of strings, refusing a repeated key.
-func (d *fastDecoder) stringMap(i int) (map[string]string, int, bool) {
-	if !d.isObject(i) {
+// fastArray decodes an array whose elements elem decodes. An empty array is an empty slice, not nil,
+// as encoding/json decodes it.
+func fastArray[T any](d *fastDecoder, i int, elem func(i int) (T, int, bool)) ([]T, int, bool) {
+	src := d.src
+	if i >= len(src) || src[i] != '[' {
 		return nil, i, false
 	}
-	m := map[string]string{}
-	i, ok := d.object(i, func(key []byte, i int) (int, bool) {
-		if _, dup := m[string(key)]; dup {
+	out := []T{}
+	i = d.space(i + 1)
+	if i < len(src) && src[i] == ']' {
+		return out, i + 1, true
+	}
+	for {
+		v, next, ok := elem(i)
+		if !ok {
+			return nil, next, false
+		}
+		out = append(out, v)
+		if i = d.space(next); i >= len(src) {
+			return nil, i, false
+		}
+		switch src[i] {
+		case ',':
+			i = d.space(i + 1)
+		case ']':
+			return out, i + 1, true
+		default:
+			return nil, i, false
+		}
+	}
+}
+
+// fields walks the struct object at i: field decodes the member key into the struct and says which
+// bit of the struct's fields it is, so that a repeated field gives up, as checkJSONText refuses it.
+func (d *fastDecoder) fields(i int, field func(key []byte, i int) (uint64, int, bool)) (int, bool) {
+	if !d.isObject(i) {
+		return i, false
+	}
+	var seen uint64
+	return d.object(i, func(key []byte, i int) (int, bool) {
+		bit, i, ok := field(key, i)
+		if !ok || seen&bit != 0 {
 			return i, false
 		}
-		v, i, ok := d.string(i, false)
-		m[string(key)] = v
-		return i, ok
+		seen |= bit
+		return i, true
 	})
-	return m, i, ok
+}
+
+// digest decodes a content or list digest: long and unique, so not interned.
+func (d *fastDecoder) digest(i int) (string, int, bool) { return d.string(i, false) }
+
+// int decodes an integer into an int field.
+func (d *fastDecoder) int(i int) (int, int, bool) {
+	v, i, ok := d.int64(i)
+	return int(v), i, ok && v >= math.MinInt && v <= math.MaxInt
+}
+
+func (d *fastDecoder) joinParts(i int) ([]JoinPart, int, bool) {
+	return fastArray(d, i, func(i int) (JoinPart, int, bool) {
+		var p JoinPart
+		i, ok := d.fields(i, func(key []byte, i int) (uint64, int, bool) {
+			var ok bool
+			switch string(key) {
+			case "t":
+				p.Text, i, ok = d.string(i, false)
+				return 1 << 0, i, ok
+			case "r":
+				p.Ref, i, ok = d.digest(i)
+				return 1 << 1, i, ok
+			}
+			return 0, i, false
+		})
+		return p, i, ok
+	})
+}
+
+func (d *fastDecoder) listDef(i int) (ListDef, int, bool) {
+	var l ListDef
+	i, ok := d.fields(i, func(key []byte, i int) (uint64, int, bool) {
+		var ok bool
+		switch string(key) {
+		case "prev":
+			l.Prev, i, ok = d.digest(i)
+			return 1 << 0, i, ok
+		case "items":
+			l.Items, i, ok = fastArray(d, i, d.listItem)
+			return 1 << 1, i, ok
+		}
+		return 0, i, false
+	})
+	return l, i, ok
+}
+
+func (d *fastDecoder) listItem(i int) (ListItem, int, bool) {
+	var it ListItem
+	i, ok := d.fields(i, func(key []byte, i int) (uint64, int, bool) {
+		var ok bool
+		switch string(key) {
+		case "role":
+			it.Role, i, ok = d.string(i, true)
+			return 1 << 0, i, ok
+		case "content":
+			it.Content, i, ok = d.digest(i)
+			return 1 << 1, i, ok
+		}
+		return 0, i, false
+	})
+	return it, i, ok
+}
+
+func (d *fastDecoder) refs(i int) (*Refs, int, bool) {
+	r := new(Refs)
+	i, ok := d.fields(i, func(key []byte, i int) (uint64, int, bool) {
+		var ok bool
+		switch string(key) {
+		case "request":
+			r.Request, i, ok = d.digest(i)
+			return 1 << 0, i, ok
+		case "messages":
+			r.Messages, i, ok = d.digest(i)
+			return 1 << 1, i, ok
+		case "response":
+			r.Response, i, ok = d.digest(i)
+			return 1 << 2, i, ok
+		case "result":
+			r.Result, i, ok = d.digest(i)
+			return 1 << 3, i, ok
+		}
+		return 0, i, false
+	})
+	return r, i, ok
+}
+
+func (d *fastDecoder) textSpan(i int) (TextSpan, int, bool) {
+	var s TextSpan
+	i, ok := d.fields(i, func(key []byte, i int) (uint64, int, bool) {
+		var ok bool
+		switch string(key) {
+		case "c":
+			s.Chunk, i, ok = d.int(i)
+			return 1 << 0, i, ok
+		case "a":
+			s.At, i, ok = d.int(i)
+			return 1 << 1, i, ok
+		case "l":
+			s.Leaf, i, ok = d.int(i)
+			return 1 << 2, i, ok
+		case "f":
+			s.From, i, ok = d.int(i)
+			return 1 << 3, i, ok
+		case "t":
+			s.To, i, ok = d.int(i)
+			return 1 << 4, i, ok
+		}
+		return 0, i, false
+	})
+	return s, i, ok
 }
 
 func (d *fastDecoder) response(i int) (*Response, int, bool) {

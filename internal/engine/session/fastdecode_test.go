@@ -44,7 +44,22 @@ func writtenLines(t testing.TB) [][]byte {
 		}
 		lines = append(lines, b)
 	}
-	return lines
+	// The stored form as the writer writes it (defs, joins, lists, refs, streamText), and every
+	// stored-form key, defBlobs included, filled at once.
+	log, _ := schemaThreeLog(t, schemaThreeRun(3))
+	lines = append(lines, bytes.Split(bytes.TrimSpace(log), []byte("\n"))...)
+	all := Event{Step: 1, Lane: "0", Kind: KindModelCall, SchemaVersion: CurrentSchemaVersion,
+		Defs:       map[string]json.RawMessage{"a": json.RawMessage(`{"x":[1,"\u00e9"]}`), "b": json.RawMessage(`null`)},
+		Joins:      map[string][]JoinPart{"c": {{Text: `{"k":`}, {Ref: "a"}, {Text: "}\n\u2028"}}, "d": {}},
+		Lists:      map[string]ListDef{"e": {Prev: "f", Items: []ListItem{{Role: "user", Content: "a"}}}, "g": {Items: []ListItem{}}},
+		DefBlobs:   []string{strings.Repeat("e", 64), ""},
+		Refs:       &Refs{Request: "r", Messages: "e", Response: "s", Result: "t"},
+		StreamText: []TextSpan{{Chunk: 1, At: 2, Leaf: 3, From: 4, To: -5}, {}}}
+	b, err := json.Marshal(all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(lines, b)
 }
 
 // TestFastDecoderTakesWhatTheWriterWrites: every line shape a recorder writes is decoded in one pass
@@ -150,6 +165,20 @@ func FuzzFastDecoderAgreesWithEncodingJSON(f *testing.F) {
 	f.Add([]byte(`{"seq":0,"step":0,"lane":"0","kind":"teleport","schemaVersion":2}`))
 	f.Add([]byte(`{"seq":0,"step":0,"lane":"0","kind":"model_call","schemaVersion":1,"usage":{"inputTokens":1,"costUsd":0.5}}`))
 	f.Add([]byte(`{"seq":0,"step":0,"lane":"0","kind":"note","schemaVersion":3}`))
+	const head3 = `{"seq":1,"step":1,"lane":"0","kind":"model_call","schemaVersion":3`
+	for _, tail := range []string{
+		`,"defs":{"a":1,"a":1}}`, `,"defs":null}`, `,"defs":{"\u0061":1}}`, `,"Defs":{}}`, `,"defs":[]}`,
+		`,"joins":{"a":[{"t":"x","t":"y"}]}}`, `,"joins":{"a":[{"t":"x","r":"y","z":1}]}}`, `,"joins":{"a":[null]}}`, `,"joins":{"a":null}}`,
+		`,"lists":{"a":{"prev":"p","items":[{"role":"user","content":"c","Role":"x"}]}}}`, `,"lists":{"a":{"items":null}}}`, `,"lists":{"a":{}}}`,
+		`,"defBlobs":["a",1]}`, `,"defBlobs":null}`, `,"defBlobs":["a",null]}`, `,"defBlobs":[]}`,
+		`,"refs":{"request":"a","request":"b"}}`, `,"refs":{"stream":"a"}}`, `,"refs":null}`, `,"refs":{"result":1}}`,
+		`,"streamText":[{"c":1,"a":2,"l":3,"f":4,"t":5}]}`, `,"streamText":[{"c":1.5}]}`, `,"streamText":[{"c":9223372036854775808}]}`,
+		`,"streamText":[{"c":-9223372036854775808,"x":1}]}`, `,"streamText":[{"C":1}]}`, `,"streamText":{}}`,
+	} {
+		f.Add([]byte(head3 + tail))
+	}
+	f.Add([]byte(`{"seq":1,"step":1,"lane":"0","kind":"note","schemaVersion":2,"refs":{}}`))
+	f.Add([]byte(`{"seq":1,"step":1,"lane":"0","kind":"note","schemaVersion":2,"streamText":[]}`))
 	f.Fuzz(func(t *testing.T, line []byte) {
 		if bytes.IndexByte(line, '\n') >= 0 {
 			return // not one line
