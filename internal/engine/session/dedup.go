@@ -326,26 +326,21 @@ func (x *Expander) learn(ev *Event) error {
 		}
 		x.defs[h] = data
 	}
-	for _, h := range slices.Sorted(maps.Keys(ev.Joins)) {
-		var data []byte
-		for i, p := range ev.Joins[h] {
-			if p.Ref == "" {
-				data = append(data, p.Text...)
-				continue
+	// A join may embed another join of the same line (the writer compares a definition with the ones
+	// just before it), and a list extend another list of the same line: both are learnt in dependency
+	// order, whatever the order of their digests.
+	err := inDependencyOrder(slices.Sorted(maps.Keys(ev.Joins)), func(h string) (deps []string) {
+		for _, p := range ev.Joins[h] {
+			if _, sibling := ev.Joins[p.Ref]; sibling && p.Ref != "" && x.defs[p.Ref] == nil {
+				deps = append(deps, p.Ref)
 			}
-			part, ok := x.defs[p.Ref]
-			if !ok || p.Text != "" {
-				return &RefError{Step: ev.Step, Field: "joins", Hash: h, Err: fmt.Errorf("part %d refers to %s, which the log does not define before it (or has text too)", i, p.Ref)}
-			}
-			data = append(data, part...)
 		}
-		if got := digestOf(data); got != h {
-			return &DigestMismatchError{Object: fmt.Sprintf("%s: the definition at step %d", x.name, ev.Step), Want: h, Got: got}
-		}
-		if err := checkJSONText(data, nil); err != nil {
-			return &RefError{Step: ev.Step, Field: "joins", Hash: h, Err: err}
-		}
-		x.defs[h] = data
+		return deps
+	}, func(h string) error { return x.defineJoin(ev.Step, h, ev.Joins[h]) }, func(h string) error {
+		return &RefError{Step: ev.Step, Field: "joins", Hash: h, Err: errors.New("embeds, through joins of the same line, a join that embeds it: a cycle")}
+	})
+	if err != nil {
+		return err
 	}
 	for _, h := range ev.DefBlobs {
 		fail := func(err error) error { return &RefError{Step: ev.Step, Field: "defBlobs", Hash: h, Err: err} }
@@ -367,25 +362,76 @@ func (x *Expander) learn(ev *Event) error {
 		}
 		x.defs[h] = data
 	}
-	// A list may extend another list of the same line: define them in dependency order.
-	pending := slices.Sorted(maps.Keys(ev.Lists))
-	for len(pending) > 0 {
-		var later []string
-		for _, h := range pending {
-			def := ev.Lists[h]
-			if def.Prev != "" && x.chains[def.Prev] == nil {
-				later = append(later, h)
-				continue
-			}
-			if err := x.defineList(ev.Step, h, def); err != nil {
-				return err
-			}
+	return inDependencyOrder(slices.Sorted(maps.Keys(ev.Lists)), func(h string) []string {
+		prev := ev.Lists[h].Prev
+		if _, sibling := ev.Lists[prev]; sibling && x.chains[prev] == nil {
+			return []string{prev}
 		}
-		if len(later) == len(pending) {
-			return &RefError{Step: ev.Step, Field: "lists", Hash: later[0], Err: fmt.Errorf("extends %s, which the log does not define before it", ev.Lists[later[0]].Prev)}
+		return nil
+	}, func(h string) error { return x.defineList(ev.Step, h, ev.Lists[h]) }, func(h string) error {
+		return &RefError{Step: ev.Step, Field: "lists", Hash: h, Err: errors.New("extends, through lists of the same line, a list that extends it: a cycle")}
+	})
+}
+
+// inDependencyOrder defines every key after the keys deps says it needs (keys of the same batch not
+// defined yet), in time linear in the keys and their dependencies whatever their order or the depth
+// of their chains, and fails with stuck for the first key left in a cycle. A dependency that is
+// missing is define's to report.
+func inDependencyOrder(keys []string, deps func(string) []string, define, stuck func(string) error) error {
+	waiting := make(map[string]int, len(keys))
+	dependents := map[string][]string{}
+	var ready []string
+	for _, k := range keys {
+		ds := deps(k)
+		waiting[k] = len(ds)
+		for _, d := range ds {
+			dependents[d] = append(dependents[d], k)
 		}
-		pending = later
+		if len(ds) == 0 {
+			ready = append(ready, k)
+		}
 	}
+	for len(ready) > 0 {
+		k := ready[0]
+		ready = ready[1:]
+		if err := define(k); err != nil {
+			return err
+		}
+		for _, d := range dependents[k] {
+			if waiting[d]--; waiting[d] == 0 {
+				ready = append(ready, d)
+			}
+		}
+	}
+	for _, k := range keys {
+		if waiting[k] > 0 {
+			return stuck(k)
+		}
+	}
+	return nil
+}
+
+// defineJoin checks the join h of the line at step and remembers its bytes.
+func (x *Expander) defineJoin(step int64, h string, parts []JoinPart) error {
+	var data []byte
+	for i, p := range parts {
+		if p.Ref == "" {
+			data = append(data, p.Text...)
+			continue
+		}
+		part, ok := x.defs[p.Ref]
+		if !ok || p.Text != "" {
+			return &RefError{Step: step, Field: "joins", Hash: h, Err: fmt.Errorf("part %d refers to %s, which the log does not define before it (or has text too)", i, p.Ref)}
+		}
+		data = append(data, part...)
+	}
+	if got := digestOf(data); got != h {
+		return &DigestMismatchError{Object: fmt.Sprintf("%s: the definition at step %d", x.name, step), Want: h, Got: got}
+	}
+	if err := checkJSONText(data, nil); err != nil {
+		return &RefError{Step: step, Field: "joins", Hash: h, Err: err}
+	}
+	x.defs[h] = data
 	return nil
 }
 
@@ -398,6 +444,9 @@ func (x *Expander) defineList(step int64, h string, def ListDef) error {
 	tip := false
 	if def.Prev != "" {
 		p := x.chains[def.Prev]
+		if p == nil {
+			return fail(fmt.Errorf("extends %s, which the log does not define before it", def.Prev))
+		}
 		base, tip = p.msgs, p.tip
 		p.tip = false
 	}

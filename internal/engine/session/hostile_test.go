@@ -1,0 +1,153 @@
+package session
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Hostile and unusual stored forms: definitions the writer itself may produce in an order the reader
+// must follow, and stored forms a careless tool or a hostile store may hand the reader.
+
+// nestedJoins is a session whose second request adds two messages, each embedding the one before it
+// verbatim: both become joins of the same line, the later one referring to the earlier one.
+func nestedJoins(variant int) []Event {
+	base := fmt.Sprintf(`{"v":%d,"text":%s}`, variant, mustJSON(strings.Repeat("a long shared body of text ", 12)))
+	outer := `[` + base + `,1]`
+	outermost := `[` + outer + `,2]`
+	req := func(contents ...string) *Request {
+		r := &Request{Model: "m"}
+		for _, c := range contents {
+			r.Messages = append(r.Messages, Message{Role: "user", Content: json.RawMessage(c)})
+		}
+		return r
+	}
+	return []Event{{Step: 0, Lane: "0", Kind: KindSessionStart},
+		{Step: 1, Seq: 0, Lane: "0", CallSite: "plan", Kind: KindModelCall, Request: req(base), RequestHash: strings.Repeat("a", 64),
+			Response: &Response{Content: json.RawMessage(`"ok"`), StopReason: "end_turn"}},
+		{Step: 2, Seq: 1, Lane: "0", CallSite: "plan", Kind: KindModelCall, Request: req(base, outer, outermost), RequestHash: strings.Repeat("b", 64),
+			Response: &Response{Content: json.RawMessage(`"ok"`), StopReason: "end_turn"}},
+		{Step: 3, Lane: "0", Kind: KindSessionEnd, OK: boolPtr(true)}}
+}
+
+// The reader learns a line's joins in the order they depend on each other, not in the order of their
+// digests: a join that embeds another join of the same line reads back whichever digest sorts first.
+func TestJoinsOfOneLineThatEmbedEachOtherReadBackInEitherDigestOrder(t *testing.T) {
+	orders := map[bool]int{}
+	for variant := range 16 {
+		events := nestedJoins(variant)
+		dir := t.TempDir()
+		record(t, dir, events)
+		in := newInterner(BlobThreshold, nil)
+		probe := events[2]
+		probe1 := events[1]
+		if err := in.intern(&probe1); err != nil {
+			t.Fatal(err)
+		}
+		if err := in.intern(&probe); err != nil {
+			t.Fatal(err)
+		}
+		if len(probe.Joins) != 2 {
+			t.Fatalf("variant %d: the second request defines %d joins, want 2: the test proves nothing", variant, len(probe.Joins))
+		}
+		for h, parts := range probe.Joins {
+			if _, sibling := probe.Joins[parts[1].Ref]; sibling {
+				orders[h < parts[1].Ref]++
+			}
+		}
+		s, err := Open(dir)
+		if err != nil {
+			t.Fatalf("variant %d: %v", variant, err)
+		}
+		sameEvents(t, events, s.Events)
+	}
+	if orders[true] == 0 || orders[false] == 0 {
+		t.Fatalf("the variants cover only one digest order of a join and the join it embeds (%v): the test proves nothing", orders)
+	}
+}
+
+// resolveStored runs stored events through an expander with no blobs, as the reader does.
+func resolveStored(events []Event) error {
+	x := NewExpander(mapBlobs{}, "events.jsonl")
+	for i := range events {
+		if err := x.Resolve(&events[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type mapBlobs map[string][]byte
+
+func (m mapBlobs) ReadBlob(h string) ([]byte, error) {
+	if data, ok := m[h]; ok {
+		return data, nil
+	}
+	return nil, fs.ErrNotExist
+}
+
+// A line's definitions that depend on each other are learnt in an order that follows them, in time
+// linear in their number: a chain of 100,000 lists in one line in the worst order of digests, a list
+// extending one that no line defines, and definitions that depend on each other in a cycle (which
+// honest digests cannot make, so the cycle is forged by the keys alone) are each refused or read in
+// one pass, never with a panic or a sweep per link.
+func TestDefinitionsOfOneLineThatDependOnEachOtherAreLearntInLinearTimeOrRefused(t *testing.T) {
+	content := `"x"`
+	ch := digestOf([]byte(content))
+	t.Run("a chain of 100,000 lists", func(t *testing.T) {
+		const depth = 100_000
+		lists := make(map[string]ListDef, depth)
+		prev := ""
+		for i := range depth {
+			role := fmt.Sprintf("r%d", i)
+			h := chainDigest(prev, role, ch)
+			lists[h] = ListDef{Prev: prev, Items: []ListItem{{Role: role, Content: ch}}}
+			prev = h
+		}
+		ev := Event{Step: 1, Defs: map[string]json.RawMessage{ch: json.RawMessage(content)}, Lists: lists,
+			Refs: &Refs{Request: digestOf([]byte(`{"model":"m"}`)), Messages: prev}}
+		ev.Defs[ev.Refs.Request] = json.RawMessage(`{"model":"m"}`)
+		start := time.Now()
+		events := []Event{ev}
+		if err := resolveStored(events); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(events[0].Request.Messages); n != depth {
+			t.Fatalf("the request has %d messages, want %d", n, depth)
+		}
+		// One pass takes well under a second; a sweep per link, some 5·10^9 steps, takes minutes.
+		if d := time.Since(start); d > 20*time.Second {
+			t.Fatalf("learning a chain of %d lists took %v", depth, d)
+		}
+	})
+	cases := map[string]struct {
+		ev    Event
+		field string
+	}{
+		"a list extending a list no line defines": {Event{Step: 1, Defs: map[string]json.RawMessage{ch: json.RawMessage(content)},
+			Lists: map[string]ListDef{chainDigest(strings.Repeat("e", 64), "user", ch): {Prev: strings.Repeat("e", 64), Items: []ListItem{{Role: "user", Content: ch}}}}}, "lists"},
+		"two lists extending each other": {Event{Step: 1, Defs: map[string]json.RawMessage{ch: json.RawMessage(content)},
+			Lists: map[string]ListDef{strings.Repeat("a", 64): {Prev: strings.Repeat("b", 64), Items: []ListItem{{Role: "user", Content: ch}}},
+				strings.Repeat("b", 64): {Prev: strings.Repeat("a", 64), Items: []ListItem{{Role: "user", Content: ch}}}}}, "lists"},
+		"a list extending itself": {Event{Step: 1, Defs: map[string]json.RawMessage{ch: json.RawMessage(content)},
+			Lists: map[string]ListDef{strings.Repeat("a", 64): {Prev: strings.Repeat("a", 64), Items: []ListItem{{Role: "user", Content: ch}}}}}, "lists"},
+		"two joins embedding each other": {Event{Step: 1, Joins: map[string][]JoinPart{
+			strings.Repeat("a", 64): {{Text: "["}, {Ref: strings.Repeat("b", 64)}, {Text: "]"}},
+			strings.Repeat("b", 64): {{Text: "["}, {Ref: strings.Repeat("a", 64)}, {Text: "]"}}}}, "joins"},
+		"a join embedding a join no line defines": {Event{Step: 1, Joins: map[string][]JoinPart{
+			strings.Repeat("a", 64): {{Text: "["}, {Ref: strings.Repeat("b", 64)}, {Text: "]"}}}}, "joins"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			err := resolveStored([]Event{c.ev})
+			var re *RefError
+			if !errors.As(err, &re) || re.Field != c.field || re.Step != 1 {
+				t.Fatalf("got %v, want a *RefError for %s at step 1", err, c.field)
+			}
+		})
+	}
+}
