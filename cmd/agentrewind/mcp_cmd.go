@@ -39,8 +39,10 @@ tools/list, tools/call, resources/read, prompts/get, ...) as a tool event named 
 request the server sends the agent (sampling, elicitation, roots) is recorded as a note. replay starts
 nothing: SERVER-COMMAND may be absent from the machine; every request is answered from the session,
 and one the session does not hold is a drift, answered with a JSON-RPC error (code -32050) naming the
-step and the nearest recorded call. fork serves a session as replay does and records a child session
-(--at-step, --on-miss, --goal-tool); it starts no server either.
+step and the nearest recorded call. fork serves the steps before --at-step as replay does and relays
+the tail to SERVER-COMMAND, started at the tail's first call (initialized as the agent initialized
+this run), recording a child session (--goal-tool); without SERVER-COMMAND the tail is answered from
+the session, and by --on-miss where it holds nothing.
 
 A server that dies mid-call is recorded as that call's error (code -32051 to the agent), in replay
 too. A frame that is not JSON-RPC gets a -32700/-32600 error naming the byte, and the run goes on.

@@ -18,9 +18,9 @@ const (
 	Record Mode = "record"
 	// Replay starts nothing and answers every call from the recording.
 	Replay Mode = "replay"
-	// Fork serves the recording's steps before AtStep and records a child session. It starts no
-	// server either: the engine's fork answers every tool call, in the tail too, from the recording
-	// when it holds it and else by OnMiss (replay.ForkOptions takes no live tools).
+	// Fork serves the recording's steps before AtStep and records a child session; the tail is relayed
+	// to a real server, started at the tail's first call (replay.ForkOptions.LiveTools). Without a
+	// server command the tail is answered from the recording, and by OnMiss where it holds nothing.
 	Fork Mode = "fork"
 )
 
@@ -88,7 +88,7 @@ type engine struct {
 	ctx   context.Context
 }
 
-// startEngine starts the engine for opts; tools are the live tools (record mode only).
+// startEngine starts the engine for opts; tools are the live tools (record, and a fork's tail).
 func startEngine(ctx context.Context, opts RunOptions, tools map[string]replay.Tool) *engine {
 	e := &engine{ready: make(chan struct{}), stop: make(chan struct{}), done: make(chan *Outcome, 1)}
 	harness := func(hctx context.Context, ac replay.AgentContext) error {
@@ -107,7 +107,7 @@ func startEngine(ctx context.Context, opts RunOptions, tools map[string]replay.T
 			out.Replay, out.Err = replay.Replay(ctx, replay.ReplayOptions{Config: opts.Config, Session: opts.Session, DriftPolicy: opts.DriftPolicy}, harness)
 		case Fork:
 			out.Fork, out.Err = replay.Fork(ctx, replay.ForkOptions{Config: opts.Config, Parent: opts.Session, Dir: opts.Dir, ID: opts.ID,
-				AtStep: opts.AtStep, OnMiss: opts.OnMiss, Goal: opts.Goal, DriftPolicy: opts.DriftPolicy}, harness)
+				AtStep: opts.AtStep, OnMiss: opts.OnMiss, Goal: opts.Goal, DriftPolicy: opts.DriftPolicy, LiveTools: tools}, harness)
 		}
 		e.done <- out
 	}()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentrewind/agentrewind/internal/engine/codec/mcp"
+	"github.com/agentrewind/agentrewind/internal/engine/replay"
 )
 
 // StdioOptions describe a stand-in for a stdio MCP server.
@@ -43,18 +44,17 @@ func ServeStdio(ctx context.Context, opts StdioOptions, in io.Reader, out io.Wri
 		logf = func(string, ...any) {}
 	}
 	r := &stdioRun{opts: opts, out: out, logf: logf, cancels: map[string]context.CancelFunc{}}
-	var tools = Tools(opts.Server, func() Upstream {
-		if r.server == nil {
-			return nil
-		}
-		return r.server
-	})
-	if opts.Mode == Record {
-		srv, err := startStdioServer(opts.Command, opts.Env, opts.ServerStderr, r.write, r.serverRequest, logf)
+	var tools map[string]replay.Tool
+	switch {
+	case opts.Mode == Record:
+		srv, err := r.startServer()
 		if err != nil {
 			return &Outcome{Mode: opts.Mode, Err: err}
 		}
 		r.server = srv
+		tools = Tools(opts.Server, func() Upstream { return srv })
+	case opts.Mode == Fork && len(opts.Command) > 0:
+		tools = Tools(opts.Server, func() Upstream { return forkTail{r} })
 	}
 	eng := startEngine(ctx, opts.RunOptions, tools)
 	if out := eng.wait(); out != nil {
@@ -74,8 +74,8 @@ type stdioRun struct {
 	opts   StdioOptions
 	out    io.Writer
 	logf   func(string, ...any)
-	server *stdioServer // nil unless recording
 	eng    *engine
+	tailMu sync.Mutex // one start of a fork's tail server
 
 	calls    context.Context // parent of every call; cut at shutdown
 	cutCalls context.CancelFunc
@@ -83,8 +83,68 @@ type stdioRun struct {
 
 	wmu sync.Mutex // one frame at a time to the client
 
-	mu      sync.Mutex
-	cancels map[string]context.CancelFunc // calls in flight by client id
+	mu         sync.Mutex
+	cancels    map[string]context.CancelFunc // calls in flight by client id
+	server     *stdioServer                  // the real server: from the start when recording, from a fork's tail on
+	initParams json.RawMessage               // what the client initialized with, to initialize a fork's tail server
+}
+
+func (r *stdioRun) startServer() (*stdioServer, error) {
+	return startStdioServer(r.opts.Command, r.opts.Env, r.opts.ServerStderr, r.write, r.serverRequest, r.logf)
+}
+
+// live is the real server, or nil before there is one.
+func (r *stdioRun) live() *stdioServer {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.server
+}
+
+// forkTail is the server a fork's tail relays to, started at the tail's first call.
+type forkTail struct{ r *stdioRun }
+
+func (f forkTail) Call(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	srv, err := f.r.startTail(ctx, method)
+	if err != nil {
+		return nil, err
+	}
+	return srv.Call(ctx, method, params)
+}
+
+// startTail starts the real server for a fork's tail. The prefix answered initialize from the
+// recording, so unless the tail starts with initialize itself the server is initialized here the way
+// the client initialized this run.
+func (r *stdioRun) startTail(ctx context.Context, method string) (*stdioServer, error) {
+	r.tailMu.Lock()
+	defer r.tailMu.Unlock()
+	if srv := r.live(); srv != nil {
+		return srv, nil
+	}
+	srv, err := r.startServer()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", mcp.ErrServerUnavailable, err)
+	}
+	if method != "initialize" {
+		r.mu.Lock()
+		init := r.initParams
+		r.mu.Unlock()
+		if init == nil {
+			srv.Close(r.opts.ShutdownTimeout / 2)
+			return nil, fmt.Errorf("%w: the fork's tail reached %s before the client initialized", mcp.ErrServerUnavailable, method)
+		}
+		if _, err := srv.Call(ctx, "initialize", init); err != nil {
+			srv.Close(r.opts.ShutdownTimeout / 2)
+			return nil, fmt.Errorf("%w: initializing the fork's server: %v", mcp.ErrServerUnavailable, err)
+		}
+		if err := srv.Forward(mcp.Message{Method: "notifications/initialized"}); err != nil {
+			srv.Close(r.opts.ShutdownTimeout / 2)
+			return nil, fmt.Errorf("%w: %v", mcp.ErrServerUnavailable, err)
+		}
+	}
+	r.mu.Lock()
+	r.server = srv
+	r.mu.Unlock()
+	return srv, nil
 }
 
 // write sends a frame to the client.
@@ -145,6 +205,9 @@ func (r *stdioRun) handle(frame []byte, off int64) {
 	case msg.IsRequest():
 		ctx, cancel := context.WithCancel(r.calls)
 		r.mu.Lock()
+		if msg.Method == "initialize" {
+			r.initParams = msg.Params
+		}
 		r.cancels[string(msg.ID)] = cancel
 		r.mu.Unlock()
 		r.inflight.Add(1)
@@ -165,11 +228,12 @@ func (r *stdioRun) handle(frame []byte, off int64) {
 	default:
 		// Other notifications (initialized, progress, roots changed) and the client's answers to the
 		// server's requests go to the server when there is one; a replay has nobody to tell.
-		if msg.IsResponse() && r.server != nil {
+		srv := r.live()
+		if msg.IsResponse() && srv != nil {
 			r.eng.ac.Note(r.eng.ctx, fmt.Sprintf("mcp %s: the client answered the server's request %s: %s", r.opts.Server, msg.ID, frame))
 		}
-		if r.server != nil {
-			if err := r.server.Forward(msg); err != nil {
+		if srv != nil {
+			if err := srv.Forward(msg); err != nil {
 				r.logf("Could not pass %s to the MCP server: %v", describe(msg), err)
 			}
 		}
@@ -235,7 +299,7 @@ func (r *stdioRun) shutdown() *Outcome {
 }
 
 func (r *stdioRun) closeServer() {
-	if r.server != nil {
-		r.server.Close(r.opts.ShutdownTimeout / 2)
+	if srv := r.live(); srv != nil {
+		srv.Close(r.opts.ShutdownTimeout / 2)
 	}
 }

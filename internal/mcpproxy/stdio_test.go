@@ -481,3 +481,62 @@ func TestStdioCancellationReachesTheServerAndDoesNotBreakReplay(t *testing.T) {
 		t.Errorf("replaying a run with a canceled call: %v", out.Err)
 	}
 }
+
+func TestStdioForkServesThePrefixAndRelaysTheTailToAFreshServer(t *testing.T) {
+	_, log := serverOnPath(t)
+	dir := filepath.Join(t.TempDir(), "parent")
+	c := connect(t, StdioOptions{RunOptions: RunOptions{Mode: Record, Server: "weather", Dir: dir, ID: "parent"},
+		Command: []string{"weather-mcp"}, Env: mcptest.ChildEnv(log)})
+	mcptest.Add(t, c.ClientSession, 2, 3)
+	mcptest.Add(t, c.ClientSession, 10, 20)
+	if out := c.finish(t); out.Err != nil {
+		t.Fatal(out.Err)
+	}
+	parent, err := session.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := stepOf(t, parent, `"a":10`)
+	starts, calls := mcptest.Log(log)
+
+	child := filepath.Join(t.TempDir(), "child")
+	f := connect(t, StdioOptions{RunOptions: RunOptions{Mode: Fork, Server: "weather", Session: parent, Dir: child, ID: "child", AtStep: second,
+		Goal: &replay.Goal{Tool: "weather/tools/call", ArgsMatch: json.RawMessage(`{"arguments":{"a":7}}`)}},
+		Command: []string{"weather-mcp"}, Env: mcptest.ChildEnv(log)})
+	if got := mcptest.Add(t, f.ClientSession, 2, 3); got != "5" {
+		t.Errorf("the prefix's add = %q", got)
+	}
+	if s, _ := mcptest.Log(log); s != starts {
+		t.Errorf("the fork started the server while serving its prefix")
+	}
+	if got := mcptest.Add(t, f.ClientSession, 7, 8); got != "15" {
+		t.Errorf("the tail's add, relayed to the real server, = %q", got)
+	}
+	if got := mcptest.Add(t, f.ClientSession, 1, 1); got != "2" {
+		t.Errorf("a second tail call = %q", got)
+	}
+	out := f.finish(t)
+	if out.Err != nil || out.Fork == nil {
+		t.Fatalf("fork: %v", out.Err)
+	}
+	s2, calls2 := mcptest.Log(log)
+	if s2 != starts+1 || len(calls2) != len(calls)+2 {
+		t.Errorf("the tail started the server %d times and made %d calls; want 1 start and the 2 tail calls", s2-starts, len(calls2)-len(calls))
+	}
+	if diff := cmp.Diff(replay.ProvenanceCounts{Recorded: 2, Live: 2}, out.Fork.Provenance); diff != "" {
+		t.Errorf("fork provenance (initialize and the first add served, two adds live) (-want +got):\n%s", diff)
+	}
+	if out.Fork.ReachedGoal == nil || !*out.Fork.ReachedGoal {
+		t.Error("the fork's goal (the live add of 7) was not reached")
+	}
+	rec, err := session.Open(child)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Meta.Parent != "parent" {
+		t.Errorf("child's parent %q", rec.Meta.Parent)
+	}
+	if ev := findCall(t, rec, `"a":7`); ev.Provenance != session.ProvenanceLive || !strings.Contains(string(ev.Result), `"15"`) {
+		t.Errorf("the tail's call was recorded with provenance %q and result %s", ev.Provenance, ev.Result)
+	}
+}

@@ -36,6 +36,10 @@ type ForkOptions struct {
 	// OnMiss is the policy for tool calls the recording does not hold (default Error). Matched tool
 	// calls are always served from the recording: running tools for real needs a sandbox.
 	OnMiss OnMiss
+	// LiveTools, when set, run every tool call of the tail live (ForkRun tools.onMatch: Live), tagged
+	// live, instead of serving the recording: for tools that are safe to run again, such as an MCP
+	// server the fork relays to. A tool it does not name still follows the recording and OnMiss.
+	LiveTools map[string]Tool
 	// DriftPolicy applies to the served prefix (default Strict).
 	DriftPolicy DriftPolicy
 	// Goal, when set, is evaluated on the child's trace.
@@ -156,7 +160,7 @@ func Fork(ctx context.Context, opts ForkOptions, harness Harness) (*ForkResult, 
 	if err := r.openVault(ctx, opts.Parent); err != nil {
 		return nil, err
 	}
-	r.model, r.matcher, r.atStep = opts.Model, NewMatcher(opts.Parent.Events), opts.AtStep
+	r.model, r.tools, r.matcher, r.atStep = opts.Model, opts.LiveTools, NewMatcher(opts.Parent.Events), opts.AtStep
 	r.policy = orStrict(opts.DriftPolicy)
 	r.fork = &forkState{overrides: opts.Overrides, onMiss: opts.OnMiss}
 	id := opts.ID

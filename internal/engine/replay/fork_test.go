@@ -271,3 +271,25 @@ func TestRequestPatchesFollowRFC6902(t *testing.T) {
 		})
 	}
 }
+
+func TestForkWithLiveToolsRunsTheTailsToolCallsForReal(t *testing.T) {
+	parent, _ := recordTriage(t, liveEntropy())
+	var ran []string
+	live := map[string]Tool{"add_label": func(_ context.Context, args json.RawMessage) (any, error) {
+		ran = append(ran, string(args))
+		return map[string]bool{"labelled": true}, nil
+	}}
+	res := forkTriage(t, parent, ForkOptions{AtStep: decideStep, Model: triageModel(), LiveTools: live}, triageSystem)
+	if len(ran) != 1 {
+		t.Fatalf("the tail's add_label ran %d times, want once, live", len(ran))
+	}
+	// plan and search served (the entropy draws are not counted); decide and add_label live.
+	if diff := cmp.Diff(ProvenanceCounts{Recorded: 2, Live: 2}, res.Provenance); diff != "" {
+		t.Fatalf("provenance counts (-want +got):\n%s", diff)
+	}
+	for _, ev := range res.Trace {
+		if ev.Name == "add_label" && (ev.Provenance != session.ProvenanceLive || string(ev.Result) != `{"labelled":true}`) {
+			t.Errorf("add_label in the tail: provenance %s, result %s; want the live answer", ev.Provenance, ev.Result)
+		}
+	}
+}

@@ -36,6 +36,12 @@ func (r *runner) Tool(ctx context.Context, name string, args any, opts ...CallOp
 	if r.phaseOf(c.step) == phaseLive && r.fork == nil {
 		return r.liveTool(ctx, ev, argsJSON)
 	}
+	if r.phaseOf(c.step) == phaseLive && r.tools[name] != nil {
+		// A fork's tail, with the tool declared safe to run again (ForkOptions.LiveTools).
+		ev.Provenance = session.ProvenanceLive
+		r.fork.count(session.ProvenanceLive)
+		return r.liveTool(ctx, ev, argsJSON)
+	}
 	// Tool calls are always answered from the recording when it has them — in a fork's tail too:
 	// running tools for real needs a sandbox.
 	if rec, ok := r.resolve(c, session.KindToolCall, toolKey(name, argsHash)); ok {
