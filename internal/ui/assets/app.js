@@ -78,7 +78,12 @@
   function route() {
     const parts = location.hash.replace(/^#\/?/, '').split('/').filter((p) => p !== '');
     if (parts[0] !== 's' || parts.length < 2) { view = null; return showList().catch(fail); }
-    const id = decodeURIComponent(parts[1]);
+    // A link edited by hand may hold an escape that does not decode: say so, never fail silently.
+    let id;
+    try { id = decodeURIComponent(parts[1]); } catch (e) {
+      view = null;
+      return fail(new Error('cannot read the session name in the link ' + location.hash + ': ' + e.message));
+    }
     const tab = parts[2] || 'timeline';
     if (tab === 'step') {
       const step = Number(parts[3]);
