@@ -327,7 +327,7 @@ func forkView(parentID, childID string, parent, child *session.Session, offset, 
 	if child.Meta.ForkedAtStep != nil {
 		at = *child.Meta.ForkedAtStep
 	}
-	v := ForkView{Parent: parentID, Child: childID, ForkedAtStep: at, Offset: offset, Rows: []ForkRow{}}
+	v := ForkView{Parent: parentID, Child: childID, ForkedAtStep: at, Rows: []ForkRow{}}
 	if d := replay.Compare(parent.Events, child.Events); d != nil {
 		dv := &DivergenceView{Step: d.Step, Code: string(d.Code), Kind: string(d.Kind), Lane: d.Lane, CallSite: d.CallSite, Message: d.Error(), Diff: d.Diff}
 		if dv.Diff == nil {
@@ -342,6 +342,7 @@ func forkView(parentID, childID string, parent, child *session.Session, offset, 
 	steps := mergeSteps(ps, cs)
 	v.Total = len(steps)
 	lo, hi := pageBounds(len(steps), offset, limit)
+	v.Offset = lo // the offset served: past the end, the end
 	pRows, cRows := rowsByStep(parent, ps), rowsByStep(child, cs)
 	for _, st := range steps[lo:hi] {
 		r := ForkRow{Step: st, Parent: pRows[st], Child: cRows[st]}
