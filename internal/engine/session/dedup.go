@@ -160,6 +160,50 @@ func (in *interner) join(data []byte) []JoinPart {
 	return nil
 }
 
+// checkText refuses, before anything of ev is stored, a value the reader would refuse (checkJSONText:
+// invalid UTF-8, an unpaired surrogate escape, a duplicate key), naming its field: written as it is,
+// the log would commit but never open again. Go strings need no check (encoding/json writes them
+// valid); a message the previous request carried as it is was checked then, so a turn checks what it
+// adds, not the whole conversation.
+func (in *interner) checkText(ev *Event) error {
+	check := func(field string, v json.RawMessage) error {
+		if len(v) == 0 {
+			return nil
+		}
+		if err := checkJSONText(v, nil); err != nil {
+			return fmt.Errorf("%s: %w", field, err)
+		}
+		return nil
+	}
+	raw := map[string]json.RawMessage{"args": ev.Args, "result": ev.Result, "value": ev.Value, "ledger": ev.Ledger}
+	if ev.Error != nil {
+		raw["error.data"] = ev.Error.Data
+	}
+	if ev.Response != nil {
+		raw["response.content"], raw["response.raw"] = ev.Response.Content, ev.Response.Raw
+	}
+	for i, ch := range ev.Stream {
+		raw[fmt.Sprintf("stream[%d].data", i)] = ch.Data
+	}
+	if r := ev.Request; r != nil {
+		for k, v := range r.Params {
+			raw["request.params."+k] = v
+		}
+		for i, m := range r.Messages {
+			if i < len(in.last) && in.last[i].role == m.Role && bytes.Equal(in.last[i].raw, m.Content) {
+				continue
+			}
+			raw[fmt.Sprintf("request.messages[%d].content", i)] = m.Content
+		}
+	}
+	for _, field := range slices.Sorted(maps.Keys(raw)) {
+		if err := check(field, raw[field]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // defineValue defines the encoding of v when it is at least refMin bytes, returning "" otherwise.
 func (in *interner) defineValue(ev *Event, v any) (string, error) {
 	data, err := json.Marshal(v)

@@ -151,3 +151,57 @@ func TestDefinitionsOfOneLineThatDependOnEachOtherAreLearntInLinearTimeOrRefused
 		})
 	}
 }
+
+// Content the writer shares between lines reads back byte for byte whatever its text: invalid UTF-8,
+// escaped lone surrogates, U+2028, HTML characters and NUL escapes, in a message repeated from turn
+// to turn, a response's content, a tool's result and a stream's text (or is refused when written).
+func TestSharedDefinitionsOfUnusualTextReadBackByteForByte(t *testing.T) {
+	texts := map[string]string{
+		"invalid UTF-8":      "\"caf\xe9 \xff\xfe " + strings.Repeat("pad ", 40) + "\"",
+		"lone surrogates":    `"\ud800 and \udfff alone ` + strings.Repeat("pad ", 40) + `"`,
+		"line separators":    "\"\u2028 and \u2029 " + strings.Repeat("pad ", 40) + "\"",
+		"html and nul":       `"<b> & </b> \u0000 ` + strings.Repeat("pad ", 40) + `"`,
+		"a split surrogate":  `"\ud83d` + strings.Repeat("pad ", 40) + `\ude00"`,
+		"escaped everything": `"\u0061\u0062\/\b\f ` + strings.Repeat("pad ", 40) + `"`,
+	}
+	for name, text := range texts {
+		t.Run(name, func(t *testing.T) {
+			content := json.RawMessage(text)
+			answer := json.RawMessage(`[{"type":"text","text":` + text + `}]`)
+			var stream []Chunk
+			stream = append(stream, Chunk{Data: json.RawMessage(`{"delta":{"text":` + text + `}}`)})
+			msgs := []Message{{Role: "user", Content: content}}
+			events := []Event{{Step: 0, Lane: "0", Kind: KindSessionStart},
+				{Step: 1, Seq: 0, Lane: "0", CallSite: "plan", Kind: KindModelCall, Request: &Request{Model: "m", Messages: msgs},
+					RequestHash: strings.Repeat("a", 64), Response: &Response{Content: answer, StopReason: "end_turn"}, Stream: stream},
+				{Step: 2, Seq: 1, Lane: "0", CallSite: "read", Kind: KindToolCall, Name: "read", Args: json.RawMessage(`{}`), Result: content},
+				{Step: 3, Seq: 2, Lane: "0", CallSite: "plan", Kind: KindModelCall,
+					Request:     &Request{Model: "m", Messages: append(msgs, Message{Role: "assistant", Content: answer}, Message{Role: "user", Content: content})},
+					RequestHash: strings.Repeat("b", 64), Response: &Response{Content: answer, StopReason: "end_turn"}},
+				{Step: 4, Lane: "0", Kind: KindSessionEnd, OK: boolPtr(true)}}
+			dir := t.TempDir()
+			w, err := Create(dir, Meta{ID: "s", FingerprintMode: "strict"}, WriterOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ev := range events {
+				if err := w.Append(ev); err != nil {
+					if !strings.Contains(err.Error(), "step") || !strings.Contains(err.Error(), "byte") {
+						t.Fatalf("refused without naming the field and byte: %v", err)
+					}
+					t.Logf("refused when written: %v", err)
+					w.Abort()
+					return
+				}
+			}
+			if _, err := w.Close(nil); err != nil {
+				t.Fatal(err)
+			}
+			s, err := Open(dir)
+			if err != nil {
+				t.Fatalf("the writer accepted it, the reader refuses it: %v", err)
+			}
+			sameEvents(t, events, s.Events)
+		})
+	}
+}

@@ -109,6 +109,9 @@ func (w *Writer) Append(ev Event) error {
 	if ev.Defs != nil || ev.Joins != nil || ev.Lists != nil || ev.Refs != nil || ev.StreamText != nil {
 		return fmt.Errorf("session: the event at step %d carries stored-form fields (defs, joins, lists, refs, streamText); append the event as the reader returns it", ev.Step)
 	}
+	if err := w.defs.checkText(&ev); err != nil {
+		return fmt.Errorf("session: the event at step %d cannot be stored as it is: %w", ev.Step, err)
+	}
 	ev = w.inherit(ev)
 	ev.DefBlobs = nil // the reader's list of what the line it read defined; this line defines its own
 	var err error
