@@ -2,7 +2,10 @@ package ui
 
 import (
 	"fmt"
+	"math"
+	"path/filepath"
 	"testing"
+	"time"
 )
 
 // TestPagedEndpointsReportTheOffsetTheyServed: a page asked for past the end (or from a hand-edited
@@ -22,5 +25,39 @@ func TestPagedEndpointsReportTheOffsetTheyServed(t *testing.T) {
 				t.Errorf("%s from offset %d: offset %d with %d rows of %d; want offset %d", name, offset, p.offset, p.rows, p.total, want)
 			}
 		}
+	}
+}
+
+// TestForkPageCostsItsOwnSize: a page of the fork view of a long fork checks the fingerprints of the
+// page's rows only, not of every step from the fork point. Measured as a ratio, best of three each:
+// one fork page of 10 steps (pairing, the divergence check and 10 rows a side) against building
+// the rows of the whole log once, which is what every fork page used to cost twice over.
+func TestForkPageCostsItsOwnSize(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes a 60,000-event session")
+	}
+	root := t.TempDir()
+	writeLargeSession(t, filepath.Join(root, "big"), "big", 60_000)
+	parent := mustOpen(t, filepath.Join(root, "big"))
+	child := mustOpen(t, filepath.Join(root, "big"))
+	at := int64(1)
+	child.Meta.ForkedAtStep = &at
+	best := func(f func()) time.Duration {
+		d := time.Duration(math.MaxInt64)
+		for range 3 {
+			start := time.Now()
+			f()
+			d = min(d, time.Since(start))
+		}
+		return d
+	}
+	page := best(func() {
+		if v := forkView("big", "fork", parent, child, 30_000, 10); len(v.Rows) != 10 || v.Rows[0].Parent == nil || v.Rows[0].Child == nil {
+			t.Fatalf("the page: %+v", v.Rows)
+		}
+	})
+	whole := best(func() { rowsOf(parent, parent.Events) })
+	if ratio := float64(page) / float64(whole); ratio > 1.0/3 {
+		t.Errorf("a fork page of 10 steps costs %.2f of building every row of the log (%v against %v); want under 1/3", ratio, page, whole)
 	}
 }

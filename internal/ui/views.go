@@ -3,6 +3,7 @@ package ui
 import (
 	"bytes"
 	"encoding/json"
+	"sort"
 	"strings"
 	"time"
 
@@ -343,7 +344,12 @@ func forkView(parentID, childID string, parent, child *session.Session, offset, 
 	v.Total = len(steps)
 	lo, hi := pageBounds(len(steps), offset, limit)
 	v.Offset = lo // the offset served: past the end, the end
-	pRows, cRows := rowsByStep(parent, ps), rowsByStep(child, cs)
+	if lo == hi {
+		return v
+	}
+	// Rows only for the page's steps: a row checks its fingerprint, and a page costs its own size.
+	first, last := steps[lo], steps[hi-1]
+	pRows, cRows := rowsByStep(parent, stepRange(ps, first, last)), rowsByStep(child, stepRange(cs, first, last))
 	for _, st := range steps[lo:hi] {
 		r := ForkRow{Step: st, Parent: pRows[st], Child: cRows[st]}
 		r.Diverged = v.Divergence != nil && st == v.Divergence.Step
@@ -359,6 +365,13 @@ func fromStep(events []session.Event, at int64) []session.Event {
 		}
 	}
 	return nil
+}
+
+// stepRange is the events of a log sorted by step whose steps are from first to last.
+func stepRange(events []session.Event, first, last int64) []session.Event {
+	lo := sort.Search(len(events), func(i int) bool { return events[i].Step >= first })
+	hi := sort.Search(len(events), func(i int) bool { return events[i].Step > last })
+	return events[lo:hi]
 }
 
 // mergeSteps is the sorted union of the steps of two logs, each sorted by step.
