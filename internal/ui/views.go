@@ -38,8 +38,28 @@ type Row struct {
 	Forged string `json:"forged,omitempty"`
 }
 
-// whatMax bounds Row.What: the row is one line, the step view has the whole value.
-const whatMax = 120
+// whatMax bounds Row.What and errorMax Row.Error, in characters: the row is one line and its error a
+// tooltip; the step view has the whole values.
+const (
+	whatMax  = 120
+	errorMax = 500
+)
+
+// clip cuts s to n characters, the last an ellipsis, reading no further than the cut: a recorded
+// string may be megabytes long, and a page of rows must not cost a copy of each.
+func clip(s string, n int) string {
+	count, cut := 0, 0
+	for i := range s {
+		if count == n-1 {
+			cut = i
+		}
+		if count == n {
+			return s[:cut] + "…"
+		}
+		count++
+	}
+	return s
+}
 
 // rowsOf lists events as timeline rows, marking those whose stored fingerprint the engine finds
 // forged. Only the events given are checked, so a page costs its own size, not the session's.
@@ -60,11 +80,10 @@ func rowsOf(s *session.Session, events []session.Event) []Row {
 			r.InputTokens, r.OutputTokens, r.CostMicroUSD = ev.Usage.InputTokens, ev.Usage.OutputTokens, ev.Usage.CostMicroUSD
 		}
 		if ev.Error != nil {
-			r.Error = ev.Error.Error()
+			// Not ev.Error.Error(): that copies the whole message before it is cut.
+			r.Error = clip(clip(ev.Error.Name, errorMax)+": "+clip(ev.Error.Message, errorMax), errorMax)
 		}
-		if rs := []rune(r.What); len(rs) > whatMax {
-			r.What = string(rs[:whatMax-1]) + "…"
-		}
+		r.What = clip(r.What, whatMax)
 		rows[i] = r
 	}
 	return rows
