@@ -229,7 +229,7 @@ func (s *SessionStore) downloadLog(ctx context.Context, barrier *syncBarrier, me
 		return "", 0, err
 	}
 	cw := &countingWriter{w: f}
-	r := &segmentReader{blobs: storeBlobs{ctx: ctx, s: s}, segs: idx.Segments}
+	r := s.newSegmentReader(ctx, meta, idx.Segments)
 	err = copyVerified(cw, r, meta.EventsHash, s.name(key))
 	if err == nil {
 		err = barrier.file(f)

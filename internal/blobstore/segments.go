@@ -141,36 +141,51 @@ func (s *SessionStore) readIndex(ctx context.Context, meta session.Meta) (idx se
 		return idx, true, &session.CorruptMetaError{File: s.name(key), Field: "eventsHash",
 			Err: fmt.Errorf("is %s, but meta.json commits %s: the index does not belong to this session", idx.EventsHash, meta.EventsHash)}
 	}
+	var total int64
 	for i, seg := range idx.Segments {
 		if !session.ValidBlobHash(seg.Hash) || seg.Bytes <= 0 {
 			return idx, true, fmt.Errorf("%s: segments[%d] is not a sha256 digest with a positive size", s.name(key), i)
+		}
+		if total += seg.Bytes; total < 0 {
+			return idx, true, fmt.Errorf("%s: segments[%d].bytes: the sizes add up past 2^63 bytes", s.name(key), i)
 		}
 	}
 	return idx, true, nil
 }
 
 // segmentReader reads a segmented log as one stream: each segment is fetched whole and checked
-// against its digest before any of its bytes is returned; the caller checks the whole against
-// eventsHash. Memory is one segment.
+// against its digest and its listed size before any of its bytes is returned; the caller checks the
+// whole against eventsHash. Memory is one segment.
 type segmentReader struct {
 	blobs storeBlobs
+	index string // segments.json's name, for errors
 	segs  []segment
+	next  int // the index of the next segment to fetch
 	buf   *bytes.Reader
+}
+
+func (s *SessionStore) newSegmentReader(ctx context.Context, meta session.Meta, segs []segment) *segmentReader {
+	return &segmentReader{blobs: storeBlobs{ctx: ctx, s: s}, index: s.name(s.layout.SessionSegments(meta.ID)), segs: segs}
 }
 
 func (r *segmentReader) Read(p []byte) (int, error) {
 	for r.buf == nil || r.buf.Len() == 0 {
-		if len(r.segs) == 0 {
+		if r.next == len(r.segs) {
 			return 0, io.EOF
 		}
-		seg := r.segs[0]
-		r.segs = r.segs[1:]
+		i, seg := r.next, r.segs[r.next]
+		r.next++
 		data, err := r.blobs.ReadBlob(seg.Hash)
 		if errors.Is(err, ErrNotFound) {
 			return 0, &session.MissingError{Object: r.blobs.s.name(r.blobs.s.layout.Blob(seg.Hash)), Field: "segment", Err: err}
 		}
 		if err != nil {
 			return 0, err
+		}
+		// The digest matched, so the size is the index's lie, not the segment's damage.
+		if int64(len(data)) != seg.Bytes {
+			return 0, &session.CorruptMetaError{File: r.index, Field: fmt.Sprintf("segments[%d].bytes", i),
+				Err: fmt.Errorf("is %d, but the segment %s holds %d bytes", seg.Bytes, seg.Hash, len(data))}
 		}
 		r.buf = bytes.NewReader(data)
 	}
@@ -186,7 +201,8 @@ func (s *SessionStore) openLog(ctx context.Context, meta session.Meta) (io.ReadC
 		return nil, "", err
 	}
 	if found {
-		return &segmentReader{blobs: storeBlobs{ctx: ctx, s: s}, segs: idx.Segments}, s.name(s.layout.SessionSegments(meta.ID)), nil
+		r := s.newSegmentReader(ctx, meta, idx.Segments)
+		return r, r.index, nil
 	}
 	key := s.layout.SessionEvents(meta.ID)
 	body, err := s.objects.Get(ctx, key)
