@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
@@ -25,6 +26,7 @@ type Store struct {
 	// capture's baseline without reading it back.
 	mu        sync.Mutex
 	summaries map[string]Summary
+	heads     map[string]Summary
 	last      struct {
 		id string
 		m  *Manifest
@@ -80,6 +82,54 @@ func (s *Store) Create(ctx context.Context, dir string, opts CaptureOptions) (Cr
 	s.cacheSummary(id, m)
 	s.mu.Unlock()
 	return Created{ID: id, New: true, Stats: st}, nil
+}
+
+// manifestHead is a manifest without its files.
+type manifestHead struct {
+	SchemaVersion    int       `json:"schemaVersion"`
+	CreatedAt        time.Time `json:"createdAt"`
+	Anchor           Anchor    `json:"anchor"`
+	Reason           string    `json:"reason,omitempty"`
+	Guard            bool      `json:"guard,omitempty"`
+	IncrementalBytes int64     `json:"incrementalBytes"`
+	GitCommit        string    `json:"gitCommit,omitempty"`
+}
+
+// loadHead summarises the manifest named id from its head alone (Files and Bytes stay 0), once its
+// bytes hash to id; the head is cached. The files are checked when the manifest is loaded, as a
+// capture's baseline or for a restore.
+func (s *Store) loadHead(ctx context.Context, id string) (Summary, error) {
+	s.mu.Lock()
+	sum, ok := s.heads[id]
+	s.mu.Unlock()
+	if ok {
+		return sum, nil
+	}
+	if !session.ValidBlobHash(id) {
+		return Summary{}, fmt.Errorf("checkpoint id %q is not a sha256 hex digest", id)
+	}
+	data, err := s.Manifests.Get(ctx, id)
+	if err != nil {
+		return Summary{}, err
+	}
+	if got := sha256.Sum256(data); hex.EncodeToString(got[:]) != id {
+		return Summary{}, &TamperedError{ID: id, Actual: hex.EncodeToString(got[:])}
+	}
+	var h manifestHead
+	if err := json.Unmarshal(data, &h); err != nil {
+		return Summary{}, &ManifestError{Reason: err.Error()}
+	}
+	if h.SchemaVersion < minSchemaVersion || h.SchemaVersion > SchemaVersion {
+		return Summary{}, &ManifestError{Reason: fmt.Sprintf("schema version %d is not one of %d to %d", h.SchemaVersion, minSchemaVersion, SchemaVersion)}
+	}
+	sum = Summary{ID: id, CreatedAt: h.CreatedAt, Anchor: h.Anchor, Reason: h.Reason, Guard: h.Guard || h.Reason == ReasonGuard, IncrementalBytes: h.IncrementalBytes, GitCommit: h.GitCommit}
+	s.mu.Lock()
+	if s.heads == nil {
+		s.heads = map[string]Summary{}
+	}
+	s.heads[id] = sum
+	s.mu.Unlock()
+	return sum, nil
 }
 
 // cacheSummary remembers the summary of the verified manifest m named id; s.mu is held.
@@ -185,10 +235,12 @@ func (s *Store) Scan(ctx context.Context) ([]Summary, []Unreadable, error) {
 	return list, bad, nil
 }
 
-// list summarises every checkpoint; lenient skips manifests that do not verify, so a damaged
-// checkpoint never stops a new capture or a guard from being taken (seed D10), and takes the summary
-// of a manifest this Store verified before from memory (a capture lists the store each time). The
-// strict list verifies every manifest again.
+// list summarises every checkpoint. The strict list loads and verifies every manifest. The lenient
+// one, which a capture runs to pick its baseline, reads only their heads (Files and Bytes stay 0), from
+// memory when this Store has read or written the manifest before, and skips a manifest that does not
+// hash to its name or whose head does not decode, so a damaged checkpoint never stops a new capture
+// or a guard from being taken (seed D10): decoding every file of every stored manifest would cost
+// more than the capture.
 func (s *Store) list(ctx context.Context, lenient bool) ([]Summary, error) {
 	ids, err := s.Manifests.List(ctx)
 	if err != nil {
@@ -196,24 +248,27 @@ func (s *Store) list(ctx context.Context, lenient bool) ([]Summary, error) {
 	}
 	var list []Summary
 	for _, id := range ids {
-		s.mu.Lock()
-		sum, ok := s.summaries[id]
-		s.mu.Unlock()
-		if ok && lenient {
-			list = append(list, sum)
+		if lenient {
+			s.mu.Lock()
+			sum, ok := s.summaries[id]
+			s.mu.Unlock()
+			var err error
+			if !ok {
+				sum, err = s.loadHead(ctx, id)
+			}
+			if err != nil && ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			if err == nil {
+				list = append(list, sum)
+			}
 			continue
 		}
 		m, err := s.Load(ctx, id)
-		if err != nil && lenient && ctx.Err() == nil {
-			continue
-		}
 		if err != nil {
 			return nil, err
 		}
-		s.mu.Lock()
-		sum = s.cacheSummary(id, m)
-		s.mu.Unlock()
-		list = append(list, sum)
+		list = append(list, Summarize(id, m))
 	}
 	SortNewestFirst(list)
 	return list, nil
