@@ -205,3 +205,46 @@ func TestSharedDefinitionsOfUnusualTextReadBackByteForByte(t *testing.T) {
 		})
 	}
 }
+
+// A stored stream's spans that do not fit the response or the chunks are refused naming
+// streamText[i], whatever the lie: out of range both ways, 2^53 and past, out of order, overlapping,
+// or cutting a character of the response in two (which would put back U+FFFD, not the recorded text).
+func TestStreamSpansThatDoNotFitAreRefused(t *testing.T) {
+	text := "héllo wörld, " + strings.Repeat("a streamed answer ", 4)
+	resp := &Response{Content: json.RawMessage(`[{"type":"text","text":` + mustJSON(text) + `}]`)}
+	stream := []Chunk{{Data: json.RawMessage(`{"t":""}`)}, {Data: json.RawMessage(`{"t":"","u":""}`)}}
+	good := []TextSpan{{Chunk: 0, At: 5, Leaf: 1, From: 0, To: 6}, {Chunk: 1, At: 5, Leaf: 1, From: 6, To: 10}, {Chunk: 1, At: 12, Leaf: 1, From: 10, To: 12}}
+	resolve := func(spans []TextSpan) error {
+		ev := Event{Step: 4, Response: &Response{Content: resp.Content}, Stream: stream, StreamText: spans}
+		return NewExpander(mapBlobs{}, "events.jsonl").unsplice(&ev)
+	}
+	if err := resolve(good); err != nil {
+		t.Fatalf("the honest spans are refused: %v", err)
+	}
+	const big = 1<<53 + 1
+	lies := map[string]func(s []TextSpan){
+		"a chunk past the stream":            func(s []TextSpan) { s[2].Chunk = 2 },
+		"a negative chunk":                   func(s []TextSpan) { s[0].Chunk = -1 },
+		"a leaf past the response":           func(s []TextSpan) { s[1].Leaf = 2 },
+		"a key of the response, not a value": func(s []TextSpan) { s[1].Leaf = -1 },
+		"bytes past the text":                func(s []TextSpan) { s[2].To = len(text) + 1 },
+		"bytes 2^53+1":                       func(s []TextSpan) { s[2].From, s[2].To = big, big },
+		"from after to":                      func(s []TextSpan) { s[1].From, s[1].To = 9, 7 },
+		"no empty string at the offset":      func(s []TextSpan) { s[0].At = 1 },
+		"an offset 2^53+1":                   func(s []TextSpan) { s[0].At = big },
+		"spans out of order":                 func(s []TextSpan) { s[1], s[2] = s[2], s[1] },
+		"two spans at one offset":            func(s []TextSpan) { s[2].At = s[1].At },
+		"a character cut in two":             func(s []TextSpan) { s[0].To, s[1].From = 2, 2 },
+	}
+	for name, lie := range lies {
+		t.Run(name, func(t *testing.T) {
+			spans := append([]TextSpan(nil), good...)
+			lie(spans)
+			err := resolve(spans)
+			var re *RefError
+			if !errors.As(err, &re) || !strings.HasPrefix(re.Field, "streamText[") {
+				t.Fatalf("got %v, want a *RefError naming streamText[i]", err)
+			}
+		})
+	}
+}

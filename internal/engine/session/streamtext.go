@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // Streams stored once (schema 3). A streamed answer arrives as chunks whose strings, put together, are
@@ -179,7 +180,13 @@ func (x *Expander) unsplice(ev *Event) error {
 		if s.At < 0 || s.At+2 > len(data) || data[s.At] != '"' || data[s.At+1] != '"' {
 			return fail(i, "chunk %d has no empty string at byte %d", s.Chunk, s.At)
 		}
-		enc, err := json.Marshal(src[s.Leaf].text[s.From:s.To])
+		piece := src[s.Leaf].text[s.From:s.To]
+		if !utf8.ValidString(piece) {
+			// The response's text is valid UTF-8, so the span cuts a character: json.Marshal would put
+			// back U+FFFD, not the text the chunk carried.
+			return fail(i, "bytes %d to %d of leaf %d cut a character in two", s.From, s.To, s.Leaf)
+		}
+		enc, err := json.Marshal(piece)
 		if err != nil {
 			return fail(i, "%v", err)
 		}
