@@ -118,6 +118,18 @@ func TestLoadingAllocatesLittlePerEvent(t *testing.T) {
 	if perEvent := allocs / n; perEvent > 8 {
 		t.Fatalf("%.1f allocations per event, want at most 8", perEvent)
 	}
+	// The stored form (schema 3) keeps more per model call (its definitions, list, refs and spans):
+	// about 16 allocations an event of this run, and over 80 were its model calls to go the slow way.
+	stored, _ := schemaThreeLog(t, schemaThreeRun(100))
+	lines := bytes.Count(stored, []byte("\n"))
+	allocs = testing.AllocsPerRun(5, func() {
+		if events, err := ReadEvents(bytes.NewReader(stored), "", nil, EventsFile); err != nil || len(events) != lines {
+			t.Fatal(err, len(events))
+		}
+	})
+	if perEvent := allocs / float64(lines); perEvent > 24 {
+		t.Fatalf("%.1f allocations per event of the stored form, want at most 24", perEvent)
+	}
 }
 
 // TestLongLinesReadBack: a line longer than the read buffer is put together, and the lines after it
