@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -246,5 +248,41 @@ func TestStreamSpansThatDoNotFitAreRefused(t *testing.T) {
 				t.Fatalf("got %v, want a *RefError naming streamText[i]", err)
 			}
 		})
+	}
+}
+
+// The writer never commits a meta.json the reader refuses: a fork whose Close moves its fork step
+// before the steps it stored as its parent's lines (so inheritedSteps would claim steps past the
+// fork) fails to close instead of committing a session that never opens.
+func TestAForkNeverCommitsInheritedStepsItsMetaRefuses(t *testing.T) {
+	parentDir := t.TempDir()
+	events := conversation(3)
+	record(t, parentDir, events)
+	parent, err := Open(parentDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := int64(5)
+	w, err := Create(t.TempDir(), Meta{ID: "fork", Parent: "parent", ForkedAtStep: &at, FingerprintMode: "strict"}, WriterOptions{Parent: parent.Events})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range parent.Events[:at] {
+		if ev.Kind.IsBoundary() {
+			ev.Provenance = ProvenanceRecorded
+		}
+		if err := w.Append(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	meta, err := w.Close(func(m *Meta) { early := int64(2); m.ForkedAtStep = &early })
+	if err == nil {
+		if _, oerr := Open(w.Dir()); oerr != nil {
+			t.Fatalf("Close committed inheritedSteps %v with forkedAtStep 2, which the reader refuses: %v", meta.InheritedSteps, oerr)
+		}
+		t.Fatalf("Close committed inheritedSteps %v with forkedAtStep 2", meta.InheritedSteps)
+	}
+	if _, serr := os.Stat(filepath.Join(w.Dir(), MetaFile)); serr == nil {
+		t.Fatalf("Close failed (%v) but left a meta.json", err)
 	}
 }

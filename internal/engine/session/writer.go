@@ -266,7 +266,13 @@ func (w *Writer) Close(update func(*Meta)) (Meta, error) {
 	if err != nil {
 		return w.meta, err
 	}
-	if err := writeFileAtomic(filepath.Join(w.dir, MetaFile), append(data, '\n')); err != nil {
+	// The commit marker the reader would refuse (an update that drops the fork step before the
+	// inherited steps, an unknown fingerprint mode...) would commit a session that never opens.
+	path := filepath.Join(w.dir, MetaFile)
+	if _, err := DecodeMeta(data, path); err != nil {
+		return w.meta, fmt.Errorf("session: not committing: %w", err)
+	}
+	if err := writeFileAtomic(path, append(data, '\n')); err != nil {
 		return w.meta, fmt.Errorf("session: committing %s: %w", MetaFile, err)
 	}
 	return w.meta, nil
