@@ -158,6 +158,8 @@ func statusOf(err error) int {
 		return http.StatusNotFound
 	case errors.As(err, &pe):
 		return http.StatusBadRequest
+	case errors.As(err, new(*unshowableError)):
+		return http.StatusUnprocessableEntity
 	case errors.As(err, &se):
 		if se.Got == "" {
 			return http.StatusNotFound
@@ -172,6 +174,33 @@ func writeError(w http.ResponseWriter, status int, err error) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
+}
+
+// maxShowableStep is the largest step number a page holds exactly: its numbers are doubles
+// (Number.MAX_SAFE_INTEGER).
+const maxShowableStep = 1<<53 - 1
+
+// unshowableError is a valid session the page could not show truthfully.
+type unshowableError struct {
+	id    string
+	step  int64
+	index int
+}
+
+func (e *unshowableError) Error() string {
+	return fmt.Sprintf("session %s: step %d (event %d) is past %d, the largest step number a browser holds exactly: the page would merge neighbouring steps (agentrewind inspect shows it)",
+		e.id, e.step, e.index, int64(maxShowableStep))
+}
+
+// checkShowable refuses a session whose steps (strictly increasing, gaps allowed) pass
+// maxShowableStep.
+func checkShowable(s *session.Session) error {
+	for i := range s.Events {
+		if s.Events[i].Step > maxShowableStep {
+			return &unshowableError{id: s.Meta.ID, step: s.Events[i].Step, index: i}
+		}
+	}
+	return nil
 }
 
 // open returns the session named by the request's {id}, loading it once per recording: a source
@@ -201,7 +230,11 @@ func (srv *Server) open(ctx context.Context, id string) (*loadedSession, error) 
 	// The load is shared by every request waiting on it, so it must not end with the request that
 	// started it: a client that leaves would fail the others with its own cancellation. It is
 	// bounded by the source (a pull, a file read) and its result is kept for the next request.
-	ls.once.Do(func() { ls.s, ls.err = srv.src.Open(context.WithoutCancel(ctx), id) })
+	ls.once.Do(func() {
+		if ls.s, ls.err = srv.src.Open(context.WithoutCancel(ctx), id); ls.err == nil {
+			ls.err = checkShowable(ls.s)
+		}
+	})
 	if ls.err != nil {
 		srv.forget(key, ls) // a failure is not kept: the next request tries again
 		return nil, ls.err
