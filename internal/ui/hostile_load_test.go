@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -69,6 +70,47 @@ func TestServerLoadOutlivesTheClientThatAskedFirst(t *testing.T) {
 	close(src.entered)
 	if second.Code != http.StatusOK {
 		t.Errorf("the second client got %d %s after the first left, want 200", second.Code, second.Body)
+	}
+	if n := src.opens.Load(); n != 1 {
+		t.Errorf("the session was loaded %d times, want once", n)
+	}
+}
+
+// TestServerLeavesNoGoroutineBehindClientsThatLeft: twenty clients that give up while their session
+// loads leave no goroutine behind once the load ends and the server closes.
+func TestServerLeavesNoGoroutineBehindClientsThatLeft(t *testing.T) {
+	dir, err := NewDirSource(triageRoot(t), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := &gatedSource{DirSource: dir, entered: make(chan struct{}, 4), release: make(chan struct{})}
+	baseline := runtime.NumGoroutine()
+	ts := httptest.NewServer(NewServer(src, Options{}))
+	ctx, leave := context.WithCancel(context.Background())
+	var clients sync.WaitGroup
+	for range 20 {
+		clients.Add(1)
+		go func() {
+			defer clients.Done()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ts.URL+"/api/sessions/triage/events", nil)
+			if res, err := ts.Client().Do(req); err == nil {
+				res.Body.Close()
+			}
+		}()
+	}
+	<-src.entered
+	time.Sleep(50 * time.Millisecond) // the other requests reach the server and wait on the load
+	leave()
+	clients.Wait()
+	close(src.release)
+	ts.Close() // waits for the handlers
+	deadline := time.Now().Add(3 * time.Second)
+	for runtime.NumGoroutine() > baseline && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > baseline {
+		buf := make([]byte, 1<<16)
+		t.Errorf("%d goroutines after the clients left and the server closed, %d before:\n%s", n, baseline, buf[:runtime.Stack(buf, true)])
 	}
 	if n := src.opens.Load(); n != 1 {
 		t.Errorf("the session was loaded %d times, want once", n)
