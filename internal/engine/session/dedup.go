@@ -97,6 +97,32 @@ type interner struct {
 	recent  []recentDef     // the latest definitions of at least joinMin bytes, newest last
 	blobMin int             // definitions above this size become blobs
 	putBlob func([]byte) (string, error)
+	// journal is what the line under way added to defined and chains, so that a line that fails
+	// before it is written can be taken back (begin).
+	journal []journalEntry
+}
+
+type journalEntry struct {
+	chain bool // a key of chains, not of defined
+	key   string
+}
+
+// begin starts a line and returns what takes it back: a line that is not written must leave nothing
+// defined, or a later line would refer to a definition the log never holds.
+func (in *interner) begin() (undo func()) {
+	in.journal = in.journal[:0]
+	last, recent := in.last, slices.Clone(in.recent)
+	return func() {
+		for _, e := range in.journal {
+			if e.chain {
+				delete(in.chains, e.key)
+			} else {
+				delete(in.defined, e.key)
+			}
+		}
+		in.journal = in.journal[:0]
+		in.last, in.recent = last, recent
+	}
 }
 
 type recentDef struct {
@@ -139,6 +165,7 @@ func (in *interner) define(ev *Event, data []byte) (string, error) {
 		ev.Defs[h] = data
 	}
 	in.defined[h] = true
+	in.journal = append(in.journal, journalEntry{key: h})
 	if len(data) >= joinMin {
 		in.recent = append(in.recent, recentDef{hash: h, data: data})
 		if len(in.recent) > joinRecent {
@@ -298,6 +325,7 @@ func (in *interner) list(ev *Event, msgs []Message) (string, error) {
 	for _, m := range cur[known:] {
 		def.Items = append(def.Items, ListItem{Role: m.role, Content: m.content})
 		in.chains[m.chain] = true
+		in.journal = append(in.journal, journalEntry{chain: true, key: m.chain})
 	}
 	if ev.Lists == nil {
 		ev.Lists = map[string]ListDef{}

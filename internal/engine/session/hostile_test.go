@@ -286,3 +286,54 @@ func TestAForkNeverCommitsInheritedStepsItsMetaRefuses(t *testing.T) {
 		t.Fatalf("Close failed (%v) but left a meta.json", err)
 	}
 }
+
+// A line that fails after some of its content was defined (here its large message cannot be stored
+// as a blob) leaves nothing defined: the same event appended again once the fault is gone defines
+// its content again, and the log opens. Kept defined, the retried line would refer to content no
+// line of the log holds.
+func TestAnAppendThatFailsLeavesNothingDefinedForTheNextLine(t *testing.T) {
+	dir := t.TempDir()
+	w, err := Create(dir, Meta{ID: "s", FingerprintMode: "strict"}, WriterOptions{BlobThreshold: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	small := json.RawMessage(mustJSON("a new question, " + strings.Repeat("small ", 30)))
+	large := json.RawMessage(mustJSON(strings.Repeat("a large pasted file ", 60)))
+	events := []Event{{Step: 0, Lane: "0", Kind: KindSessionStart},
+		{Step: 1, Seq: 0, Lane: "0", CallSite: "plan", Kind: KindModelCall, RequestHash: strings.Repeat("a", 64),
+			Request:  &Request{Model: "m", Messages: []Message{{Role: "user", Content: small}, {Role: "user", Content: large}}},
+			Response: &Response{Content: json.RawMessage(`"ok"`), StopReason: "end_turn"}},
+		{Step: 2, Lane: "0", Kind: KindSessionEnd, OK: boolPtr(true)}}
+	if err := w.Append(events[0]); err != nil {
+		t.Fatal(err)
+	}
+	blobs := filepath.Join(dir, BlobsDir)
+	if err := os.Rename(blobs, blobs+".away"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(blobs, nil, 0o644); err != nil { // a file where the directory was: no blob can be stored
+		t.Fatal(err)
+	}
+	if err := w.Append(events[1]); err == nil {
+		t.Fatal("the append stored a blob under a file: the test proves nothing")
+	}
+	if err := os.Remove(blobs); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(blobs+".away", blobs); err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range events[1:] {
+		if err := w.Append(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := w.Close(nil); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatalf("the log written after a failed append does not open: %v", err)
+	}
+	sameEvents(t, events, s.Events)
+}

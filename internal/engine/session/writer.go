@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sync"
 )
 
@@ -112,21 +113,14 @@ func (w *Writer) Append(ev Event) error {
 	if err := w.defs.checkText(&ev); err != nil {
 		return fmt.Errorf("session: the event at step %d cannot be stored as it is: %w", ev.Step, err)
 	}
-	ev = w.inherit(ev)
-	ev.DefBlobs = nil // the reader's list of what the line it read defined; this line defines its own
-	var err error
-	if ev.Stream, ev.StreamText, err = spliceStream(ev.Stream, ev.Response); err != nil {
-		return fmt.Errorf("session: storing the stream at step %d: %w", ev.Step, err)
-	}
-	if err := w.defs.intern(&ev); err != nil {
-		return fmt.Errorf("session: storing step %d: %w", ev.Step, err)
-	}
-	if err := w.externalize(&ev); err != nil {
-		return err
-	}
-	line, err := json.Marshal(ev)
+	// Nothing of a line that fails before it is written may stay: not its definitions, not its
+	// inherited step.
+	undo, inherited := w.defs.begin(), slices.Clone(w.inherited)
+	line, err := w.storedLine(ev)
 	if err != nil {
-		return fmt.Errorf("session: encoding event at step %d: %w", ev.Step, err)
+		undo()
+		w.inherited = inherited
+		return err
 	}
 	line = append(line, '\n')
 	if _, err := w.buf.Write(line); err != nil {
@@ -136,6 +130,27 @@ func (w *Writer) Append(ev Event) error {
 	w.events++
 	w.lastStep = ev.Step
 	return nil
+}
+
+// storedLine is ev's line in its stored form, without its newline.
+func (w *Writer) storedLine(ev Event) ([]byte, error) {
+	ev = w.inherit(ev)
+	ev.DefBlobs = nil // the reader's list of what the line it read defined; this line defines its own
+	var err error
+	if ev.Stream, ev.StreamText, err = spliceStream(ev.Stream, ev.Response); err != nil {
+		return nil, fmt.Errorf("session: storing the stream at step %d: %w", ev.Step, err)
+	}
+	if err := w.defs.intern(&ev); err != nil {
+		return nil, fmt.Errorf("session: storing step %d: %w", ev.Step, err)
+	}
+	if err := w.externalize(&ev); err != nil {
+		return nil, err
+	}
+	line, err := json.Marshal(ev)
+	if err != nil {
+		return nil, fmt.Errorf("session: encoding event at step %d: %w", ev.Step, err)
+	}
+	return line, nil
 }
 
 // inherit returns the parent's event in place of ev when ev is the parent's step served again (see
