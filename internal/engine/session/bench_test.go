@@ -100,18 +100,7 @@ func schemaThreeRun(turns int) []Event {
 func schemaThreeLog(tb testing.TB, events []Event) ([]byte, memBlobs) {
 	tb.Helper()
 	dir := tb.TempDir()
-	w, err := Create(dir, Meta{ID: "bench", FingerprintMode: "strict"}, WriterOptions{})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for _, ev := range events {
-		if err := w.Append(ev); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	if _, err := w.Close(nil); err != nil {
-		tb.Fatal(err)
-	}
+	record(tb, dir, events)
 	log, err := os.ReadFile(filepath.Join(dir, EventsFile))
 	if err != nil {
 		tb.Fatal(err)

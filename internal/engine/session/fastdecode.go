@@ -128,7 +128,7 @@ func (d *fastDecoder) event(line []byte) (Event, bool) {
 			ev.Error, i, ok = d.serializedError(i)
 		case "stream":
 			bit = 1 << 18
-			ev.Stream, i, ok = d.stream(i)
+			ev.Stream, i, ok = fastArray(d, i, d.chunk)
 		case "usage":
 			bit = 1 << 19
 			ev.Usage, i, ok = d.usage(i)
@@ -535,94 +535,6 @@ func (d *fastDecoder) space(i int) int {
 
 func (d *fastDecoder) isObject(i int) bool { return i < len(d.src) && d.src[i] == '{' }
 
-func (d *fastDecoder) request(i int) (*Request, int, bool) {
-	if !d.isObject(i) {
-		return nil, i, false
-	}
-	r := new(Request)
-	var seen uint8
-	i, ok := d.object(i, func(key []byte, i int) (int, bool) {
-		var bit uint8
-		var ok bool
-		switch string(key) {
-		case "model":
-			bit = 1 << 0
-			r.Model, i, ok = d.string(i, true)
-		case "system":
-			bit = 1 << 1
-			r.System, i, ok = d.string(i, false)
-		case "messages":
-			bit = 1 << 2
-			r.Messages, i, ok = d.messages(i)
-		case "params":
-			bit = 1 << 3
-			r.Params, i, ok = d.rawMap(i)
-		default:
-			return i, false
-		}
-		if seen&bit != 0 {
-			return i, false
-		}
-		seen |= bit
-		return i, ok
-	})
-	return r, i, ok
-}
-
-func (d *fastDecoder) messages(i int) ([]Message, int, bool) {
-	src := d.src
-	if i >= len(src) || src[i] != '[' {
-		return nil, i, false
-	}
-	msgs := []Message{}
-	i = d.space(i + 1)
-	if i < len(src) && src[i] == ']' {
-		return msgs, i + 1, true
-	}
-	for {
-		if !d.isObject(i) {
-			return nil, i, false
-		}
-		var m Message
-		var seen uint8
-		var ok bool
-		i, ok = d.object(i, func(key []byte, i int) (int, bool) {
-			var bit uint8
-			var ok bool
-			switch string(key) {
-			case "role":
-				bit = 1 << 0
-				m.Role, i, ok = d.string(i, true)
-			case "content":
-				bit = 1 << 1
-				m.Content, i, ok = d.rawValue(i)
-			default:
-				return i, false
-			}
-			if seen&bit != 0 {
-				return i, false
-			}
-			seen |= bit
-			return i, ok
-		})
-		if !ok {
-			return nil, i, false
-		}
-		msgs = append(msgs, m)
-		if i = d.space(i); i >= len(src) {
-			return nil, i, false
-		}
-		switch src[i] {
-		case ',':
-			i = d.space(i + 1)
-		case ']':
-			return msgs, i + 1, true
-		default:
-			return nil, i, false
-		}
-	}
-}
-
 // rawMap decodes an object of raw JSON values, refusing a repeated key.
 func (d *fastDecoder) rawMap(i int) (map[string]json.RawMessage, int, bool) {
 	return fastMap(d, i, d.rawValue)
@@ -811,161 +723,131 @@ func (d *fastDecoder) textSpan(i int) (TextSpan, int, bool) {
 	return s, i, ok
 }
 
+func (d *fastDecoder) request(i int) (*Request, int, bool) {
+	r := new(Request)
+	i, ok := d.fields(i, func(key []byte, i int) (uint64, int, bool) {
+		var ok bool
+		switch string(key) {
+		case "model":
+			r.Model, i, ok = d.string(i, true)
+			return 1 << 0, i, ok
+		case "system":
+			r.System, i, ok = d.string(i, false)
+			return 1 << 1, i, ok
+		case "messages":
+			r.Messages, i, ok = fastArray(d, i, d.message)
+			return 1 << 2, i, ok
+		case "params":
+			r.Params, i, ok = d.rawMap(i)
+			return 1 << 3, i, ok
+		}
+		return 0, i, false
+	})
+	return r, i, ok
+}
+
+func (d *fastDecoder) message(i int) (Message, int, bool) {
+	var m Message
+	i, ok := d.fields(i, func(key []byte, i int) (uint64, int, bool) {
+		var ok bool
+		switch string(key) {
+		case "role":
+			m.Role, i, ok = d.string(i, true)
+			return 1 << 0, i, ok
+		case "content":
+			m.Content, i, ok = d.rawValue(i)
+			return 1 << 1, i, ok
+		}
+		return 0, i, false
+	})
+	return m, i, ok
+}
+
 func (d *fastDecoder) response(i int) (*Response, int, bool) {
-	if !d.isObject(i) {
-		return nil, i, false
-	}
 	r := new(Response)
-	var seen uint8
-	i, ok := d.object(i, func(key []byte, i int) (int, bool) {
-		var bit uint8
+	i, ok := d.fields(i, func(key []byte, i int) (uint64, int, bool) {
 		var ok bool
 		switch string(key) {
 		case "content":
-			bit = 1 << 0
 			r.Content, i, ok = d.rawValue(i)
+			return 1 << 0, i, ok
 		case "stopReason":
-			bit = 1 << 1
 			r.StopReason, i, ok = d.string(i, true)
+			return 1 << 1, i, ok
 		case "usage":
-			bit = 1 << 2
 			r.Usage, i, ok = d.usage(i)
+			return 1 << 2, i, ok
 		case "raw":
-			bit = 1 << 3
 			r.Raw, i, ok = d.rawValue(i)
-		default:
-			return i, false
+			return 1 << 3, i, ok
 		}
-		if seen&bit != 0 {
-			return i, false
-		}
-		seen |= bit
-		return i, ok
+		return 0, i, false
 	})
 	return r, i, ok
 }
 
 func (d *fastDecoder) usage(i int) (*Usage, int, bool) {
-	if !d.isObject(i) {
-		return nil, i, false
-	}
 	u := new(Usage)
-	var seen uint8
-	i, ok := d.object(i, func(key []byte, i int) (int, bool) {
-		var bit uint8
+	i, ok := d.fields(i, func(key []byte, i int) (uint64, int, bool) {
 		var ok bool
 		switch string(key) {
 		case "inputTokens":
-			bit = 1 << 0
 			u.InputTokens, i, ok = d.int64(i)
+			return 1 << 0, i, ok
 		case "outputTokens":
-			bit = 1 << 1
 			u.OutputTokens, i, ok = d.int64(i)
+			return 1 << 1, i, ok
 		case "cacheCreationInputTokens":
-			bit = 1 << 2
 			u.CacheCreationInputTokens, i, ok = d.int64(i)
+			return 1 << 2, i, ok
 		case "cacheReadInputTokens":
-			bit = 1 << 3
 			u.CacheReadInputTokens, i, ok = d.int64(i)
+			return 1 << 3, i, ok
 		case "costMicroUSD":
-			bit = 1 << 4
 			u.CostMicroUSD, i, ok = d.int64(i)
-		default:
-			return i, false
+			return 1 << 4, i, ok
 		}
-		if seen&bit != 0 {
-			return i, false
-		}
-		seen |= bit
-		return i, ok
+		return 0, i, false
 	})
 	return u, i, ok
 }
 
 func (d *fastDecoder) serializedError(i int) (*SerializedError, int, bool) {
-	if !d.isObject(i) {
-		return nil, i, false
-	}
 	e := new(SerializedError)
-	var seen uint8
-	i, ok := d.object(i, func(key []byte, i int) (int, bool) {
-		var bit uint8
+	i, ok := d.fields(i, func(key []byte, i int) (uint64, int, bool) {
 		var ok bool
 		switch string(key) {
 		case "name":
-			bit = 1 << 0
 			e.Name, i, ok = d.string(i, true)
+			return 1 << 0, i, ok
 		case "message":
-			bit = 1 << 1
 			e.Message, i, ok = d.string(i, false)
+			return 1 << 1, i, ok
 		case "stack":
-			bit = 1 << 2
 			e.Stack, i, ok = d.string(i, false)
+			return 1 << 2, i, ok
 		case "data":
-			bit = 1 << 3
 			e.Data, i, ok = d.rawValue(i)
-		default:
-			return i, false
+			return 1 << 3, i, ok
 		}
-		if seen&bit != 0 {
-			return i, false
-		}
-		seen |= bit
-		return i, ok
+		return 0, i, false
 	})
 	return e, i, ok
 }
 
-func (d *fastDecoder) stream(i int) ([]Chunk, int, bool) {
-	src := d.src
-	if i >= len(src) || src[i] != '[' {
-		return nil, i, false
-	}
-	chunks := []Chunk{}
-	i = d.space(i + 1)
-	if i < len(src) && src[i] == ']' {
-		return chunks, i + 1, true
-	}
-	for {
-		if !d.isObject(i) {
-			return nil, i, false
-		}
-		var c Chunk
-		var seen uint8
+func (d *fastDecoder) chunk(i int) (Chunk, int, bool) {
+	var c Chunk
+	i, ok := d.fields(i, func(key []byte, i int) (uint64, int, bool) {
 		var ok bool
-		i, ok = d.object(i, func(key []byte, i int) (int, bool) {
-			var bit uint8
-			var ok bool
-			switch string(key) {
-			case "offsetMs":
-				bit = 1 << 0
-				c.OffsetMs, i, ok = d.int64(i)
-			case "data":
-				bit = 1 << 1
-				c.Data, i, ok = d.rawValue(i)
-			default:
-				return i, false
-			}
-			if seen&bit != 0 {
-				return i, false
-			}
-			seen |= bit
-			return i, ok
-		})
-		if !ok {
-			return nil, i, false
+		switch string(key) {
+		case "offsetMs":
+			c.OffsetMs, i, ok = d.int64(i)
+			return 1 << 0, i, ok
+		case "data":
+			c.Data, i, ok = d.rawValue(i)
+			return 1 << 1, i, ok
 		}
-		chunks = append(chunks, c)
-		if i = d.space(i); i >= len(src) {
-			return nil, i, false
-		}
-		switch src[i] {
-		case ',':
-			i = d.space(i + 1)
-		case ']':
-			return chunks, i + 1, true
-		default:
-			return nil, i, false
-		}
-	}
+		return 0, i, false
+	})
+	return c, i, ok
 }

@@ -38,7 +38,7 @@ func mustJSON(v any) string {
 	return string(b)
 }
 
-func record(t *testing.T, dir string, events []Event) Meta {
+func record(t testing.TB, dir string, events []Event) Meta {
 	t.Helper()
 	w, err := Create(dir, Meta{ID: "s1", FingerprintMode: "strict"}, WriterOptions{})
 	if err != nil {
