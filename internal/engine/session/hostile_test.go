@@ -337,3 +337,32 @@ func TestAnAppendThatFailsLeavesNothingDefinedForTheNextLine(t *testing.T) {
 	}
 	sameEvents(t, events, s.Events)
 }
+
+// meta.json's inheritedSteps may only claim steps of a fork before its fork step, in increasing,
+// disjoint ranges: every other claim is refused naming the field.
+func TestInheritedStepsThatClaimTooMuchAreRefused(t *testing.T) {
+	base := `{"id":"f","parent":"p","forkedAtStep":%s,"createdAt":1,"agentRewindVersion":"v","schemaVersion":3,"fingerprintMode":"strict","redaction":{"enabled":false},"eventsHash":"` + strings.Repeat("a", 64) + `","events":3,"inheritedSteps":%s}`
+	if _, err := DecodeMeta([]byte(fmt.Sprintf(base, "10", `[{"from":1,"to":3},{"from":5,"to":9}]`)), "meta.json"); err != nil {
+		t.Fatalf("honest inheritedSteps refused: %v", err)
+	}
+	lies := map[string][2]string{
+		"a negative step":          {"10", `[{"from":-1,"to":3}]`},
+		"step 0 (session_start)":   {"10", `[{"from":0,"to":3}]`},
+		"the fork step itself":     {"10", `[{"from":1,"to":10}]`},
+		"past the fork step":       {"10", `[{"from":11,"to":12}]`},
+		"2^53+1":                   {"10", `[{"from":9007199254740993,"to":9007199254740993}]`},
+		"past 2^63":                {"10", `[{"from":1,"to":9223372036854775808}]`},
+		"overlapping ranges":       {"10", `[{"from":1,"to":5},{"from":5,"to":6}]`},
+		"ranges out of order":      {"10", `[{"from":5,"to":6},{"from":1,"to":2}]`},
+		"a range ending before it": {"10", `[{"from":4,"to":3}]`},
+		"no fork step":             {"null", `[{"from":1,"to":2}]`},
+	}
+	for name, lie := range lies {
+		t.Run(name, func(t *testing.T) {
+			_, err := DecodeMeta([]byte(fmt.Sprintf(base, lie[0], lie[1])), "meta.json")
+			if err == nil || !strings.Contains(err.Error(), "inheritedSteps") && !strings.Contains(err.Error(), "forkedAtStep") {
+				t.Fatalf("got %v, want an error naming inheritedSteps", err)
+			}
+		})
+	}
+}
