@@ -111,9 +111,7 @@ func (f forkTail) Call(ctx context.Context, method string, params json.RawMessag
 	return srv.Call(ctx, method, params)
 }
 
-// startTail starts the real server for a fork's tail. The prefix answered initialize from the
-// recording, so unless the tail starts with initialize itself the server is initialized here the way
-// the client initialized this run.
+// startTail starts the real server for a fork's tail and initializes it (initializeTail).
 func (r *stdioRun) startTail(ctx context.Context, method string) (*stdioServer, error) {
 	r.tailMu.Lock()
 	defer r.tailMu.Unlock()
@@ -124,22 +122,12 @@ func (r *stdioRun) startTail(ctx context.Context, method string) (*stdioServer, 
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", mcp.ErrServerUnavailable, err)
 	}
-	if method != "initialize" {
-		r.mu.Lock()
-		init := r.initParams
-		r.mu.Unlock()
-		if init == nil {
-			srv.Close(r.opts.ShutdownTimeout / 2)
-			return nil, fmt.Errorf("%w: the fork's tail reached %s before the client initialized", mcp.ErrServerUnavailable, method)
-		}
-		if _, err := srv.Call(ctx, "initialize", init); err != nil {
-			srv.Close(r.opts.ShutdownTimeout / 2)
-			return nil, fmt.Errorf("%w: initializing the fork's server: %v", mcp.ErrServerUnavailable, err)
-		}
-		if err := srv.Forward(mcp.Message{Method: "notifications/initialized"}); err != nil {
-			srv.Close(r.opts.ShutdownTimeout / 2)
-			return nil, fmt.Errorf("%w: %v", mcp.ErrServerUnavailable, err)
-		}
+	r.mu.Lock()
+	init := r.initParams
+	r.mu.Unlock()
+	if err := initializeTail(ctx, srv, method, init); err != nil {
+		srv.Close(r.opts.ShutdownTimeout / 2)
+		return nil, err
 	}
 	r.mu.Lock()
 	r.server = srv

@@ -191,3 +191,63 @@ func (h *HTTPServer) answer(ctx context.Context, resp *http.Response, id json.Ra
 	}
 	return mcp.Message{}, io.ErrUnexpectedEOF
 }
+
+func (h *HTTPServer) notify(ctx context.Context, m mcp.Message) error { return h.Forward(ctx, m) }
+
+// HTTPForkTail is the HTTP server a fork's tail relays to. The prefix is served from the recording,
+// so nothing reaches the server until the tail's first call, which opens its session
+// (Mcp-Session-Id) by initializing it the way the client initialized this run (initializeTail).
+type HTTPForkTail struct {
+	Server *HTTPServer
+
+	startMu sync.Mutex // one initialize of the server's session
+	mu      sync.Mutex
+	init    json.RawMessage // the params of the client's initialize
+	started bool            // the server's session is open: the tail has begun
+}
+
+// ClientInitialized keeps the params the client initialized this run with, for the tail's server.
+func (f *HTTPForkTail) ClientInitialized(params json.RawMessage) {
+	f.mu.Lock()
+	f.init = params
+	f.mu.Unlock()
+}
+
+// Call implements Upstream: the server's session is opened first if the tail has not yet begun.
+func (f *HTTPForkTail) Call(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	if err := f.start(ctx, method); err != nil {
+		return nil, err
+	}
+	return f.Server.Call(ctx, method, params)
+}
+
+func (f *HTTPForkTail) start(ctx context.Context, method string) error {
+	f.startMu.Lock()
+	defer f.startMu.Unlock()
+	f.mu.Lock()
+	started, init := f.started, f.init
+	f.mu.Unlock()
+	if started {
+		return nil
+	}
+	if err := initializeTail(ctx, f.Server, method, init); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.started = true
+	f.mu.Unlock()
+	return nil
+}
+
+// Forward passes a client's notification, or its answer to a server's request, to the server once
+// the tail has begun; before, the server has no session it could belong to, so it is dropped, as a
+// replay drops it.
+func (f *HTTPForkTail) Forward(ctx context.Context, m mcp.Message) error {
+	f.mu.Lock()
+	started := f.started
+	f.mu.Unlock()
+	if !started {
+		return nil
+	}
+	return f.Server.Forward(ctx, m)
+}

@@ -167,6 +167,8 @@ func (s *stdioServer) unavailable(method string, writeErr error) error {
 // Forward passes a client's notification, or its answer to a server's request, to the server.
 func (s *stdioServer) Forward(m mcp.Message) error { return s.send(m) }
 
+func (s *stdioServer) notify(_ context.Context, m mcp.Message) error { return s.send(m) }
+
 // Close ends the server: its stdin is closed (an MCP server exits on EOF) and, after grace, it is
 // killed. It returns once the server has exited.
 func (s *stdioServer) Close(grace time.Duration) {

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -8,24 +9,51 @@ import (
 	"net/http"
 
 	"github.com/agentrewind/agentrewind/internal/engine/codec/mcp"
+	"github.com/agentrewind/agentrewind/internal/engine/replay"
 	"github.com/agentrewind/agentrewind/internal/mcpproxy"
 )
 
 // mountMCP serves every configured MCP server (Options.MCPServers) at /mcp/{server} over the
 // streamable HTTP transport, recording its calls in the run's session beside the model calls, and
-// adds the live tools that relay them (none in replay: nothing goes upstream).
+// adds the live tools that relay them: to the server from the start when recording, from a fork's
+// tail on (mcpproxy.HTTPForkTail), and none in replay, where nothing goes upstream.
 func (s *Server) mountMCP(mux *http.ServeMux) {
-	upstreams := map[string]*mcpproxy.HTTPServer{}
+	relays := map[string]mcpRelay{}
 	if s.opts.Mode != Replay {
 		for name, url := range s.opts.MCPServers {
 			up := &mcpproxy.HTTPServer{URL: url, Client: s.opts.Client, Counter: func(status string) { s.metrics.upstream("mcp."+name, status) }}
-			upstreams[name] = up
-			maps.Copy(s.tools, mcpproxy.Tools(name, func() mcpproxy.Upstream { return up }))
+			var relay mcpRelay = up
+			if s.opts.Mode == Fork {
+				relay = &mcpproxy.HTTPForkTail{Server: up}
+			}
+			relays[name] = relay
+			maps.Copy(s.tools, mcpproxy.Tools(name, func() mcpproxy.Upstream { return relay }))
 		}
 	}
 	mux.HandleFunc("/mcp/{server}", s.count("mcp", func(w http.ResponseWriter, r *http.Request) string {
-		return s.handleMCP(w, r, upstreams[r.PathValue("server")])
+		return s.handleMCP(w, r, relays[r.PathValue("server")])
 	}))
+}
+
+// mcpRelay is where a mounted server's messages go: the server, or the server of a fork's tail.
+type mcpRelay interface {
+	mcpproxy.Upstream
+	Forward(ctx context.Context, m mcp.Message) error
+}
+
+// mcpLiveTools are the mounted MCP servers' tools, which a fork's tail runs live
+// (replay.ForkOptions.LiveTools): calling an MCP server again is what a fork of its calls is for,
+// while the proxy's other tools are not known to be safe to run twice.
+func (s *Server) mcpLiveTools() map[string]replay.Tool {
+	live := map[string]replay.Tool{}
+	for name := range s.opts.MCPServers {
+		for _, method := range mcp.Methods {
+			if tool := s.tools[mcp.ToolName(name, method)]; tool != nil {
+				live[mcp.ToolName(name, method)] = tool
+			}
+		}
+	}
+	return live
 }
 
 // CheckMCPServers checks the MCP servers a proxy is to mount: names as tool names take them, and
@@ -48,7 +76,7 @@ func CheckMCPServers(servers map[string]string) error {
 // requests get 202 and go to the server when there is one. GET has no stream to offer (405: the
 // server's messages arrive on the stream of the call they belong to) and DELETE is accepted: the
 // session ends with the run.
-func (s *Server) handleMCP(w http.ResponseWriter, r *http.Request, up *mcpproxy.HTTPServer) string {
+func (s *Server) handleMCP(w http.ResponseWriter, r *http.Request, up mcpRelay) string {
 	name := r.PathValue("server")
 	if _, ok := s.opts.MCPServers[name]; !ok {
 		return writeRPC(w, http.StatusNotFound, mcp.ErrorResponse(nil, &mcp.RPCError{Code: mcp.CodeUnavailable,
@@ -104,6 +132,9 @@ func (s *Server) handleMCP(w http.ResponseWriter, r *http.Request, up *mcpproxy.
 		}
 		w.WriteHeader(http.StatusAccepted)
 		return outcomeOK
+	}
+	if tail, ok := up.(*mcpproxy.HTTPForkTail); ok && msg.Method == "initialize" {
+		tail.ClientInitialized(msg.Params)
 	}
 	stream := &mcpStream{w: w}
 	ctx = mcpproxy.WithObserver(ctx, mcpproxy.Observer{ToClient: stream.event, OnRequest: func(m mcp.Message) {

@@ -2,12 +2,15 @@ package proxy
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,24 +26,48 @@ import (
 )
 
 // mcpUpstream is the go-sdk test server behind the SDK's own streamable HTTP handler; calls counts
-// every tool call it served, so a replay that reached it fails the test.
+// every tool call it served, so a replay that reached it fails the test, requests every HTTP request
+// that reached it, and methods every JSON-RPC message its server handled, by method.
 type mcpUpstream struct {
 	*httptest.Server
-	calls atomic.Int32
+	calls    atomic.Int32
+	requests atomic.Int32
+
+	mu      sync.Mutex
+	methods map[string]int
 }
 
 func newMCPUpstream(t *testing.T) *mcpUpstream {
 	t.Helper()
-	u := &mcpUpstream{}
+	u := &mcpUpstream{methods: map[string]int{}}
 	srv := mcptest.NewServer(mcptest.Hooks{OnCall: func(string) { u.calls.Add(1) }, OnCrash: func() {
 		// The server dies mid-call: every connection to it is cut, and it takes no new one.
 		u.CloseClientConnections()
 		go u.Close()
 		time.Sleep(200 * time.Millisecond)
 	}})
-	u.Server = httptest.NewServer(mcpsdk.NewStreamableHTTPHandler(func(*http.Request) *mcpsdk.Server { return srv }, nil))
+	srv.AddReceivingMiddleware(func(next mcpsdk.MethodHandler) mcpsdk.MethodHandler {
+		return func(ctx context.Context, method string, req mcpsdk.Request) (mcpsdk.Result, error) {
+			u.mu.Lock()
+			u.methods[method]++
+			u.mu.Unlock()
+			return next(ctx, method, req)
+		}
+	})
+	h := mcpsdk.NewStreamableHTTPHandler(func(*http.Request) *mcpsdk.Server { return srv }, nil)
+	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u.requests.Add(1)
+		h.ServeHTTP(w, r)
+	}))
 	t.Cleanup(u.Close)
 	return u
+}
+
+// handled is how many messages of each method the server handled.
+func (u *mcpUpstream) handled() map[string]int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return maps.Clone(u.methods)
 }
 
 // mcpClient connects a go-sdk client to the proxy's /mcp/weather over streamable HTTP.
@@ -227,7 +254,7 @@ func postRaw(t *testing.T, url, body string) (int, []byte) {
 	return do(t, req)
 }
 
-func TestMCPOverStreamableHTTPForkServesThePrefix(t *testing.T) {
+func TestMCPOverStreamableHTTPForkServesThePrefixAndRelaysTheTailToTheLiveServer(t *testing.T) {
 	up := newMCPUpstream(t)
 	dir := filepath.Join(t.TempDir(), "parent")
 	rec := start(t, Options{Mode: Record, Dir: dir, ID: "parent", MCPServers: map[string]string{"weather": up.URL}})
@@ -245,30 +272,59 @@ func TestMCPOverStreamableHTTPForkServesThePrefix(t *testing.T) {
 			second = ev.Step
 		}
 	}
-	served := up.calls.Load()
+	// A server that only sees the fork: what reached it is the tail's doing.
+	live := newMCPUpstream(t)
 
-	fk := start(t, Options{Mode: Fork, Session: parent, Dir: filepath.Join(t.TempDir(), "child"), ID: "child", AtStep: second, OnMiss: "Stub",
-		MCPServers: map[string]string{"weather": up.URL}})
+	childDir := filepath.Join(t.TempDir(), "child")
+	fk := start(t, Options{Mode: Fork, Session: parent, Dir: childDir, ID: "child", AtStep: second,
+		Goal: &replay.Goal{Tool: "weather/tools/call", ArgsMatch: json.RawMessage(`{"arguments":{"a":7}}`)}, MCPServers: map[string]string{"weather": live.URL}})
 	cs, _, _ = mcpClient(t, fk.url)
 	if got := mcptest.Add(t, cs, 2, 3); got != "5" {
 		t.Errorf("the prefix's add = %q, want the recorded 5", got)
 	}
-	if _, err := cs.CallTool(context.Background(), &mcpsdk.CallToolParams{Name: "add", Arguments: map[string]any{"a": 7, "b": 8}}); err != nil {
-		t.Errorf("a tail call the recording does not hold, under onMiss Stub: %v", err)
+	if n := live.requests.Load(); n != 0 {
+		t.Errorf("serving the prefix (initialize, its notification and the first add) sent the server %d requests, want none", n)
+	}
+	// The tail's adds are not in the recording: only the live server can answer them.
+	if got := mcptest.Add(t, cs, 7, 8); got != "15" {
+		t.Errorf("the tail's add, relayed to the live server, = %q", got)
+	}
+	if got := mcptest.Add(t, cs, 1, 1); got != "2" {
+		t.Errorf("a second tail call = %q", got)
 	}
 	_ = cs.Close()
 	out := fk.stop(t)
-	if out.Fork == nil {
+	if out.Err != nil || out.Fork == nil {
 		t.Fatalf("fork: %v", out.Err)
 	}
-	if out.Fork.Meta.Parent != "parent" {
-		t.Errorf("child's parent %q", out.Fork.Meta.Parent)
+	if live.calls.Load() != 2 {
+		t.Errorf("the live server served %d tool calls, want the tail's 2", live.calls.Load())
 	}
-	// initialize and the first add served; the new add stubbed: the engine's forks never rerun a tool.
-	if diff := cmp.Diff(replay.ProvenanceCounts{Recorded: 2, Stub: 1}, out.Fork.Provenance); diff != "" {
-		t.Errorf("fork provenance (-want +got):\n%s", diff)
+	// One session opened by the fork, the way the client initialized: not the client's own
+	// initialize and notification, which the prefix answered from the recording.
+	want := map[string]int{"initialize": 1, "notifications/initialized": 1, "tools/call": 2}
+	if diff := cmp.Diff(want, live.handled()); diff != "" {
+		t.Errorf("messages the live server handled (-want +got):\n%s", diff)
 	}
-	if up.calls.Load() != served {
-		t.Errorf("the fork called the MCP server %d times", up.calls.Load()-served)
+	if diff := cmp.Diff(replay.ProvenanceCounts{Recorded: 2, Live: 2}, out.Fork.Provenance); diff != "" {
+		t.Errorf("fork provenance (initialize and the first add served, two adds live) (-want +got):\n%s", diff)
+	}
+	if out.Fork.ReachedGoal == nil || !*out.Fork.ReachedGoal {
+		t.Error("the fork's goal (the live add of 7) was not reached")
+	}
+	child := openSession(t, childDir)
+	if child.Meta.Parent != "parent" {
+		t.Errorf("child's parent %q", child.Meta.Parent)
+	}
+	var tail []string
+	for _, ev := range child.Events {
+		if ev.Kind == session.KindToolCall && ev.Step >= second {
+			tail = append(tail, fmt.Sprintf("%s %s %s", ev.Provenance, ev.Args, ev.Result))
+		}
+	}
+	wantTail := []string{`live {"arguments":{"a":7,"b":8},"name":"add"} {"content":[{"type":"text","text":"15"}]}`,
+		`live {"arguments":{"a":1,"b":1},"name":"add"} {"content":[{"type":"text","text":"2"}]}`}
+	if diff := cmp.Diff(wantTail, tail); diff != "" {
+		t.Errorf("the child's tail calls: provenance, args, result (-want +got):\n%s", diff)
 	}
 }

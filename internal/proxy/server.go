@@ -259,7 +259,7 @@ func (s *Server) Run(ctx context.Context) *Outcome {
 		case Fork:
 			out.Fork, out.Err = replay.Fork(engineCtx, replay.ForkOptions{Config: cfg, Parent: s.opts.Session, Dir: s.opts.Dir, ID: s.opts.ID,
 				AtStep: s.opts.AtStep, Model: s.liveModel(), Overrides: s.opts.Overrides, OnMiss: s.opts.OnMiss, Goal: s.opts.Goal,
-				DriftPolicy: s.opts.DriftPolicy}, s.harness)
+				DriftPolicy: s.opts.DriftPolicy, LiveTools: s.mcpLiveTools()}, s.harness)
 		}
 		done <- out
 	}()
