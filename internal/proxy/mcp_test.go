@@ -328,3 +328,51 @@ func TestMCPOverStreamableHTTPForkServesThePrefixAndRelaysTheTailToTheLiveServer
 		t.Errorf("the child's tail calls: provenance, args, result (-want +got):\n%s", diff)
 	}
 }
+
+func TestMCPOverStreamableHTTPForkFromStepZeroRelaysTheClientsInitializeAndRefusesACallBeforeIt(t *testing.T) {
+	up := newMCPUpstream(t)
+	dir := filepath.Join(t.TempDir(), "parent")
+	rec := start(t, Options{Mode: Record, Dir: dir, ID: "parent", MCPServers: map[string]string{"weather": up.URL}})
+	cs, _, _ := mcpClient(t, rec.url)
+	mcptest.Add(t, cs, 2, 3)
+	_ = cs.Close()
+	if out := rec.stop(t); out.Err != nil {
+		t.Fatal(out.Err)
+	}
+	parent := openSession(t, dir)
+
+	// A tail that opens with a call, not initialize, has nothing to initialize the server with.
+	live := newMCPUpstream(t)
+	bare := start(t, Options{Mode: Fork, Session: parent, Dir: filepath.Join(t.TempDir(), "bare"), ID: "bare", AtStep: 0,
+		MCPServers: map[string]string{"weather": live.URL}})
+	_, body := postRaw(t, bare.url+"/mcp/weather", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"add","arguments":{"a":1,"b":1}}}`)
+	if !strings.Contains(string(body), fmt.Sprintf(`"code":%d`, mcp.CodeUnavailable)) || !strings.Contains(string(body), "the fork's tail reached tools/call before the client initialized") {
+		t.Errorf("a tail call before any initialize answered %s, want an unavailable error saying the client had not initialized", body)
+	}
+	if out := bare.stop(t); out.Fork == nil {
+		t.Fatalf("fork: %v", out.Err)
+	}
+	if n := live.requests.Load(); n != 0 {
+		t.Errorf("the refused tail sent the server %d requests", n)
+	}
+
+	// From step 0 the client's own initialize and notification are the tail's: relayed once, not doubled.
+	fk := start(t, Options{Mode: Fork, Session: parent, Dir: filepath.Join(t.TempDir(), "child"), ID: "child", AtStep: 0,
+		MCPServers: map[string]string{"weather": live.URL}})
+	cs, _, _ = mcpClient(t, fk.url)
+	if got := mcptest.Add(t, cs, 4, 5); got != "9" {
+		t.Errorf("the tail's add = %q", got)
+	}
+	_ = cs.Close()
+	out := fk.stop(t)
+	if out.Fork == nil {
+		t.Fatalf("fork: %v", out.Err)
+	}
+	want := map[string]int{"initialize": 1, "notifications/initialized": 1, "tools/call": 1}
+	if diff := cmp.Diff(want, live.handled()); diff != "" {
+		t.Errorf("messages the live server handled (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(replay.ProvenanceCounts{Live: 2}, out.Fork.Provenance); diff != "" {
+		t.Errorf("fork provenance (initialize and add live) (-want +got):\n%s", diff)
+	}
+}
