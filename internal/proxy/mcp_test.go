@@ -254,18 +254,25 @@ func postRaw(t *testing.T, url, body string) (int, []byte) {
 	return do(t, req)
 }
 
-func TestMCPOverStreamableHTTPForkServesThePrefixAndRelaysTheTailToTheLiveServer(t *testing.T) {
+// recordAdds records a session "parent" of a go-sdk client calling add on each pair, through the proxy.
+func recordAdds(t *testing.T, adds ...[2]int) *session.Session {
+	t.Helper()
 	up := newMCPUpstream(t)
 	dir := filepath.Join(t.TempDir(), "parent")
 	rec := start(t, Options{Mode: Record, Dir: dir, ID: "parent", MCPServers: map[string]string{"weather": up.URL}})
 	cs, _, _ := mcpClient(t, rec.url)
-	mcptest.Add(t, cs, 2, 3)
-	mcptest.Add(t, cs, 10, 20)
+	for _, ab := range adds {
+		mcptest.Add(t, cs, ab[0], ab[1])
+	}
 	_ = cs.Close()
 	if out := rec.stop(t); out.Err != nil {
 		t.Fatal(out.Err)
 	}
-	parent := openSession(t, dir)
+	return openSession(t, dir)
+}
+
+func TestMCPOverStreamableHTTPForkServesThePrefixAndRelaysTheTailToTheLiveServer(t *testing.T) {
+	parent := recordAdds(t, [2]int{2, 3}, [2]int{10, 20})
 	second := int64(-1)
 	for _, ev := range parent.Events {
 		if ev.Kind == session.KindToolCall && strings.Contains(string(ev.Args), `"a":10`) {
@@ -278,7 +285,7 @@ func TestMCPOverStreamableHTTPForkServesThePrefixAndRelaysTheTailToTheLiveServer
 	childDir := filepath.Join(t.TempDir(), "child")
 	fk := start(t, Options{Mode: Fork, Session: parent, Dir: childDir, ID: "child", AtStep: second,
 		Goal: &replay.Goal{Tool: "weather/tools/call", ArgsMatch: json.RawMessage(`{"arguments":{"a":7}}`)}, MCPServers: map[string]string{"weather": live.URL}})
-	cs, _, _ = mcpClient(t, fk.url)
+	cs, _, _ := mcpClient(t, fk.url)
 	if got := mcptest.Add(t, cs, 2, 3); got != "5" {
 		t.Errorf("the prefix's add = %q, want the recorded 5", got)
 	}
@@ -330,16 +337,7 @@ func TestMCPOverStreamableHTTPForkServesThePrefixAndRelaysTheTailToTheLiveServer
 }
 
 func TestMCPOverStreamableHTTPForkFromStepZeroRelaysTheClientsInitializeAndRefusesACallBeforeIt(t *testing.T) {
-	up := newMCPUpstream(t)
-	dir := filepath.Join(t.TempDir(), "parent")
-	rec := start(t, Options{Mode: Record, Dir: dir, ID: "parent", MCPServers: map[string]string{"weather": up.URL}})
-	cs, _, _ := mcpClient(t, rec.url)
-	mcptest.Add(t, cs, 2, 3)
-	_ = cs.Close()
-	if out := rec.stop(t); out.Err != nil {
-		t.Fatal(out.Err)
-	}
-	parent := openSession(t, dir)
+	parent := recordAdds(t, [2]int{2, 3})
 
 	// A tail that opens with a call, not initialize, has nothing to initialize the server with.
 	live := newMCPUpstream(t)
@@ -359,7 +357,7 @@ func TestMCPOverStreamableHTTPForkFromStepZeroRelaysTheClientsInitializeAndRefus
 	// From step 0 the client's own initialize and notification are the tail's: relayed once, not doubled.
 	fk := start(t, Options{Mode: Fork, Session: parent, Dir: filepath.Join(t.TempDir(), "child"), ID: "child", AtStep: 0,
 		MCPServers: map[string]string{"weather": live.URL}})
-	cs, _, _ = mcpClient(t, fk.url)
+	cs, _, _ := mcpClient(t, fk.url)
 	if got := mcptest.Add(t, cs, 4, 5); got != "9" {
 		t.Errorf("the tail's add = %q", got)
 	}
