@@ -11,6 +11,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"unsafe"
 )
 
 // Messages stored once (schema 3).
@@ -89,10 +90,86 @@ func digestOf(data []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// Memory in proportion to the log. Each logical event owns a contiguous Request.Messages, so a list
+// that extends an older list (one something else already extends) is a copy of it when read, and a
+// join may embed a definition any number of times: a small line can cost memory in the size of the
+// whole conversation, and a log of such lines memory in its square (2,000 one-message lines
+// branching off a 2,000-message list: 1.2 MB of log, 168 MB read). The reader keeps a budget of what
+// putting the log back together costs beyond the bytes it decodes — message slots it copies or
+// appends, and the bytes of joins — and refuses the line that passes it. The writer keeps the same
+// account and never writes a log over it: where a list would pass it, it lists the messages again
+// (their bytes in the log pay for their copy), and where a join would, it stores the bytes plainly.
+//
+// Why the bound is safe for honest logs: the writer cannot exceed it (it checks each line against
+// what the reader will count, before the line is written), and a recording whose requests extend the
+// previous one — the usual agent loop, any number of lanes interleaved — copies nothing: every list
+// extends one nothing else extends, which the reader appends to in place.
+const (
+	// expansionPerByte is how many bytes of memory the reader may spend per byte of the log's
+	// definitions, and expansionFree what it may spend on top, so that a short log may branch freely.
+	expansionPerByte = 64
+	expansionFree    = 4 << 20
+	// messageSlot is the memory one message of an expanded list takes (its content is shared).
+	messageSlot = int64(unsafe.Sizeof(Message{}))
+)
+
+// expansionBudget is the account both sides keep: read, the bytes of the definitions of the lines
+// so far (definedBytes), and spent, the memory that putting them back together took.
+type expansionBudget struct {
+	read, spent int64
+}
+
+// allows says whether spending n more bytes stays within the budget once read more bytes are read.
+func (b *expansionBudget) allows(read, n int64) bool {
+	return b.spent+n <= expansionPerByte*(b.read+read)+expansionFree
+}
+
+// overBudget explains a refusal: what the line would spend and what the log allows.
+func (b *expansionBudget) overBudget(n int64) error {
+	return fmt.Errorf("putting it back takes %d bytes of memory, past the budget of %d for the %d bytes of definitions read so far (%dx plus %d): the writer never writes this, a log of such lines costs memory in the square of its size",
+		n, expansionPerByte*b.read+expansionFree-b.spent, b.read, expansionPerByte, expansionFree)
+}
+
+// definedBytes is a lower bound of the bytes ev's definitions take in its line (their keys, values,
+// texts and items, without the JSON around them): the same for the writer and the reader of a line.
+func definedBytes(ev *Event) int64 {
+	n := 0
+	for h, v := range ev.Defs {
+		n += len(h) + len(v)
+	}
+	for h, parts := range ev.Joins {
+		n += len(h)
+		for _, p := range parts {
+			n += len(p.Text) + len(p.Ref)
+		}
+	}
+	for h, l := range ev.Lists {
+		n += len(h) + len(l.Prev)
+		for _, it := range l.Items {
+			n += len(it.Role) + len(it.Content)
+		}
+	}
+	for _, h := range ev.DefBlobs {
+		n += len(h)
+	}
+	return int64(n)
+}
+
+// listCost is the memory the reader spends on a list of known messages extended by added: a copy of
+// the known ones unless the list it extends is one nothing else extends yet (tip).
+func listCost(known, added int, tip bool) int64 {
+	if tip {
+		return int64(added) * messageSlot
+	}
+	return int64(known+added) * messageSlot
+}
+
 // interner is the writer's side: what the log defines so far.
 type interner struct {
 	defined map[string]bool // content digests defined by the log (inline or as blobs)
 	chains  map[string]bool // list digests the log defines, every prefix included
+	tips    map[string]bool // lists the log defines that no later list extends: read in place
+	budget  expansionBudget // the reader's account of the lines so far (see expansionBudget)
 	last    []lastMessage   // the previous request's messages, so a repeated one is not hashed again
 	recent  []recentDef     // the latest definitions of at least joinMin bytes, newest last
 	blobMin int             // definitions above this size become blobs
@@ -102,26 +179,35 @@ type interner struct {
 	journal []journalEntry
 }
 
+// journalEntry is a key of one of the interner's sets and the value it had before the line.
 type journalEntry struct {
-	chain bool // a key of chains, not of defined
-	key   string
+	set      map[string]bool
+	key      string
+	had, was bool
+}
+
+// mark sets set[key] to v, journaling what it was.
+func (in *interner) mark(set map[string]bool, key string, v bool) {
+	was, had := set[key]
+	in.journal = append(in.journal, journalEntry{set: set, key: key, had: had, was: was})
+	set[key] = v
 }
 
 // begin starts a line and returns what takes it back: a line that is not written must leave nothing
 // defined, or a later line would refer to a definition the log never holds.
 func (in *interner) begin() (undo func()) {
 	in.journal = in.journal[:0]
-	last, recent := in.last, slices.Clone(in.recent)
+	last, recent, budget := in.last, slices.Clone(in.recent), in.budget
 	return func() {
-		for _, e := range in.journal {
-			if e.chain {
-				delete(in.chains, e.key)
+		for i := len(in.journal) - 1; i >= 0; i-- {
+			if e := in.journal[i]; e.had {
+				e.set[e.key] = e.was
 			} else {
-				delete(in.defined, e.key)
+				delete(e.set, e.key)
 			}
 		}
 		in.journal = in.journal[:0]
-		in.last, in.recent = last, recent
+		in.last, in.recent, in.budget = last, recent, budget
 	}
 }
 
@@ -138,7 +224,7 @@ type lastMessage struct {
 }
 
 func newInterner(blobMin int, putBlob func([]byte) (string, error)) *interner {
-	return &interner{defined: map[string]bool{}, chains: map[string]bool{}, blobMin: blobMin, putBlob: putBlob}
+	return &interner{defined: map[string]bool{}, chains: map[string]bool{}, tips: map[string]bool{}, blobMin: blobMin, putBlob: putBlob}
 }
 
 // define returns the digest of data, defining it on ev unless the log already does.
@@ -147,13 +233,18 @@ func (in *interner) define(ev *Event, data []byte) (string, error) {
 	if in.defined[h] {
 		return h, nil
 	}
-	switch parts := in.join(data); {
+	parts := in.join(data)
+	if parts != nil && !in.budget.allows(definedBytes(ev), int64(len(data))) {
+		parts = nil // the reader could not afford to build it: its bytes pay for themselves
+	}
+	switch {
 	case len(data) > in.blobMin:
 		if _, err := in.putBlob(data); err != nil {
 			return "", err
 		}
 		ev.DefBlobs = append(ev.DefBlobs, h)
 	case parts != nil:
+		in.budget.spent += int64(len(data))
 		if ev.Joins == nil {
 			ev.Joins = map[string][]JoinPart{}
 		}
@@ -164,8 +255,7 @@ func (in *interner) define(ev *Event, data []byte) (string, error) {
 		}
 		ev.Defs[h] = data
 	}
-	in.defined[h] = true
-	in.journal = append(in.journal, journalEntry{key: h})
+	in.mark(in.defined, h, true)
 	if len(data) >= joinMin {
 		in.recent = append(in.recent, recentDef{hash: h, data: data})
 		if len(in.recent) > joinRecent {
@@ -243,6 +333,14 @@ func (in *interner) defineValue(ev *Event, v any) (string, error) {
 // intern rewrites ev, a copy the caller owns, into its stored form. The caller's Request and
 // Response are not modified: ev gets its own.
 func (in *interner) intern(ev *Event) error {
+	if err := in.internParts(ev); err != nil {
+		return err
+	}
+	in.budget.read += definedBytes(ev)
+	return nil
+}
+
+func (in *interner) internParts(ev *Event) error {
 	refs := &Refs{}
 	if ev.Request != nil {
 		req := *ev.Request
@@ -289,7 +387,7 @@ func (in *interner) intern(ev *Event) error {
 }
 
 // list defines msgs as a list (extending the longest list the log already defines that is a prefix
-// of it) and returns its digest.
+// of it, or none when the reader could not afford the copy) and returns its digest.
 func (in *interner) list(ev *Event, msgs []Message) (string, error) {
 	cur := make([]lastMessage, len(msgs))
 	chain, same := "", true
@@ -318,15 +416,29 @@ func (in *interner) list(ev *Event, msgs []Message) (string, error) {
 	if known == len(cur) {
 		return chain, nil
 	}
+	tip := known > 0 && in.tips[cur[known-1].chain]
+	// The line reads definedBytes(ev) and at least this list's bytes more, a lower bound of what the
+	// reader will have read when it spends (it counts the whole line first).
+	read := definedBytes(ev) + int64(len(chain))
+	for _, m := range cur[known:] {
+		read += int64(len(m.role) + len(m.content))
+	}
+	if cost := listCost(known, len(cur)-known, tip); known > 0 && !in.budget.allows(read, cost) {
+		known, tip = 0, false
+	}
 	def := ListDef{Items: make([]ListItem, 0, len(cur)-known)}
 	if known > 0 {
 		def.Prev = cur[known-1].chain
+		in.mark(in.tips, def.Prev, false)
 	}
 	for _, m := range cur[known:] {
 		def.Items = append(def.Items, ListItem{Role: m.role, Content: m.content})
-		in.chains[m.chain] = true
-		in.journal = append(in.journal, journalEntry{chain: true, key: m.chain})
+		if !in.chains[m.chain] {
+			in.mark(in.chains, m.chain, true)
+		}
 	}
+	in.mark(in.tips, chain, true)
+	in.budget.spent += listCost(known, len(cur)-known, tip)
 	if ev.Lists == nil {
 		ev.Lists = map[string]ListDef{}
 	}
@@ -335,14 +447,17 @@ func (in *interner) list(ev *Event, msgs []Message) (string, error) {
 }
 
 // Expander turns stored events back into the logical ones, in log order: it resolves blob fields
-// (ResolveBlobs), checks and remembers every definition, and expands references. Its memory is in
-// the distinct content of the log, not in the number of times it is used. The events it returns share
-// message slices and content bytes with each other: treat them as read-only.
+// (ResolveBlobs), checks and remembers every definition, and expands references. What it builds
+// beyond the bytes it decodes (copies of message lists, joined definitions) stays within
+// expansionPerByte times the bytes of the log's definitions plus expansionFree: a line that would
+// pass that is refused (a *RefError naming the budget), which no log the writer writes does. The
+// events it returns share message slices and content bytes with each other: treat them as read-only.
 type Expander struct {
 	blobs  BlobSource
 	name   string // the log's name in errors
 	defs   map[string]json.RawMessage
 	chains map[string]*chainNode
+	budget expansionBudget
 }
 
 // chainNode is a list the log defines: msgs holds its messages (len is its length). tip says that
@@ -391,6 +506,7 @@ func (e *RefError) Unwrap() error { return e.Err }
 
 // learn checks and remembers what ev defines.
 func (x *Expander) learn(ev *Event) error {
+	x.budget.read += definedBytes(ev)
 	for _, h := range slices.Sorted(maps.Keys(ev.Defs)) {
 		data := ev.Defs[h]
 		if got := digestOf(data); got != h {
@@ -485,7 +601,15 @@ func inDependencyOrder(keys []string, deps func(string) []string, define, stuck 
 
 // defineJoin checks the join h of the line at step and remembers its bytes.
 func (x *Expander) defineJoin(step int64, h string, parts []JoinPart) error {
-	var data []byte
+	size := 0
+	for _, p := range parts {
+		size += len(p.Text) + len(x.defs[p.Ref])
+	}
+	if !x.budget.allows(0, int64(size)) {
+		return &RefError{Step: step, Field: "joins", Hash: h, Err: x.budget.overBudget(int64(size))}
+	}
+	x.budget.spent += int64(size)
+	data := make([]byte, 0, size)
 	for i, p := range parts {
 		if p.Ref == "" {
 			data = append(data, p.Text...)
@@ -520,7 +644,14 @@ func (x *Expander) defineList(step int64, h string, def ListDef) error {
 			return fail(fmt.Errorf("extends %s, which the log does not define before it", def.Prev))
 		}
 		base, tip = p.msgs, p.tip
-		p.tip = false
+	}
+	cost := listCost(len(base), len(def.Items), tip)
+	if !x.budget.allows(0, cost) {
+		return fail(x.budget.overBudget(cost))
+	}
+	x.budget.spent += cost
+	if def.Prev != "" {
+		x.chains[def.Prev].tip = false
 	}
 	msgs := base
 	if !tip {
