@@ -1,12 +1,14 @@
 package session
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -150,4 +152,76 @@ func TestJoinsThatDoubleLineAfterLineAreRefused(t *testing.T) {
 	if alloc > 4*expansionFree {
 		t.Fatalf("the reader allocated %d bytes before refusing doubling joins, want at most %d", alloc, 4*expansionFree)
 	}
+}
+
+// sideCalls is an honest run that branches every turn: each turn's request adds an answer of 800
+// bytes and a tool result of 1 KiB to the conversation, and a side request (a summary, a check)
+// asks about the conversation with one message of its own, so the next turn extends a list the side
+// request extended already: a copy when read.
+func sideCalls(turns int) []Event {
+	var conversation []Message
+	events := []Event{{Step: 0, Lane: "0", Kind: KindSessionStart}}
+	call := func(msgs []Message) {
+		n := int64(len(events))
+		events = append(events, Event{Step: n, Seq: n - 1, Lane: "0", CallSite: "plan", Kind: KindModelCall,
+			Request: &Request{Model: "m", Messages: msgs}, RequestHash: fmt.Sprintf("%064x", n),
+			Response: &Response{Content: json.RawMessage(`"ok"`), StopReason: "end_turn"}})
+	}
+	for turn := range turns {
+		conversation = append(conversation,
+			Message{Role: "assistant", Content: json.RawMessage(mustJSON(fmt.Sprintf("answer %d ", turn) + strings.Repeat("a", 800)))},
+			Message{Role: "user", Content: json.RawMessage(mustJSON(fmt.Sprintf("result %d ", turn) + strings.Repeat("r", 1024)))})
+		call(slices.Clip(conversation))
+		call(append(slices.Clip(conversation), Message{Role: "user", Content: json.RawMessage(`"summarize the run so far"`)}))
+	}
+	n := int64(len(events))
+	return append(events, Event{Step: n, Lane: "0", Kind: KindSessionEnd, OK: boolPtr(true)})
+}
+
+// An honest 1,000-turn run that branches every turn (2,000 requests, the longest of 2,001 messages)
+// is written as before, every turn extending a list, and reads back: its copies, 40 MB, take a
+// quarter of the budget its 2.4 MB of definitions give it. Copies grow with the square of the turns
+// and the budget with the turns, so a run of this shape reaches it at about 3,900 turns; from there
+// the writer lists the conversation again about once every hundred turns, and the log still reads.
+func TestAnHonestRunThatBranchesEveryTurnReadsWithinTheBudget(t *testing.T) {
+	events := sideCalls(1000)
+	dir := t.TempDir()
+	record(t, dir, events)
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ev := range events {
+		if ev.Request != nil && !slices.EqualFunc(ev.Request.Messages, s.Events[i].Request.Messages, func(a, b Message) bool {
+			return a.Role == b.Role && string(a.Content) == string(b.Content)
+		}) {
+			t.Fatalf("step %d reads back other messages than it recorded", ev.Step)
+		}
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, EventsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	relisted := 0
+	x := NewExpander(mapBlobs{}, EventsFile)
+	for i, line := range bytes.Split(bytes.TrimSuffix(raw, []byte("\n")), []byte("\n")) {
+		var stored Event
+		if err := json.Unmarshal(line, &stored); err != nil {
+			t.Fatal(err)
+		}
+		if err := x.Resolve(&stored); err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range stored.Lists {
+			if l.Prev == "" && i > 1 {
+				relisted++
+			}
+		}
+	}
+	if relisted != 0 {
+		t.Fatalf("the writer listed a conversation again %d times in a run whose copies the budget covers", relisted)
+	}
+	b := x.budget
+	t.Logf("log %d bytes, no conversation listed again; copies %d bytes, %.0f%% of the budget (%d bytes of definitions)",
+		len(raw), b.spent, 100*float64(b.spent)/float64(expansionPerByte*b.read+expansionFree), b.read)
 }
