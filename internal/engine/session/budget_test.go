@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -224,4 +225,35 @@ func TestAnHonestRunThatBranchesEveryTurnReadsWithinTheBudget(t *testing.T) {
 	b := x.budget
 	t.Logf("log %d bytes, no conversation listed again; copies %d bytes, %.0f%% of the budget (%d bytes of definitions)",
 		len(raw), b.spent, 100*float64(b.spent)/float64(expansionPerByte*b.read+expansionFree), b.read)
+}
+
+// A join costs the reader its whole bytes for the few it stores, so the writer stores a join's bytes
+// plainly when the reader's budget would not cover it. Honest lines earn far more than a join up to
+// the blob threshold costs, so the budget is brought to its end by hand, on both sides, before the
+// line whose second message embeds the first and third the second: the second is stored plainly
+// (nothing of the line has paid for it yet), and its bytes then pay for the third as a join.
+func TestAJoinTheReaderCouldNotAffordIsStoredPlainly(t *testing.T) {
+	events := nestedJoins(0)
+	outer := events[2].Request.Messages[1].Content
+	outermost := events[2].Request.Messages[2].Content
+	in := newInterner(BlobThreshold, nil)
+	x := NewExpander(mapBlobs{}, EventsFile)
+	for i, ev := range events {
+		if i == 2 {
+			in.budget.spent = expansionPerByte*in.budget.read + expansionFree
+			x.budget.spent = in.budget.spent
+		}
+		if err := in.intern(&ev); err != nil {
+			t.Fatal(err)
+		}
+		if i == 2 && (ev.Defs[digestOf(outer)] == nil || ev.Joins[digestOf(outermost)] == nil || len(ev.Joins) != 1) {
+			t.Fatalf("the writer out of budget stored joins %v and definitions %v, want the second message plainly and the third as a join", slices.Collect(maps.Keys(ev.Joins)), slices.Collect(maps.Keys(ev.Defs)))
+		}
+		if err := x.Resolve(&ev); err != nil {
+			t.Fatalf("step %d: the reader refuses what the writer wrote: %v", ev.Step, err)
+		}
+	}
+	if in.budget != x.budget {
+		t.Fatalf("the writer's account %+v and the reader's %+v differ", in.budget, x.budget)
+	}
 }
