@@ -89,8 +89,8 @@ func TestALogOfBranchesOffAnOlderListIsRefusedBeforeItsMemoryOutgrowsTheLog(t *t
 	if !errors.As(err, &re) || re.Field != "lists" || !strings.Contains(err.Error(), "budget") {
 		t.Fatalf("reading 2,000 branches off a 2,000-message list: got %v, want a *RefError on lists naming the budget", err)
 	}
-	if re.Step < 2 || re.Step > 2000 {
-		t.Fatalf("refused at step %d, want a branch's step", re.Step)
+	if re.Step < 2 || re.Step > 2000 || !strings.Contains(err.Error(), fmt.Sprintf("line %d:", re.Step+1)) {
+		t.Fatalf("refused at step %d (%v), want a branch's step and its line", re.Step, err)
 	}
 	if limit := uint64(expansionPerByte*logBytes + expansionFree + 16<<20); alloc > limit {
 		t.Fatalf("the reader allocated %d bytes (%.0fx the %d-byte log) before refusing it, want at most %d", alloc, float64(alloc)/float64(logBytes), logBytes, limit)

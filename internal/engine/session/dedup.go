@@ -124,10 +124,10 @@ func (b *expansionBudget) allows(read, n int64) bool {
 	return b.spent+n <= expansionPerByte*(b.read+read)+expansionFree
 }
 
-// overBudget explains a refusal: what the line would spend and what the log allows.
-func (b *expansionBudget) overBudget(n int64) error {
-	return fmt.Errorf("putting it back takes %d bytes of memory, past the budget of %d for the %d bytes of definitions read so far (%dx plus %d): the writer never writes this, a log of such lines costs memory in the square of its size",
-		n, expansionPerByte*b.read+expansionFree-b.spent, b.read, expansionPerByte, expansionFree)
+// overBudget explains the refusal of line: what it would spend and what the log allows.
+func (b *expansionBudget) overBudget(line int, n int64) error {
+	return fmt.Errorf("line %d: putting it back takes %d bytes of memory, past the %d left of the budget for the %d bytes of definitions read so far (%dx plus %d): the writer never writes this, and a log of such lines costs memory in the square of its size",
+		line, n, expansionPerByte*b.read+expansionFree-b.spent, b.read, expansionPerByte, expansionFree)
 }
 
 // definedBytes is a lower bound of the bytes ev's definitions take in its line (their keys, values,
@@ -458,6 +458,7 @@ type Expander struct {
 	defs   map[string]json.RawMessage
 	chains map[string]*chainNode
 	budget expansionBudget
+	line   int // the log's line under way, counting from 1 (Resolve is called once a line)
 }
 
 // chainNode is a list the log defines: msgs holds its messages (len is its length). tip says that
@@ -474,6 +475,7 @@ func NewExpander(blobs BlobSource, name string) *Expander {
 
 // Resolve turns the next stored event of the log into the logical one.
 func (x *Expander) Resolve(ev *Event) error {
+	x.line++
 	if err := ResolveBlobs(ev, x.blobs); err != nil {
 		return err
 	}
@@ -606,7 +608,7 @@ func (x *Expander) defineJoin(step int64, h string, parts []JoinPart) error {
 		size += len(p.Text) + len(x.defs[p.Ref])
 	}
 	if !x.budget.allows(0, int64(size)) {
-		return &RefError{Step: step, Field: "joins", Hash: h, Err: x.budget.overBudget(int64(size))}
+		return &RefError{Step: step, Field: "joins", Hash: h, Err: x.budget.overBudget(x.line, int64(size))}
 	}
 	x.budget.spent += int64(size)
 	data := make([]byte, 0, size)
@@ -647,7 +649,7 @@ func (x *Expander) defineList(step int64, h string, def ListDef) error {
 	}
 	cost := listCost(len(base), len(def.Items), tip)
 	if !x.budget.allows(0, cost) {
-		return fail(x.budget.overBudget(cost))
+		return fail(x.budget.overBudget(x.line, cost))
 	}
 	x.budget.spent += cost
 	if def.Prev != "" {
