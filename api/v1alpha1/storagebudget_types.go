@@ -21,6 +21,7 @@ const (
 )
 
 // StorageBudgetSpec sets the bytes a namespace's sessions and checkpoints may keep in the store.
+// +kubebuilder:validation:MinProperties=1
 // +kubebuilder:validation:XValidation:rule="has(self.sessions) || has(self.checkpoints)",message="a budget limits sessions, checkpoints or both: set spec.sessions or spec.checkpoints"
 type StorageBudgetSpec struct {
 	// sessions bounds the stored bytes of the namespace's AgentSessions, as each one's
