@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -89,13 +90,14 @@ func TestASessionThatAsksForARecordingRecordsItsAgent(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the recording is not in the store: %v", err)
 	}
-	if leaked := e.secretsIn(e.storeKey("sessions", "rec")+"/", agentToken, providerKey, pastedKey); len(leaked) > 0 {
+	// The whole store: the log lives in content-addressed segments beside the blobs, not under sessions/.
+	if leaked := e.secretsIn(e.storeKey()+"/", agentToken, providerKey, pastedKey); len(leaked) > 0 {
 		t.Errorf("a secret is in the recording: %v", leaked)
 	}
 	e.runJob(e.waitJob("rec", "verify"))
 	s = e.waitSession("rec", v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonVerified)
 	rec := s.Status.Recording
-	size := e.storedSize(e.storeKey("sessions", "rec")+"/", "meta.json", "events.jsonl", "vault.enc")
+	size := e.storedSize(e.storeKey("sessions", "rec")+"/", "meta.json", "events.jsonl", "vault.enc") + e.segmentBytes("rec")
 	if rec.EventsHash != stored.EventsHash || *rec.Events != 3 || *rec.ModelCalls != 1 || *rec.Blobs != 0 || *rec.Bytes != size || rec.LogState != v1alpha1.LogClosed {
 		t.Errorf("recording: hash %s, %d events, %d model calls, %d blobs, %d bytes, log %s; want the stored session's hash %s, 3 events (start, the call, end), 1 model call, no blobs, %d bytes, closed",
 			rec.EventsHash, *rec.Events, *rec.ModelCalls, *rec.Blobs, *rec.Bytes, rec.LogState, stored.EventsHash, size)
@@ -300,6 +302,44 @@ func checkRecordPod(t *testing.T, job *batchv1.Job, s *v1alpha1.AgentSession) {
 	if raw := fmt.Sprintf("%+v", job); strings.Contains(raw, providerKey) || strings.Contains(raw, agentToken) || strings.Contains(raw, s3.SecretKey) {
 		t.Errorf("Job %s holds a secret's value", job.Name)
 	}
+}
+
+// segmentBytes is the size of the session's log as the store keeps it in segments (segments.json);
+// 0 for a log stored as one events.jsonl.
+func (e *env) segmentBytes(id string) int64 {
+	_, n := segmentsOf(e.ctx, e.t, e.storeKey("sessions", id, "segments.json"))
+	return n
+}
+
+// segmentsOf reads the segment index at key: the hashes of the segments that hold a session's log and
+// their total size; none for a session whose log is one events.jsonl.
+func segmentsOf(ctx context.Context, t testing.TB, key string) (hashes []string, bytes int64) {
+	t.Helper()
+	c, err := s3.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := c.GetObject(ctx, testBucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obj.Close()
+	var index struct {
+		Segments []struct {
+			Hash  string `json:"sha256"`
+			Bytes int64  `json:"bytes"`
+		} `json:"segments"`
+	}
+	if err := json.NewDecoder(obj).Decode(&index); err != nil {
+		if minio.ToErrorResponse(err).Code == "NoSuchKey" {
+			return nil, 0
+		}
+		t.Fatal(err)
+	}
+	for _, seg := range index.Segments {
+		hashes, bytes = append(hashes, seg.Hash), bytes+seg.Bytes
+	}
+	return hashes, bytes
 }
 
 // secretsIn lists the store's keys under prefix whose content holds one of secrets.
