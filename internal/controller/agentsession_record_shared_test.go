@@ -124,11 +124,7 @@ func contains(l []string, s string) bool {
 func TestARecordingOutlivesNoSpecChange(t *testing.T) {
 	e := newEnv(t)
 	_, job := e.startRecording("changed")
-	s := e.session("changed")
-	s.Spec.Agent.Image = agentImage + "-next"
-	if err := e.c.Update(e.ctx, s); err != nil {
-		t.Fatal(err)
-	}
+	s := e.editSession("changed", func(s *v1alpha1.AgentSession) { s.Spec.Agent.Image = agentImage + "-next" })
 	e.eventually("generation 2 observed", func() (bool, string) {
 		s = e.session("changed")
 		return s.Status.ObservedGeneration == 2, fmt.Sprint(s.Status.ObservedGeneration)
@@ -139,11 +135,10 @@ func TestARecordingOutlivesNoSpecChange(t *testing.T) {
 	if n := len(e.jobsOf("changed", recordPurpose)); n != 1 {
 		t.Errorf("%d recording Jobs, want 1", n)
 	}
-	s.Spec.Agent = v1alpha1.AgentSpec{}
-	s.Spec.ProviderKeys = v1alpha1.ProviderKeys{}
-	if err := e.c.Update(e.ctx, s); err != nil {
-		t.Fatal(err)
-	}
+	s = e.editSession("changed", func(s *v1alpha1.AgentSession) {
+		s.Spec.Agent = v1alpha1.AgentSpec{}
+		s.Spec.ProviderKeys = v1alpha1.ProviderKeys{}
+	})
 	if err := e.c.Delete(e.ctx, s); err != nil {
 		t.Fatal(err)
 	}
