@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -181,13 +182,20 @@ func (o *controllerOptions) setup(ctx context.Context, mgr ctrl.Manager) error {
 	if err := checkpoints.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the Checkpoint controller: %w", err)
 	}
-	budgets := &controller.StorageBudgetReconciler{Deps: deps}
-	budgets.Recorder = mgr.GetEventRecorder("storagebudget-controller")
-	if err := budgets.SetupWithManager(ctx, mgr); err != nil {
-		return fmt.Errorf("setting up the StorageBudget controller: %w", err)
-	}
-	if err := controller.RegisterStorageCollector(crmetrics.Registry, mgr.GetCache()); err != nil {
-		return fmt.Errorf("registering the storage budget metrics: %w", err)
+	// StorageBudget is newer than the other kinds: a manager started where its CRD is not installed yet
+	// (a chart that predates it, an upgrade under way) leaves budgets off rather than never starting.
+	budgetGVK := agentrewindv1alpha1.GroupVersion.WithKind("StorageBudget")
+	if _, err := mgr.GetRESTMapper().RESTMapping(budgetGVK.GroupKind(), budgetGVK.Version); meta.IsNoMatchError(err) {
+		ctrl.LoggerFrom(ctx).Info("Left storage budgets off: the StorageBudget CRD is not installed; restart the manager once it is")
+	} else {
+		budgets := &controller.StorageBudgetReconciler{Deps: deps}
+		budgets.Recorder = mgr.GetEventRecorder("storagebudget-controller")
+		if err := budgets.SetupWithManager(ctx, mgr); err != nil {
+			return fmt.Errorf("setting up the StorageBudget controller: %w", err)
+		}
+		if err := controller.RegisterStorageCollector(crmetrics.Registry, mgr.GetCache()); err != nil {
+			return fmt.Errorf("registering the storage budget metrics: %w", err)
+		}
 	}
 	if o.storeSyncNamespace != "" && o.storeSyncInterval > 0 {
 		sync := &controller.StoreSync{Client: mgr.GetClient(), Stores: deps.Stores, Recorder: mgr.GetEventRecorder("store-sync"), Metrics: metrics,
