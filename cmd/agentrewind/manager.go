@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -182,11 +184,12 @@ func (o *controllerOptions) setup(ctx context.Context, mgr ctrl.Manager) error {
 	if err := checkpoints.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the Checkpoint controller: %w", err)
 	}
-	// StorageBudget is newer than the other kinds: a manager started where its CRD is not installed yet
-	// (a chart that predates it, an upgrade under way) leaves budgets off rather than never starting.
-	budgetGVK := agentrewindv1alpha1.GroupVersion.WithKind("StorageBudget")
-	if _, err := mgr.GetRESTMapper().RESTMapping(budgetGVK.GroupKind(), budgetGVK.Version); meta.IsNoMatchError(err) {
-		ctrl.LoggerFrom(ctx).Info("Left storage budgets off: the StorageBudget CRD is not installed; restart the manager once it is")
+	// StorageBudget is newer than the other kinds: a manager started where its CRD is not installed yet,
+	// or under a chart's RBAC that predates it (an upgrade under way), leaves budgets off rather than
+	// never becoming ready on an informer it may not list.
+	var budgetProbe agentrewindv1alpha1.StorageBudgetList
+	if err := mgr.GetAPIReader().List(ctx, &budgetProbe, client.Limit(1)); meta.IsNoMatchError(err) || apierrors.IsForbidden(err) || apierrors.IsNotFound(err) {
+		ctrl.LoggerFrom(ctx).Info("Left storage budgets off: the StorageBudget CRD is not installed or this manager may not list StorageBudgets; restart the manager once it may", "reason", err.Error())
 	} else {
 		budgets := &controller.StorageBudgetReconciler{Deps: deps}
 		budgets.Recorder = mgr.GetEventRecorder("storagebudget-controller")
