@@ -21,6 +21,7 @@ import (
 
 	"github.com/agentrewind/agentrewind/api/v1alpha1"
 	"github.com/agentrewind/agentrewind/internal/blobstore"
+	"github.com/agentrewind/agentrewind/internal/engine/session"
 	"github.com/agentrewind/agentrewind/internal/fakellm"
 )
 
@@ -72,7 +73,7 @@ func TestPushedSessionIsSyncedAndVerified(t *testing.T) {
 		{"model calls", ptr.Deref(rec.ModelCalls, -1), recordedModels},
 		{"tool calls", ptr.Deref(rec.ToolCalls, -1), recordedTools},
 		{"blobs", ptr.Deref(rec.Blobs, -1), int64(len(blobs))},
-		{"schema version", int64(rec.SchemaVersion), 2},
+		{"schema version", int64(rec.SchemaVersion), int64(session.CurrentSchemaVersion)},
 	} {
 		if c.got != c.want {
 			t.Errorf("status.recording %s = %d, want %d", c.what, c.got, c.want)
