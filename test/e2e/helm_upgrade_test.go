@@ -93,7 +93,7 @@ func TestHelmUpgradeFromThePreviousChartKeepsCRs(t *testing.T) {
 	before := operatorObjects(t, ns)
 	t.Logf("before the upgrade: %v", slices.Sorted(maps.Keys(before)))
 
-	if out, err := helmCmd("upgrade", upgradeRelease, filepath.Join(repoRoot, "charts", "agentrewind"), "--namespace", ns, "-f", values,
+	if out, err := helmCmd("upgrade", upgradeRelease, filepath.Join(repoRoot, "charts", "agentrewind"), "--namespace", ns, "-f", values, "--take-ownership",
 		"--wait", "--timeout", "4m"); err != nil {
 		t.Fatalf("helm upgrade to chart %s: %v\n%s", curVersion, err, out)
 	}
@@ -288,7 +288,7 @@ func pauseSuiteManager(t *testing.T) {
 func giveCRDsBack(t *testing.T) {
 	t.Helper()
 	t.Cleanup(func() {
-		for _, plural := range []string{"agentsessions", "forkruns", "resumeplans", "checkpoints"} {
+		for _, plural := range []string{"agentsessions", "forkruns", "resumeplans", "checkpoints", "storagebudgets"} {
 			args := []string{"annotate", "crd", plural + ".agentrewind.io", "--overwrite"}
 			if envOr("E2E_INSTALL", "helm") == "helm" {
 				args = append(args, "meta.helm.sh/release-name="+helmRelease, "meta.helm.sh/release-namespace="+systemNamespace)
