@@ -111,6 +111,13 @@ func (c *canon) shortKey(m *span, k int, w uint64) bool {
 
 // keyPrefix is span.prefix for key k.
 func keyPrefix(k []byte) uint64 {
+	if len(k) >= 8 { // one word, as shortKey reads the shorter ones
+		w := binary.LittleEndian.Uint64(k)
+		if w&0x8080808080808080 != 0 {
+			return 0
+		}
+		return bits.ReverseBytes64(w) // 0 only for eight NULs, as below
+	}
 	var p uint64
 	for i := range 8 {
 		p <<= 8
