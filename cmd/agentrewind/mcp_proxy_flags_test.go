@@ -8,7 +8,7 @@ import (
 )
 
 func TestParseMCPServersNamesTheBadFlagWithoutItsURL(t *testing.T) {
-	got, err := parseMCPServers([]string{"weather=http://127.0.0.1:9000/mcp", "files=https://files.example/mcp"})
+	got, err := parseMCPServers([]string{"weather=http://127.0.0.1:9000/mcp", "files=https://files.example/mcp"}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,10 +23,25 @@ func TestParseMCPServersNamesTheBadFlagWithoutItsURL(t *testing.T) {
 		{[]string{"we/ather=http://h/mcp"}, "--mcp-server number 1 has no valid name"},
 		{[]string{"a=http://h/1", "a=http://h/2"}, "--mcp-server a is given twice"},
 		{[]string{"a=ftp://h/mcp"}, "--mcp-server: MCP server a:"},
+		{[]string{"a"}, "--mcp-server a has no URL: a recording calls the server"},
 	} {
-		_, err := parseMCPServers(tc.specs)
+		_, err := parseMCPServers(tc.specs, true)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "pw@") {
 			t.Errorf("parseMCPServers(%q) = %v, want an error saying %q (and no password)", tc.specs, err, tc.want)
 		}
+	}
+}
+
+// A replay or a fork may mount a server by name alone: answered from the recording, with no URL to call.
+func TestParseMCPServersTakesTheNameAloneOutsideARecording(t *testing.T) {
+	got, err := parseMCPServers([]string{"tracker", "files=https://files.example/mcp"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]string{"tracker": "", "files": "https://files.example/mcp"}, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if _, err := parseMCPServers([]string{"https://user:pw@host/mcp"}, false); err == nil || strings.Contains(err.Error(), "pw@") {
+		t.Errorf("a URL without its name: %v, want an error without the password", err)
 	}
 }

@@ -103,7 +103,7 @@ termination message. A record run writes no task result: the committed session i
 	fl.StringVar(&o.anthropicKeyFile, "anthropic-api-key-file", "", "file holding the Anthropic key the proxy sends (default $ANTHROPIC_API_KEY)")
 	fl.StringVar(&o.openaiKeyFile, "openai-api-key-file", "", "file holding the OpenAI key the proxy sends (default $OPENAI_API_KEY)")
 	fl.StringArrayVar(&o.tools, "tool", nil, "tool backend name=URL for POST /v1/tools/{name} (repeatable)")
-	fl.StringArrayVar(&o.mcpServers, "mcp-server", nil, "MCP server name=URL (streamable HTTP) mounted at /mcp/{name}; its calls are recorded as tool events name/<method> (repeatable; replay needs the name only, the URL is never called)")
+	fl.StringArrayVar(&o.mcpServers, "mcp-server", nil, "MCP server name=URL (streamable HTTP) mounted at /mcp/{name}; its calls are recorded as tool events name/<method> (repeatable; a replay never calls the URL, and a fork's tail calls it live: give a fork or a replay the name alone to answer only from the recording)")
 	fl.StringArrayVar(&o.learnFrom, "learn-secrets-from", nil, "file of secrets, one per line, or a directory (a mounted Secret) whose files are secrets (repeatable)")
 	fl.StringVar(&o.vaultKeyFile, "vault-key-file", "", "key file sealing (record, fork) and opening (replay, fork) the vault of redacted secrets")
 	fl.StringVar(&o.workspace, "workspace", "", "git work tree of the run: its HEAD is stamped as START and in SUSPEND records (from the Job, never the agent)")
@@ -362,7 +362,7 @@ func (o *proxyOptions) options() (proxy.Options, error) {
 		}
 		opts.Tools[name] = url
 	}
-	mcpServers, err := parseMCPServers(o.mcpServers)
+	mcpServers, err := parseMCPServers(o.mcpServers, opts.Mode == proxy.Record)
 	if err != nil {
 		return opts, err
 	}

@@ -16,11 +16,15 @@ import (
 // mountMCP serves every configured MCP server (Options.MCPServers) at /mcp/{server} over the
 // streamable HTTP transport, recording its calls in the run's session beside the model calls, and
 // adds the live tools that relay them: to the server from the start when recording, from a fork's
-// tail on (mcpproxy.HTTPForkTail), and none in replay, where nothing goes upstream.
+// tail on (mcpproxy.HTTPForkTail), and none in replay, where nothing goes upstream. A server mounted
+// without a URL (a fork's or a replay's, by name only) is answered from the recording alone.
 func (s *Server) mountMCP(mux *http.ServeMux) {
 	relays := map[string]mcpRelay{}
 	if s.opts.Mode != Replay {
 		for name, url := range s.opts.MCPServers {
+			if url == "" {
+				continue
+			}
 			up := &mcpproxy.HTTPServer{URL: url, Client: s.opts.Client, Counter: func(status string) { s.metrics.upstream("mcp."+name, status) }}
 			var relay mcpRelay = up
 			if s.opts.Mode == Fork {
@@ -57,11 +61,14 @@ func (s *Server) mcpLiveTools() map[string]replay.Tool {
 }
 
 // CheckMCPServers checks the MCP servers a proxy is to mount: names as tool names take them, and
-// URLs as the tool backends' are checked.
+// URLs as the tool backends' are checked; no URL mounts a server answered from the recording only.
 func CheckMCPServers(servers map[string]string) error {
 	for name, url := range servers {
 		if !mcp.ServerName.MatchString(name) {
 			return fmt.Errorf("MCP server name %q: use 1 to 64 of A-Z a-z 0-9 . _ -, starting with a letter or digit", name)
+		}
+		if url == "" {
+			continue
 		}
 		if err := CheckToolURL(url); err != nil {
 			return fmt.Errorf("MCP server %s: %w", name, err)
