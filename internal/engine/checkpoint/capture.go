@@ -48,6 +48,11 @@ type CaptureStats struct {
 	// UploadedBlobs and IncrementalBytes count only blobs the store did not hold before.
 	UploadedBlobs    int   `json:"uploadedBlobs"`
 	IncrementalBytes int64 `json:"incrementalBytes"`
+	// ManifestBytes is the size of the stored manifest (a schema 3 root and all its chunks), and
+	// ManifestUploadedBytes what storing it sent: the root and the chunks the store did not hold.
+	// Both are 0 when no manifest was stored (Create found the capture identical to the latest).
+	ManifestBytes         int64 `json:"manifestBytes,omitempty"`
+	ManifestUploadedBytes int64 `json:"manifestUploadedBytes,omitempty"`
 	// Skipped are paths that are neither regular files, directories nor symlinks (sockets, devices).
 	Skipped []string `json:"skipped,omitempty"`
 	// Vanished are paths that disappeared while the capture walked the workspace; they are not in it.

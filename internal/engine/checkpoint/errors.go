@@ -62,13 +62,19 @@ func (e *NameError) Error() string {
 	return fmt.Sprintf("%d file names or link targets are not valid UTF-8, which a checkpoint manifest cannot record: %s%s", e.Count, strings.Join(names, ", "), more)
 }
 
-// TamperedError says a stored manifest's bytes do not hash to the id it is stored under.
+// TamperedError says a stored manifest's bytes, or those of one of its chunks, do not hash to the
+// name they are stored under.
 type TamperedError struct {
-	ID     string
+	ID string
+	// Chunk, when set, names the chunk at fault: the root named ID verified, the chunk did not.
+	Chunk  string
 	Actual string
 }
 
 func (e *TamperedError) Error() string {
+	if e.Chunk != "" {
+		return fmt.Sprintf("checkpoint %s: chunk %s hashes to %s: corrupt or tampered with", e.ID, e.Chunk, e.Actual)
+	}
 	return fmt.Sprintf("checkpoint %s: manifest hashes to %s: corrupt or tampered with", e.ID, e.Actual)
 }
 

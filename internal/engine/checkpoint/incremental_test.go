@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -23,15 +24,27 @@ type putCounter struct {
 	mu    sync.Mutex
 	puts  int
 	bytes int64
+	// chunkPuts and chunkBytes count the manifest chunks stored, apart from the files' blobs.
+	chunkPuts  int
+	chunkBytes int64
 }
 
 func (c *putCounter) Put(ctx context.Context, hash string, size int64, r io.Reader) error {
-	if err := c.Blobs.Put(ctx, hash, size, r); err != nil {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	if err := c.Blobs.Put(ctx, hash, size, bytes.NewReader(data)); err != nil {
 		return err
 	}
 	c.mu.Lock()
-	c.puts++
-	c.bytes += size
+	if bytes.HasPrefix(data, chunkMagic) {
+		c.chunkPuts++
+		c.chunkBytes += size
+	} else {
+		c.puts++
+		c.bytes += size
+	}
 	c.mu.Unlock()
 	return nil
 }

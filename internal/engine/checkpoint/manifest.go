@@ -19,9 +19,11 @@ import (
 )
 
 // SchemaVersion is the version of the manifest format this package writes. Version 2 adds each
-// file's stat (Entry.MTimeNs, CTimeNs, Inode) for the next capture's quick-check; version 1 manifests
-// are still read, and their files are simply read again by the next capture.
-const SchemaVersion = 2
+// file's stat (Entry.MTimeNs, CTimeNs, Inode) for the next capture's quick-check; version 3 stores
+// the entries in content-addressed chunks named by a small root (chunk.go), so a capture uploads
+// only the chunks its changes touched. Versions 1 and 2 are still read (and written, for a manifest
+// that says so); a version 1 manifest's files are simply read again by the next capture.
+const SchemaVersion = 3
 
 // minSchemaVersion is the oldest manifest format this package reads.
 const minSchemaVersion = 1
@@ -97,7 +99,8 @@ type Manifest struct {
 	GitCommit string `json:"gitCommit,omitempty"`
 }
 
-// Encode is the manifest's canonical JSON (files sorted by path) and the ID it names.
+// Encode is the manifest's canonical JSON with its files listed inline (sorted by path), as a schema
+// 1 or 2 manifest is stored, and the ID it names. Save stores a schema 3 manifest as chunks instead.
 func (m *Manifest) Encode() (id string, data []byte, err error) {
 	m.Files = sortedByPath(m.Files)
 	data, err = json.Marshal(m)

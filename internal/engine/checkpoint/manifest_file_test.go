@@ -101,7 +101,7 @@ func TestSaveRefusesAManifestTooLargeToBeReadBack(t *testing.T) {
 	ws, st := t.TempDir(), OpenStore(t.TempDir())
 	files := map[string]string{}
 	for i := range 40 {
-		files[strings.Repeat("x", 100)+"/"+strconv.Itoa(i)] = "x"
+		files[strconv.Itoa(i)+strings.Repeat("x", 200)] = "x" // names sharing no prefix
 	}
 	write(t, ws, files)
 	if _, err := st.Create(ctx, ws, CaptureOptions{Anchor: recorderAnchor(1)}); err == nil || !strings.Contains(err.Error(), "more than a manifest may hold") {

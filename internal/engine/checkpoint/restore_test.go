@@ -200,20 +200,42 @@ func TestTamperedManifestsAreRefusedBeforeAnythingIsWritten(t *testing.T) {
 	}
 }
 
+// TestAStoredManifestWhoseBytesChangedIsRefused: an edited root, or an edited chunk (a path in it
+// renamed: the root still verifies), is refused as tampered with before anything is written.
 func TestAStoredManifestWhoseBytesChangedIsRefused(t *testing.T) {
-	ws, store, id := base(t)
-	p := filepath.Join(storeDir(store), "checkpoints", id, "manifest.json")
-	data, err := os.ReadFile(p)
-	must(t, err)
-	must(t, os.WriteFile(p, []byte(strings.Replace(string(data), `"path":"a.txt"`, `"path":"../a.txt"`, 1)), 0o644))
-	before := tree(t, ws)
-	_, err = store.Restore(ctx, ws, id, RestoreOptions{})
-	var tampered *TamperedError
-	if !errors.As(err, &tampered) || tampered.ID != id {
-		t.Fatalf("restore of an edited manifest: %v, want a TamperedError", err)
-	}
-	if d := cmp.Diff(before, tree(t, ws)); d != "" {
-		t.Errorf("(-before +after):\n%s", d)
+	for _, part := range []string{"root", "chunk"} {
+		t.Run(part, func(t *testing.T) {
+			ws, store, id := base(t)
+			p := filepath.Join(storeDir(store), "checkpoints", id, "manifest.json")
+			from, to := `"schemaVersion":3`, `"schemaVersion":2`
+			if part == "chunk" {
+				data, err := os.ReadFile(p)
+				must(t, err)
+				chunks, err := ManifestChunks(data)
+				must(t, err)
+				if len(chunks) != 1 {
+					t.Fatalf("%d chunks, want 1", len(chunks))
+				}
+				p = filepath.Join(storeDir(store), "blobs", "sha256", chunks[0][:2], chunks[0])
+				from, to = "a.txt", "x.txt"
+			}
+			data, err := os.ReadFile(p)
+			must(t, err)
+			edited := strings.Replace(string(data), from, to, 1)
+			if edited == string(data) {
+				t.Fatalf("%s holds no %q to edit", p, from)
+			}
+			must(t, os.WriteFile(p, []byte(edited), 0o644))
+			before := tree(t, ws)
+			_, err = store.Restore(ctx, ws, id, RestoreOptions{})
+			var tampered *TamperedError
+			if !errors.As(err, &tampered) || tampered.ID != id || (part == "chunk") != (tampered.Chunk != "") {
+				t.Fatalf("restore of an edited %s: %v, want a TamperedError naming it", part, err)
+			}
+			if d := cmp.Diff(before, tree(t, ws)); d != "" {
+				t.Errorf("(-before +after):\n%s", d)
+			}
+		})
 	}
 }
 

@@ -1,15 +1,18 @@
 package checkpoint
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentrewind/agentrewind/internal/engine/session"
@@ -27,7 +30,10 @@ type Store struct {
 	mu        sync.Mutex
 	summaries map[string]Summary
 	heads     map[string]Summary
-	last      struct {
+	// chunks are the manifest chunks this Store stored or read and verified: the blob space holds
+	// them, so a later Save does not ask for them again.
+	chunks map[string]bool
+	last   struct {
 		id string
 		m  *Manifest
 	}
@@ -73,10 +79,11 @@ func (s *Store) Create(ctx context.Context, dir string, opts CaptureOptions) (Cr
 	if pm != nil && pm.SameFiles(m) {
 		return Created{ID: prev.ID, Stats: st}, nil
 	}
-	id, err := s.Save(ctx, m)
+	id, w, err := s.save(ctx, m)
 	if err != nil {
 		return Created{}, err
 	}
+	st.ManifestBytes, st.ManifestUploadedBytes = w.Bytes, w.Uploaded
 	s.mu.Lock()
 	s.last.id, s.last.m = id, m
 	s.cacheSummary(id, m)
@@ -93,9 +100,13 @@ type manifestHead struct {
 	Guard            bool      `json:"guard,omitempty"`
 	IncrementalBytes int64     `json:"incrementalBytes"`
 	GitCommit        string    `json:"gitCommit,omitempty"`
+	// FileCount and Bytes are a schema 3 root's; an older manifest's head has neither.
+	FileCount int   `json:"fileCount"`
+	Bytes     int64 `json:"bytes"`
 }
 
-// loadHead summarises the manifest named id from its head alone (Files and Bytes stay 0), once its
+// loadHead summarises the manifest named id from its head alone (Files and Bytes stay 0 for a schema
+// 1 or 2 manifest; a schema 3 root carries them), once its
 // bytes hash to id; the head is cached. The files are checked when the manifest is loaded, as a
 // capture's baseline or for a restore.
 func (s *Store) loadHead(ctx context.Context, id string) (Summary, error) {
@@ -122,7 +133,7 @@ func (s *Store) loadHead(ctx context.Context, id string) (Summary, error) {
 	if h.SchemaVersion < minSchemaVersion || h.SchemaVersion > SchemaVersion {
 		return Summary{}, &ManifestError{Reason: fmt.Sprintf("schema version %d is not one of %d to %d", h.SchemaVersion, minSchemaVersion, SchemaVersion)}
 	}
-	sum = Summary{ID: id, CreatedAt: h.CreatedAt, Anchor: h.Anchor, Reason: h.Reason, Guard: h.Guard || h.Reason == ReasonGuard, IncrementalBytes: h.IncrementalBytes, GitCommit: h.GitCommit}
+	sum = Summary{ID: id, CreatedAt: h.CreatedAt, Anchor: h.Anchor, Reason: h.Reason, Guard: h.Guard || h.Reason == ReasonGuard, Files: h.FileCount, Bytes: h.Bytes, IncrementalBytes: h.IncrementalBytes, GitCommit: h.GitCommit}
 	s.mu.Lock()
 	if s.heads == nil {
 		s.heads = map[string]Summary{}
@@ -157,25 +168,94 @@ func (s *Store) loadCached(ctx context.Context, id string) (*Manifest, error) {
 	return s.Load(ctx, id)
 }
 
-// Save validates and writes a manifest; it returns the manifest's id.
+// Save validates and writes a manifest; it returns the manifest's id. A schema 3 manifest is stored
+// as its chunks, in the blob space, and a root naming them (encodeChunked): only the chunks the blob
+// space does not hold yet are uploaded.
 func (s *Store) Save(ctx context.Context, m *Manifest) (string, error) {
-	if err := m.Validate(); err != nil {
-		return "", err
-	}
-	id, data, err := m.Encode()
-	if err != nil {
-		return "", err
-	}
-	if int64(len(data)) > manifestLimit {
-		return "", fmt.Errorf("checkpoint manifest of %d files is %d bytes, more than a manifest may hold (%d): exclude some of them", len(m.Files), len(data), manifestLimit)
-	}
-	if err := s.Manifests.Put(ctx, id, data); err != nil {
-		return "", fmt.Errorf("storing checkpoint %s: %w", id, err)
-	}
-	return id, nil
+	id, _, err := s.save(ctx, m)
+	return id, err
 }
 
-// Load reads a checkpoint's manifest and checks that its bytes hash to id and that it validates.
+// manifestWrite is what storing a manifest cost: Bytes is its whole encoding (root and every chunk),
+// Uploaded the part sent to the store (the root and the chunks it did not hold).
+type manifestWrite struct {
+	Bytes, Uploaded int64
+}
+
+func (s *Store) save(ctx context.Context, m *Manifest) (string, manifestWrite, error) {
+	var w manifestWrite
+	if err := m.Validate(); err != nil {
+		return "", w, err
+	}
+	if m.SchemaVersion < 3 {
+		id, data, err := m.Encode()
+		if err != nil {
+			return "", w, err
+		}
+		if int64(len(data)) > manifestLimit {
+			return "", w, fmt.Errorf("checkpoint manifest of %d files is %d bytes, more than a manifest may hold (%d): exclude some of them", len(m.Files), len(data), manifestLimit)
+		}
+		if err := s.Manifests.Put(ctx, id, data); err != nil {
+			return "", w, fmt.Errorf("storing checkpoint %s: %w", id, err)
+		}
+		return id, manifestWrite{Bytes: int64(len(data)), Uploaded: int64(len(data))}, nil
+	}
+	m.Files = sortedByPath(m.Files)
+	id, root, chunks, err := m.encodeChunked()
+	if err != nil {
+		return "", w, err
+	}
+	w.Bytes, w.Uploaded = int64(len(root)), int64(len(root))
+	for _, c := range chunks {
+		w.Bytes += c.ref.Size
+	}
+	if w.Bytes > manifestLimit {
+		return "", manifestWrite{}, fmt.Errorf("checkpoint manifest of %d files is %d bytes, more than a manifest may hold (%d): exclude some of them", len(m.Files), w.Bytes, manifestLimit)
+	}
+	// Every chunk is stored before the root that names it: a root listed is a checkpoint whole.
+	for _, c := range chunks {
+		if s.holdsChunk(c.ref.Hash) {
+			continue
+		}
+		has, err := s.Blobs.Has(ctx, c.ref.Hash)
+		if err != nil {
+			return "", w, fmt.Errorf("storing checkpoint %s: %w", id, err)
+		}
+		if !has {
+			if err := s.Blobs.Put(ctx, c.ref.Hash, c.ref.Size, bytes.NewReader(c.data)); err != nil {
+				return "", w, fmt.Errorf("storing a chunk of checkpoint %s: %w", id, err)
+			}
+			w.Uploaded += c.ref.Size
+		}
+		s.rememberChunks([]chunkRef{c.ref})
+	}
+	if err := s.Manifests.Put(ctx, id, root); err != nil {
+		return "", w, fmt.Errorf("storing checkpoint %s: %w", id, err)
+	}
+	return id, w, nil
+}
+
+// holdsChunk reports whether this Store stored or verified the chunk named hash before: the blob
+// space holds it without being asked again, as a capture's baseline holds the blobs of its files.
+func (s *Store) holdsChunk(hash string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.chunks[hash]
+}
+
+func (s *Store) rememberChunks(refs []chunkRef) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.chunks == nil {
+		s.chunks = map[string]bool{}
+	}
+	for _, c := range refs {
+		s.chunks[c.Hash] = true
+	}
+}
+
+// Load reads a checkpoint's manifest and checks that its bytes hash to id, that every chunk it names
+// hashes to its name, and that it validates.
 func (s *Store) Load(ctx context.Context, id string) (*Manifest, error) {
 	if !session.ValidBlobHash(id) {
 		return nil, fmt.Errorf("checkpoint id %q is not a sha256 hex digest", id)
@@ -191,14 +271,137 @@ func (s *Store) Load(ctx context.Context, id string) (*Manifest, error) {
 	if got := hex.EncodeToString(sum[:]); got != id {
 		return nil, &TamperedError{ID: id, Actual: got}
 	}
-	var m Manifest
-	if err := json.Unmarshal(data, &m); err != nil {
+	var head manifestHead
+	if err := json.Unmarshal(data, &head); err != nil {
 		return nil, &ManifestError{Reason: err.Error()}
+	}
+	var m *Manifest
+	if head.SchemaVersion < 3 {
+		m = &Manifest{}
+		if err := json.Unmarshal(data, m); err != nil {
+			return nil, &ManifestError{Reason: err.Error()}
+		}
+	} else if m, err = s.loadChunked(ctx, id, data); err != nil {
+		return nil, err
 	}
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
-	return &m, nil
+	return m, nil
+}
+
+// loadChunked reads the manifest whose root (already verified) is data: every chunk is fetched,
+// several at once, checked against the hash and size the root gives it, and decoded.
+func (s *Store) loadChunked(ctx context.Context, id string, data []byte) (*Manifest, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields() // a "files" list in a root is not what a capture writes
+	var r rootManifest
+	if err := dec.Decode(&r); err != nil {
+		return nil, &ManifestError{Reason: err.Error()}
+	}
+	if r.SchemaVersion > SchemaVersion {
+		return nil, &ManifestError{Reason: fmt.Sprintf("schema version %d is not one of %d to %d", r.SchemaVersion, minSchemaVersion, SchemaVersion)}
+	}
+	total, size := 0, int64(len(data))
+	for i, c := range r.Chunks {
+		if !isSHA256Hex(c.Hash) || c.Files <= 0 || c.Files > maxChunkEntries || c.Size <= 0 || c.Size > maxChunkBytes {
+			return nil, &ManifestError{Reason: fmt.Sprintf("chunks[%d]: hash %q, %d files, %d bytes: not a chunk a capture writes", i, c.Hash, c.Files, c.Size)}
+		}
+		total += c.Files
+		size += c.Size
+	}
+	// Save never writes more; a root claiming more would have Load fetch chunks until memory ran out.
+	if size > manifestLimit {
+		return nil, &ManifestError{Reason: fmt.Sprintf("its root and chunks hold %d bytes, more than a manifest may (%d)", size, manifestLimit)}
+	}
+	if total != r.FileCount {
+		return nil, &ManifestError{Reason: fmt.Sprintf("fileCount %d, but its chunks hold %d", r.FileCount, total)}
+	}
+	parts := make([][]Entry, len(r.Chunks))
+	err := parallel(ctx, len(r.Chunks), chunkReaders, func(i int) error {
+		var err error
+		parts[i], err = s.readChunk(ctx, id, r.Chunks[i])
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	m := &Manifest{SchemaVersion: r.SchemaVersion, CreatedAt: r.CreatedAt, Anchor: r.Anchor, Reason: r.Reason, Guard: r.Guard,
+		Excludes: r.Excludes, IncrementalBytes: r.IncrementalBytes, GitCommit: r.GitCommit, Files: make([]Entry, 0, total)}
+	var held int64
+	for _, p := range parts {
+		m.Files = append(m.Files, p...)
+		for _, e := range p {
+			held += e.Size
+		}
+	}
+	if held != r.Bytes {
+		return nil, &ManifestError{Reason: fmt.Sprintf("bytes %d, but its files hold %d", r.Bytes, held)}
+	}
+	s.rememberChunks(r.Chunks)
+	return m, nil
+}
+
+// chunkReaders is how many chunks Load fetches at once: an object store answers each after a round
+// trip, which reading them one by one would add up.
+const chunkReaders = 8
+
+// readChunk fetches one chunk of checkpoint id and decodes it once its bytes are the ones c names.
+func (s *Store) readChunk(ctx context.Context, id string, c chunkRef) ([]Entry, error) {
+	rc, err := s.Blobs.Get(ctx, c.Hash)
+	var dm *session.DigestMismatchError
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, &ManifestError{Reason: fmt.Sprintf("chunk %s is missing from the blob space", c.Hash)}
+	case errors.As(err, &dm): // a Blobs that verifies on read refused it
+		return nil, &TamperedError{ID: id, Chunk: c.Hash, Actual: dm.Got}
+	case err != nil:
+		return nil, fmt.Errorf("checkpoint %s: chunk %s: %w", id, c.Hash, err)
+	}
+	data, err := io.ReadAll(io.LimitReader(rc, maxChunkBytes+1))
+	rc.Close()
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s: chunk %s: %w", id, c.Hash, err)
+	}
+	if got := sha256.Sum256(data); hex.EncodeToString(got[:]) != c.Hash {
+		return nil, &TamperedError{ID: id, Chunk: c.Hash, Actual: hex.EncodeToString(got[:])}
+	}
+	if int64(len(data)) != c.Size {
+		return nil, &ManifestError{Reason: fmt.Sprintf("chunk %s holds %d bytes, its root says %d", c.Hash, len(data), c.Size)}
+	}
+	files, err := decodeChunk(data, make([]Entry, 0, c.Files))
+	if err != nil {
+		return nil, &ManifestError{Reason: fmt.Sprintf("chunk %s: %v", c.Hash, err)}
+	}
+	if len(files) != c.Files {
+		return nil, &ManifestError{Reason: fmt.Sprintf("chunk %s holds %d files, its root says %d", c.Hash, len(files), c.Files)}
+	}
+	return files, nil
+}
+
+// parallel calls fn(i) for every i below n, from at most workers goroutines, and returns the first
+// error; after one, no further call starts.
+func parallel(ctx context.Context, n, workers int, fn func(i int) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(workers, n) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				if err := fn(i); err != nil {
+					cancel(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return context.Cause(ctx)
 }
 
 // List summarises every checkpoint, newest first. A manifest that does not verify is an error.

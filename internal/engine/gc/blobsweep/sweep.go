@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/agentrewind/agentrewind/internal/blobstore"
+	"github.com/agentrewind/agentrewind/internal/engine/checkpoint"
 	"github.com/agentrewind/agentrewind/internal/engine/gc"
 	"github.com/agentrewind/agentrewind/internal/engine/task"
 )
@@ -92,6 +94,9 @@ type Report struct {
 	CacheProblem string `json:"cacheProblem,omitempty"`
 	// Damaged are committed sessions without an events.jsonl: nothing of theirs can be marked.
 	Damaged []string `json:"damaged,omitempty"`
+	// DamagedCheckpoints are checkpoints with a manifest chunk missing or not hashing to its name:
+	// they cannot be restored, and the blobs only that chunk named are not known to be referenced.
+	DamagedCheckpoints []string `json:"damagedCheckpoints,omitempty"`
 	// Marked counts the distinct digests the roots reference (some name no blob).
 	Marked int64 `json:"marked"`
 	// Listed counts the blobs listed; Plan is the sweep decision over them.
@@ -145,7 +150,7 @@ func Run(ctx context.Context, objects Objects, opts Options) (*Report, error) {
 		return nil, errors.New("a sweep that deletes needs a lock: two sweeps must never run at once")
 	}
 	c := &counting{Objects: objects}
-	s := &sweep{objects: c, opts: opts, marked: gc.Marked{}, refs: map[string]rootRefs{}}
+	s := &sweep{objects: c, opts: opts, marked: gc.Marked{}, refs: map[string]rootRefs{}, chunkRefs: map[string][]string{}, damaged: map[string]bool{}}
 	rep := &Report{DryRun: opts.DryRun}
 	defer func() { rep.Requests = c.snapshot() }()
 
@@ -199,6 +204,10 @@ func Run(ctx context.Context, objects Objects, opts Options) (*Report, error) {
 		return rep, fmt.Errorf("re-marking what was stored during the sweep (nothing was deleted): %w", err)
 	}
 	rep.Marked = int64(len(s.marked))
+	for id := range s.damaged {
+		rep.DamagedCheckpoints = append(rep.DamagedCheckpoints, id)
+	}
+	slices.Sort(rep.DamagedCheckpoints)
 	var doomed []string
 	for i, d := range rep.Plan.Unreferenced {
 		if d.Delete && s.marked.Has(d.Hash) {
@@ -260,6 +269,10 @@ type sweep struct {
 	// re-mark reads only what is new or changed; cache what an earlier sweep's did.
 	refs  map[string]rootRefs
 	cache map[string]rootRefs
+	// chunkRefs are the blobs each checkpoint manifest chunk read names (nil: missing or damaged);
+	// damaged the checkpoints with such a chunk.
+	chunkRefs map[string][]string
+	damaged   map[string]bool
 }
 
 type roots struct {
@@ -425,14 +438,35 @@ func (s *sweep) read(ctx context.Context, o blobstore.ObjectInfo) error {
 	defer rc.Close()
 	seen := map[[32]byte]bool{}
 	var hashes [][32]byte
-	err = scanRefs(rc, func(h string) {
+	add := func(h string) {
 		var k [32]byte
 		if _, err := hex.Decode(k[:], []byte(h)); err == nil && !seen[k] {
 			seen[k] = true
 			hashes = append(hashes, k)
 		}
-	})
-	if err != nil {
+	}
+	refs := rootRefs{etag: o.ETag, size: o.Size}
+	if id, ok := s.opts.Layout.CheckpointIDFromManifestKey(o.Key); ok {
+		// A manifest is read whole: a schema 3 one names chunks whose files it references too.
+		data, err := io.ReadAll(io.LimitReader(rc, checkpoint.MaxManifestBytes+1))
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", o.Key, err)
+		}
+		if err := scanRefs(bytes.NewReader(data), add); err != nil {
+			return fmt.Errorf("reading %s: %w", o.Key, err)
+		}
+		whole, err := s.followChunks(ctx, data, add)
+		if err != nil {
+			return fmt.Errorf("reading the chunks of checkpoint %s: %w", id, err)
+		}
+		if !whole {
+			// Not cached: its references are read again next time, not taken as complete.
+			refs.etag = ""
+			s.mu.Lock()
+			s.damaged[id] = true
+			s.mu.Unlock()
+		}
+	} else if err := scanRefs(rc, add); err != nil {
 		return fmt.Errorf("reading %s: %w", o.Key, err)
 	}
 	s.mu.Lock()
@@ -440,8 +474,63 @@ func (s *sweep) read(ctx context.Context, o blobstore.ObjectInfo) error {
 	for _, h := range hashes {
 		s.marked[h] = struct{}{}
 	}
-	s.refs[o.Key] = rootRefs{etag: o.ETag, size: o.Size, hashes: hashes}
+	refs.hashes = hashes
+	s.refs[o.Key] = refs
 	return nil
+}
+
+// followChunks calls add with every blob the chunks of the manifest data name, reading each chunk
+// once per sweep. whole is false when a chunk is missing or does not verify: the checkpoint cannot
+// be restored, and what only that chunk named cannot be known. A manifest that is not JSON names no
+// chunks (its quoted digests were marked by the scan).
+func (s *sweep) followChunks(ctx context.Context, data []byte, add func(string)) (whole bool, err error) {
+	chunks, err := checkpoint.ManifestChunks(data)
+	if err != nil {
+		return true, nil
+	}
+	whole = true
+	for _, c := range chunks {
+		s.mu.Lock()
+		refs, ok := s.chunkRefs[c]
+		s.mu.Unlock()
+		if !ok {
+			refs, err = s.readChunk(ctx, c)
+			if err != nil {
+				return false, err
+			}
+			s.mu.Lock()
+			s.chunkRefs[c] = refs
+			s.mu.Unlock()
+		}
+		if refs == nil {
+			whole = false
+		}
+		for _, h := range refs {
+			add(h)
+		}
+	}
+	return whole, nil
+}
+
+// readChunk returns the blobs a manifest chunk names; nil when the chunk is missing or damaged.
+func (s *sweep) readChunk(ctx context.Context, hash string) ([]string, error) {
+	rc, err := s.objects.Get(ctx, s.opts.Layout.Blob(hash))
+	if errors.Is(err, blobstore.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(io.LimitReader(rc, checkpoint.MaxManifestBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	refs, err := checkpoint.ChunkRefs(hash, data)
+	if err != nil {
+		return nil, nil
+	}
+	return append(refs, hash), nil
 }
 
 // counting counts the requests a sweep sends.
