@@ -72,7 +72,7 @@ type Options struct {
 	// Workspace is the git work tree whose HEAD the recorder stamps (START, SUSPEND).
 	Workspace string
 	// Client sends upstream requests to providers and tool backends (default: a client with a 10
-	// minute timeout). Redirects are never followed, whatever the client says: a 3xx is the upstream's
+	// minute timeout that keeps an idle connection for each concurrent call). Redirects are never followed, whatever the client says: a 3xx is the upstream's
 	// answer, passed to the agent and recorded, so a credential the proxy holds never reaches another host.
 	Client *http.Client
 	// ShutdownTimeout bounds how long Run waits, once its context is done, for the calls in flight: half
@@ -148,7 +148,7 @@ func New(opts Options, providers ...*Provider) (*Server, error) {
 		return nil, fmt.Errorf("drift policy %q: use Strict or Warn (the proxy never sends a replayed call live)", opts.DriftPolicy)
 	}
 	if opts.Client == nil {
-		opts.Client = &http.Client{Timeout: 10 * time.Minute}
+		opts.Client = &http.Client{Timeout: 10 * time.Minute, Transport: upstreamTransport()}
 	}
 	client := *opts.Client
 	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
@@ -216,6 +216,20 @@ func New(opts Options, providers ...*Provider) (*Server, error) {
 	}
 	s.routes()
 	return s, nil
+}
+
+// maxIdleUpstreamConns is how many idle keep-alive connections the default client keeps to one upstream:
+// as many as an agent's concurrent lanes may use at once.
+const maxIdleUpstreamConns = 64
+
+// upstreamTransport is the default client's transport: http.DefaultTransport's settings (proxy from the
+// environment, HTTP/2, its timeouts), but keeping an idle connection for each call an agent may have in
+// flight. DefaultTransport keeps two a host, so a third concurrent call would open, and then close, a
+// connection of its own each time: a TCP (and TLS) handshake added to the call.
+func upstreamTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = maxIdleUpstreamConns
+	return t
 }
 
 // Handler is the proxy's HTTP interface.
