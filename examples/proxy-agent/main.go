@@ -16,6 +16,7 @@ import (
 
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // SystemPrompt is the prompt the agent runs with.
@@ -30,14 +31,22 @@ const Issue = "New issue #42: the editor crashes on save when the buffer has uns
 // maxTurns bounds the conversation.
 const maxTurns = 6
 
+// EnvTracker is where the agent reaches the tracker's MCP server through the proxy: the variable the
+// operator sets for the AgentSession's spec.agent.mcpServers entry named tracker.
+const EnvTracker = "AGENTREWIND_MCP_TRACKER"
+
 // config is what the agent reads from its environment.
 type config struct {
 	baseURL, proxyURL, apiKey, authToken, model string
+	// trackerMCP, when set, is the tracker's MCP endpoint, which search_issues is called on; without
+	// it, search_issues goes to the proxy's tool gateway like add_label.
+	trackerMCP string
 }
 
 func configFrom(getenv func(string) string) (config, error) {
 	c := config{baseURL: getenv("ANTHROPIC_BASE_URL"), proxyURL: getenv("AGENTREWIND_PROXY"),
-		apiKey: getenv("ANTHROPIC_API_KEY"), authToken: getenv("ANTHROPIC_AUTH_TOKEN"), model: getenv("AGENT_MODEL")}
+		apiKey: getenv("ANTHROPIC_API_KEY"), authToken: getenv("ANTHROPIC_AUTH_TOKEN"), model: getenv("AGENT_MODEL"),
+		trackerMCP: getenv(EnvTracker)}
 	if c.baseURL == "" {
 		return c, errors.New("ANTHROPIC_BASE_URL is not set: point it at agentrewind proxy")
 	}
@@ -104,6 +113,13 @@ func run(ctx context.Context, getenv func(string) string, out io.Writer) error {
 		"goal": "triage issue #42", "steps": []map[string]string{{"id": "search", "text": "search related issues"}, {"id": "label", "text": "label the issue"}}}); err != nil {
 		return err
 	}
+	// The tracker's MCP server, connected before the agent plans, as an agent connects to its servers.
+	if cfg.trackerMCP != "" {
+		if a.tracker, err = connectTracker(ctx, cfg.trackerMCP, a.http); err != nil {
+			return err
+		}
+		defer a.tracker.Close()
+	}
 
 	params := sdk.MessageNewParams{Model: sdk.Model(cfg.model), MaxTokens: 1024,
 		System:   []sdk.TextBlockParam{{Text: SystemPrompt}},
@@ -126,7 +142,7 @@ func run(ctx context.Context, getenv func(string) string, out io.Writer) error {
 			case "text":
 				final = block.Text
 			case "tool_use":
-				res, err := a.post(ctx, "/v1/tools/"+block.Name, block.Input)
+				res, err := a.callTool(ctx, block.Name, block.Input)
 				if err != nil {
 					return fmt.Errorf("tool %s: %w", block.Name, err)
 				}
@@ -164,9 +180,44 @@ func tool(name, arg string) sdk.ToolUnionParam {
 }
 
 type agent struct {
-	cfg    config
-	client sdk.Client
-	http   *http.Client
+	cfg     config
+	client  sdk.Client
+	http    *http.Client
+	tracker *mcp.ClientSession // the tracker's MCP server, when the agent was given one
+}
+
+// connectTracker opens an MCP session with the tracker's server at endpoint (the proxy's
+// /mcp/tracker) over streamable HTTP.
+func connectTracker(ctx context.Context, endpoint string, hc *http.Client) (*mcp.ClientSession, error) {
+	client := mcp.NewClient(&mcp.Implementation{Name: "proxy-agent", Version: "v1.0.0"}, nil)
+	// No standalone event stream: the tracker sends nothing unasked, and the proxy offers none.
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc, MaxRetries: -1, DisableStandaloneSSE: true}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the tracker's MCP server (%s): %w", EnvTracker, err)
+	}
+	return cs, nil
+}
+
+// callTool runs one of the model's tool calls: search_issues on the tracker's MCP server when the
+// agent has one, every other call through the proxy's tool gateway.
+func (a *agent) callTool(ctx context.Context, name string, input json.RawMessage) ([]byte, error) {
+	if name != "search_issues" || a.tracker == nil {
+		return a.post(ctx, "/v1/tools/"+name, input)
+	}
+	res, err := a.tracker.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: input})
+	if err != nil {
+		return nil, err
+	}
+	var text []string
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			text = append(text, t.Text)
+		}
+	}
+	if res.IsError {
+		return nil, fmt.Errorf("the tracker answered an error: %s", strings.Join(text, " "))
+	}
+	return []byte(strings.Join(text, "\n")), nil
 }
 
 func (a *agent) ledger(ctx context.Context, record map[string]any) error {

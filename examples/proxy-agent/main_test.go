@@ -27,25 +27,34 @@ const providerKey = "sk-ant-proxy-held-3b9e1c7a5d"
 // goal is what a good run does: ask the code owners to review.
 var goal = replay.Goal{Tool: "add_label", ArgsMatch: json.RawMessage(`{"label":"needs-owner-review"}`)}
 
-// tracker is the issue tracker behind the proxy's tool gateway; it counts the calls that reach it.
+// tracker is the issue tracker behind the proxy's tool gateway and MCP endpoint; it counts the
+// requests that reach it, by method and path.
 type tracker struct {
 	mu    sync.Mutex
 	calls []string
 	url   string
+	srv   *httptest.Server
 }
 
 func newTracker(t *testing.T) *tracker {
 	tr := &tracker{}
 	backend := trackerHandler()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	tr.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tr.mu.Lock()
-		tr.calls = append(tr.calls, r.URL.Path)
+		tr.calls = append(tr.calls, r.Method+" "+r.URL.Path)
 		tr.mu.Unlock()
 		backend.ServeHTTP(w, r)
 	}))
-	t.Cleanup(srv.Close)
-	tr.url = srv.URL
+	t.Cleanup(tr.srv.Close)
+	tr.url = tr.srv.URL
 	return tr
+}
+
+// requests are the requests that reached the tracker so far.
+func (tr *tracker) requests() []string {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return append([]string{}, tr.calls...)
 }
 
 func (tr *tracker) tools() map[string]string {
@@ -103,10 +112,14 @@ func (r *proxyRun) stop(t *testing.T) *proxy.Outcome {
 	}
 }
 
-// runAgent runs the agent's main logic against the proxy with the environment a Job would give it.
-func runAgent(t *testing.T, p *proxyRun) string {
+// runAgent runs the agent's main logic against the proxy with the environment a Job would give it,
+// plus extra.
+func runAgent(t *testing.T, p *proxyRun, extra ...string) string {
 	t.Helper()
 	env := map[string]string{"ANTHROPIC_BASE_URL": p.url, "ANTHROPIC_API_KEY": "placeholder", "AGENT_MODEL": "claude-test"}
+	for i := 0; i+1 < len(extra); i += 2 {
+		env[extra[i]] = extra[i+1]
+	}
 	var out bytes.Buffer
 	if err := run(t.Context(), func(k string) string { return env[k] }, &out); err != nil {
 		t.Fatalf("the agent failed: %v", err)
