@@ -12,10 +12,12 @@ import (
 )
 
 // canon writes the canonical form of a JSON document without building a tree. One pass over the
-// document writes every token in canonical form, in document order, into out; an object whose keys
-// arrive out of order only records its members' spans, sorted. If there is any such object, a second
-// pass copies out once more, each of those objects' members in order (see emit), so a byte is copied at
-// most twice however deep it lies.
+// document writes every token in canonical form, in document order, into out; a token that is canonical
+// as it stands (most of them) is not written but left in a run of src that is copied when something
+// else must be written in its place (see flush), or never if nothing must. An object whose keys arrive
+// out of order only records its members' spans, sorted. If there is any such object, a second pass
+// copies the output once more, each of those objects' members in order (see emit), so a byte is copied
+// at most twice however deep it lies.
 //
 // It is the fast path of CanonicalizeJSON, OfJSON and Of (for what Of marshals whole, as structs), and
 // it only handles the common case: anything
@@ -26,6 +28,7 @@ type canon struct {
 	src   []byte
 	pos   int
 	out   []byte
+	run   int // src[run:pos] is output too, not yet copied into out: text that is canonical as it stands
 	depth int
 	safe  *safeRunes
 
@@ -104,7 +107,6 @@ func (c *canon) shortKey(m *span, k int, w uint64) bool {
 	}
 	m.key, m.keyLen = int32(k), int32(n)
 	m.prefix = bits.ReverseBytes64(w) &^ (1<<(64-8*n) - 1) // keyPrefix, from the word in hand
-	c.out = append(c.out, c.src[k-1:k+n+1]...)
 	c.pos = k + n + 1
 	return true
 }
@@ -186,7 +188,7 @@ func grow[T any](b []T, n int) []T {
 	return b[:0]
 }
 
-// canonicalize writes the canonical form of doc into s and returns it (memory of s).
+// canonicalize returns the canonical form of doc, in memory of s or doc itself.
 func (s *scratch) canonicalize(doc []byte) ([]byte, fastOutcome) {
 	if len(doc) > maxFastLen {
 		return nil, fastTooLong
@@ -210,6 +212,12 @@ func (s *scratch) canonicalize(doc []byte) ([]byte, fastOutcome) {
 	}
 	if !ok {
 		return nil, fastDeclined
+	}
+	if c.run == 0 && len(c.out) == 0 {
+		c.out = c.src // nothing was rewritten: the document is its canonical form but for key order
+	} else {
+		c.flush(len(c.src))
+		s.first = c.out[:0]
 	}
 	if !c.unsorted {
 		return c.out, fastDone
@@ -248,10 +256,27 @@ func (c *canon) emit(dst []byte, a, b int, first int32) ([]byte, int32) {
 	return append(dst, c.out[a:b]...), o
 }
 
+// skipSpace skips whitespace, which is the only text between tokens that the output leaves out.
 func (c *canon) skipSpace() {
-	for c.pos < len(c.src) && isSpace[c.src[c.pos]] {
-		c.pos++
+	if c.pos < len(c.src) && isSpace[c.src[c.pos]] {
+		c.flush(c.pos)
+		for c.pos++; c.pos < len(c.src) && isSpace[c.src[c.pos]]; c.pos++ {
+		}
+		c.run = c.pos
 	}
+}
+
+// flush copies the pending output, src[run:end], into out, before the caller writes text of its own in
+// place of src[end:pos]; it then sets run past what it replaced. Tokens that are canonical as they
+// stand (most of a document) are never copied one by one: they are copied in runs, or not at all when
+// the whole document is canonical but for key order.
+func (c *canon) flush(end int) {
+	c.out = append(c.out, c.src[c.run:end]...)
+}
+
+// written is the length of the output so far, pending text included. It is exact between tokens.
+func (c *canon) written() int32 {
+	return int32(len(c.out) + c.pos - c.run)
 }
 
 var isSpace = [256]bool{' ': true, '\t': true, '\n': true, '\r': true}
@@ -285,7 +310,6 @@ func (c *canon) literal(lit string) bool {
 		return false
 	}
 	c.pos += len(lit)
-	c.out = append(c.out, lit...)
 	return true
 }
 
@@ -294,12 +318,10 @@ func (c *canon) array() bool {
 		return false
 	}
 	c.pos++ // '['
-	c.out = append(c.out, '[')
 	c.skipSpace()
 	if c.pos < len(c.src) && c.src[c.pos] == ']' {
 		c.pos++
 		c.depth--
-		c.out = append(c.out, ']')
 		return true
 	}
 	for {
@@ -313,12 +335,10 @@ func (c *canon) array() bool {
 		switch c.src[c.pos] {
 		case ',':
 			c.pos++
-			c.out = append(c.out, ',')
 			continue
 		case ']':
 			c.pos++
 			c.depth--
-			c.out = append(c.out, ']')
 			return true
 		}
 		return false
@@ -329,10 +349,9 @@ func (c *canon) object() bool {
 	if c.depth++; c.depth > maxDepth {
 		return false
 	}
-	c.pos++ // '{'
 	self := len(c.objects)
-	c.objects = append(c.objects, object{start: int32(len(c.out))})
-	c.out = append(c.out, '{')
+	c.objects = append(c.objects, object{start: c.written()})
+	c.pos++ // '{'
 	c.skipSpace()
 	if c.pos < len(c.src) && c.src[c.pos] == '}' {
 		c.pos++
@@ -344,7 +363,7 @@ func (c *canon) object() bool {
 		if c.pos >= len(c.src) || c.src[c.pos] != '"' {
 			return false
 		}
-		m := span{start: int32(len(c.out)), object: int32(len(c.objects))}
+		m := span{start: c.written(), object: int32(len(c.objects))}
 		if k := c.pos + 1; k+8 <= len(c.src) && c.shortKey(&m, k, binary.LittleEndian.Uint64(c.src[k:])) {
 			// most keys ("role", "type", "content") are a few plain ASCII bytes: read in one word
 		} else {
@@ -358,12 +377,11 @@ func (c *canon) object() bool {
 		if c.pos >= len(c.src) || c.src[c.pos] != ':' {
 			return false
 		}
-		c.pos++
-		c.out = append(c.out, ':')
+		c.pos++ // ':'
 		if !c.value() {
 			return false
 		}
-		m.end = int32(len(c.out))
+		m.end = c.written()
 		c.members = append(c.members, m)
 		c.skipSpace()
 		if c.pos >= len(c.src) {
@@ -371,7 +389,6 @@ func (c *canon) object() bool {
 		}
 		switch c.src[c.pos] {
 		case ',':
-			c.out = append(c.out, ',')
 		case '}':
 			closed = true
 		default:
@@ -388,9 +405,8 @@ func (c *canon) object() bool {
 // order are sorted and kept for emit.
 func (c *canon) closeObject(self int, ms []span) bool {
 	c.depth--
-	c.out = append(c.out, '}')
 	obj := &c.objects[self]
-	obj.end, obj.next = int32(len(c.out)), int32(len(c.objects))
+	obj.end, obj.next = c.written(), int32(len(c.objects))
 	first := len(ms) // the first member out of order
 	for i := 1; i < len(ms); i++ {
 		switch c.compareKeys(&ms[i-1], &ms[i]) {
@@ -494,17 +510,18 @@ func (c *canon) number() bool {
 	c.pos = i
 	if i == intEnd && intEnd-digits <= 21 {
 		if neg && intEnd-digits == 1 && s[digits] == '0' {
+			c.flush(start)
 			c.out = append(c.out, '0') // -0
-		} else {
-			c.out = append(c.out, s[start:i]...)
+			c.run = i
 		}
 		return true
 	}
+	c.flush(start)
 	out, ok := appendDecimal(c.out, neg, s[digits:intEnd], frac, exp, expNeg)
 	if !ok {
 		return false
 	}
-	c.out = out
+	c.out, c.run = out, i
 	return true
 }
 
@@ -543,9 +560,8 @@ func skipPlain(s []byte, i int) int {
 func (c *canon) string() bool {
 	s := c.src
 	open := c.pos
-	mark := len(c.out)
+	mark, markRun := len(c.out), c.run
 	i := open + 1
-	run := open
 	for {
 		for i+8 <= len(s) { // skipPlain, inlined: most of a request is here
 			if m := stops8(binary.LittleEndian.Uint64(s[i:])); m != 0 {
@@ -558,12 +574,11 @@ func (c *canon) string() bool {
 			i++
 		}
 		if i >= len(s) {
-			return c.slowString(open, mark)
+			return c.slowString(open, mark, markRun)
 		}
 	stop:
 		switch b := s[i]; {
 		case b == '"':
-			c.out = append(c.out, s[run:i+1]...)
 			c.pos = i + 1
 			return true
 		case b == '\\':
@@ -571,12 +586,12 @@ func (c *canon) string() bool {
 				i += 2
 				continue
 			}
-			c.out = append(c.out, s[run:i]...)
+			c.flush(i)
 			next, ok := c.escape(i)
 			if !ok {
-				return c.slowString(open, mark)
+				return c.slowString(open, mark, markRun)
 			}
-			i, run = next, next
+			i, c.run = next, next
 		case b >= utf8.RuneSelf:
 			for i < len(s) && s[i] >= utf8.RuneSelf {
 				// decodeRune, with its common cases (two-byte runes: accented Latin, Greek, Cyrillic;
@@ -597,7 +612,7 @@ func (c *canon) string() bool {
 					r, size = decodeRune(s, i)
 				}
 				if !c.safe.has(r) { // also utf8.RuneError, whether invalid or written out
-					return c.slowString(open, mark)
+					return c.slowString(open, mark, markRun)
 				}
 				i += size
 			}
@@ -705,14 +720,17 @@ var hexValue = func() (t [256]byte) {
 	return t
 }()
 
-// slowString undoes what string wrote since mark and lets the tree parser decode the string at open:
-// it validates, joins surrogates and normalizes exactly as the reference does.
-func (c *canon) slowString(open, mark int) bool {
+// slowString undoes what string wrote since out had length mark and run was markRun, and lets the tree
+// parser decode the string at open: it validates, joins surrogates and normalizes exactly as the
+// reference does.
+func (c *canon) slowString(open, mark, markRun int) bool {
 	text, ok := c.decode(open, false)
 	if !ok {
 		return false
 	}
-	c.out = appendString(c.out[:mark], text)
+	c.out, c.run = c.out[:mark], markRun
+	c.flush(open)
+	c.out, c.run = appendString(c.out, text), c.pos
 	return true
 }
 
@@ -743,7 +761,6 @@ func (c *canon) key() (off, n int32, ok bool) {
 		}
 		b := s[i]
 		if b == '"' {
-			c.out = append(c.out, s[open:i+1]...)
 			c.pos = i + 1
 			return int32(open + 1), int32(i - open - 1), true
 		}
@@ -760,7 +777,8 @@ func (c *canon) key() (off, n int32, ok bool) {
 	if !ok {
 		return 0, 0, false
 	}
-	c.out = appendString(c.out, text)
+	c.flush(open)
+	c.out, c.run = appendString(c.out, text), c.pos
 	off = int32(len(c.keys))
 	c.keys = append(c.keys, text...)
 	return -1 - off, int32(len(text)), true

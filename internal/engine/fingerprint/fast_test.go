@@ -100,6 +100,11 @@ func fastPathSeeds() []string {
 		`{"a":1,"a":2}`, `{"b":1,"a":2,"b":3}`, `{"x":{"b":1,"a":2,"a":3}}`,
 		`{"\ue000":1,"\ud83d\ude00":2,"z":3,"":4,"\u0080":5}`,
 		manyKeys(20, ""), manyKeys(20, "k07"), manyKeys(12, "k11"), `{"abcdefgh":1,"abcdefg":2,"abcdefgi":3,"abcdefgh\u0000":4}`,
+		// text copied as it stands next to text rewritten (whitespace, escapes, numbers, NFC), in
+		// objects that are sorted and objects that are not
+		` { "b" : [ 1e0 , "x\/y" , -0 , 12 ] , "a" : { "d" : "e\u0301" , "c" : true } , "e":{}} `,
+		`{"b":[1e0,"x\/y",-0,12],"a":{"d":"e\u0301","c":true},"e":{}}`,
+		`{"b":[1,"xy",0,12],"a":{"d":"\u00e9","c":true},"e":{ }}`, `["\/\u00e9e\u0301", "\/e\u0301\/"]`,
 		// nesting, deep and unbalanced
 		strings.Repeat("[", 200) + strings.Repeat("]", 200),
 		strings.Repeat(`{"a":`, 100) + "null" + strings.Repeat("}", 100),
