@@ -105,6 +105,11 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 
+	step("The recorded timeline, read from the store: the agent's MCP session with the tracker (tracker/initialize, tracker/tools/call) beside its model and tool calls")
+	if err := showTimeline(ctx, k, o, "triage-42", mcpSearch); err != nil {
+		return err
+	}
+
 	step("The agent labelled a crash in owned code \"bug\": fork it at that decision with a one-line prompt fix, and replay it as a regression test")
 	if err := k.applyFile(ctx, "hack/demo/manifests/04-forkruns.yaml", o); err != nil {
 		return err
@@ -117,8 +122,14 @@ func run(ctx context.Context, o options) error {
 	if err := k.show(ctx, "get", "-n", demoNamespace, "forkruns", "-o", "wide"); err != nil {
 		return err
 	}
+	// The fork's live calls are the model's (its tail); every tool and MCP call was answered from the
+	// recording or stubbed. The replay made no live call at all.
 	if err := k.show(ctx, "get", "-n", demoNamespace, "forkrun/triage-42-prompt-fix", "-o",
-		`jsonpath=outcome={.status.outcome} childSession={.status.childSessionRef.name} liveTokens={.status.usage.live.totalTokens} liveCalls={.status.provenance.live} replayedCalls={.status.provenance.recorded}{"\n"}`); err != nil {
+		`jsonpath=outcome={.status.outcome} childSession={.status.childSessionRef.name} liveTokens={.status.usage.live.totalTokens} liveCalls={.status.provenance.live} replayedCalls={.status.provenance.recorded} stubbedCalls={.status.provenance.stub}{"\n"}`); err != nil {
+		return err
+	}
+	if err := k.show(ctx, "get", "-n", demoNamespace, "forkrun/triage-42-replay", "-o",
+		`jsonpath=outcome={.status.outcome} liveCalls={.status.provenance.live} replayedCalls={.status.provenance.recorded}{"\n"}`); err != nil {
 		return err
 	}
 	child, err := k.output(ctx, "get", "-n", demoNamespace, "forkrun/triage-42-prompt-fix", "-o", "jsonpath={.status.childSessionRef.name}")
@@ -297,6 +308,35 @@ func createBucket(ctx context.Context, k kubectl) error {
 		}
 		time.Sleep(time.Second)
 	}
+}
+
+// mcpSearch is the agent's search on the tracker's MCP server as the timeline names it.
+const mcpSearch = "tracker/tools/call"
+
+// showTimeline prints AgentSession session's timeline as `agentrewind rewind inspect` reads it from
+// the in-cluster store, through the store's ClusterIP as createBucket reaches it, and fails unless the
+// timeline holds want.
+func showTimeline(ctx context.Context, k kubectl, o options, session, want string) error {
+	ip, err := k.output(ctx, "get", "service", "-n", systemNamespace, storeService, "-o", "jsonpath={.spec.clusterIP}")
+	if err != nil {
+		return err
+	}
+	args := []string{"rewind", "inspect", session, "-n", demoNamespace, "--kubeconfig", o.kubeconfig,
+		"--store", "s3://" + storeBucket, "--endpoint", "http://" + ip + ":7070"}
+	fmt.Printf("$ agentrewind %s\n", strings.Join(args, " "))
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, o.cli, args...)
+	cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID="+storeAccessKey, "AWS_SECRET_ACCESS_KEY="+storeSecretKey)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = cmd.Run()
+	fmt.Print(out.String())
+	if err != nil {
+		return fmt.Errorf("agentrewind rewind inspect %s: %w", session, err)
+	}
+	if !strings.Contains(out.String(), want) {
+		return fmt.Errorf("the timeline of %s holds no %s: the agent did not call the tracker's MCP server", session, want)
+	}
+	return nil
 }
 
 // splitImage splits NAME[:TAG] (NAME may hold a host:port) into name and tag ("latest" when absent).
