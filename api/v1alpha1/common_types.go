@@ -140,6 +140,21 @@ type AgentSpec struct {
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=64
 	Tools []ToolBackend `json:"tools,omitempty"`
+
+	// mcpServers are the MCP servers (streamable HTTP transport) the agent reaches through the rewind
+	// proxy while its run is recorded: each call the agent sends to the proxy is relayed to the
+	// server and recorded as a tool event named <name>/<method> (e.g. tracker/tools/call). The
+	// operator gives the agent each server's address on the proxy in the variable
+	// AGENTREWIND_MCP_<NAME> (the name upper-cased, '-' as '_'), for example
+	// AGENTREWIND_MCP_TRACKER=http://127.0.0.1:8787/mcp/tracker. Forks and replays never call the
+	// server: they answer from the recording, like the tools (a fork's new calls as
+	// spec.fork.tools.onMiss says).
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	MCPServers []MCPServer `json:"mcpServers,omitempty"`
 }
 
 // ToolBackend is where the rewind proxy sends the live calls of one tool.
@@ -160,6 +175,28 @@ type ToolBackend struct {
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https'] && url(self).getHostname() != ''",message="url must be an absolute http or https URL with a host"
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^[a-zA-Z]+://[^/?#]*@')",message="url must not carry credentials: give the backend its key through a Secret it reads"
+	URL string `json:"url,omitempty"`
+}
+
+// MCPServer is an MCP server the agent calls through the rewind proxy, over streamable HTTP.
+type MCPServer struct {
+	// name names the server on the proxy (/mcp/<name>), in the recorded tool names (<name>/<method>)
+	// and in the agent's variable AGENTREWIND_MCP_<NAME>: 1 to 63 lower-case letters, digits or '-',
+	// starting and ending with a letter or digit, so that no two names share a variable.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`
+	Name string `json:"name,omitempty"`
+
+	// url is the server's streamable HTTP endpoint (e.g. http://tracker:8090/mcp), which only the
+	// recording's proxy calls. It is an http or https URL without credentials: a key the server
+	// needs belongs in a Secret the server reads, never in a URL that pod specs and logs show.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https'] && url(self).getHostname() != ''",message="url must be an absolute http or https URL with a host"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[a-zA-Z]+://[^/?#]*@')",message="url must not carry credentials: give the server its key through a Secret it reads"
 	URL string `json:"url,omitempty"`
 }
 
