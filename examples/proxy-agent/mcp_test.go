@@ -86,7 +86,12 @@ func TestTheAgentsMCPSearchIsRecordedAndReplayedWithTheTrackerStopped(t *testing
 		t.Fatalf("the replayed agent printed something else (-recorded +replayed):\n%s", diff)
 	}
 
+	// The labelling decision, where hack/demo/manifests/04-forkruns.yaml forks: after session_start,
+	// the entropy, INTENT, the MCP initialize, the plan, the MCP search and its STEP_CLAIMED.
 	decision := modelCalls(parent)[1].Step
+	if decision != 7 {
+		t.Errorf("the labelling decision is step %d, want 7 (the demo's ForkRun forks there)", decision)
+	}
 	fixed := FixedPrompt
 	fork := startProxy(t, proxy.Options{Mode: proxy.Fork, Session: parent, Dir: filepath.Join(root, "child"), AtStep: decision,
 		Overrides: replay.Overrides{System: &fixed}, Upstreams: models, APIKeys: keys, OnMiss: replay.OnMissStub, Goal: &goal,
