@@ -206,8 +206,9 @@ func hostPathClaim(t *testing.T, ns, name string, files map[string]string) strin
 
 // deployTracker runs the proxy-agent's stand-in issue tracker (`proxy-agent tracker`) in ns as the
 // Deployment and Service tracker, restricted like every pod there, and returns the agent's tool
-// backends on it, for a proxy in the cluster to call live.
-func deployTracker(t *testing.T, ns string) []v1alpha1.ToolBackend {
+// backend (add_label) and MCP server (tracker, whose search_issues the agent calls) on it, for a
+// proxy in the cluster to call live.
+func deployTracker(t *testing.T, ns string) ([]v1alpha1.ToolBackend, []v1alpha1.MCPServer) {
 	t.Helper()
 	labels := map[string]string{"app": "tracker"}
 	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "tracker", Namespace: ns},
@@ -233,5 +234,5 @@ func deployTracker(t *testing.T, ns string) []v1alpha1.ToolBackend {
 		t.Fatalf("the tracker did not roll out: %v\n%s", err, out)
 	}
 	base := fmt.Sprintf("http://tracker.%s.svc:8090", ns)
-	return []v1alpha1.ToolBackend{{Name: "search_issues", URL: base + "/search"}, {Name: "add_label", URL: base + "/label"}}
+	return []v1alpha1.ToolBackend{{Name: "add_label", URL: base + "/label"}}, []v1alpha1.MCPServer{{Name: "tracker", URL: base + "/mcp"}}
 }

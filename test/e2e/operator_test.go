@@ -6,11 +6,13 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -409,13 +411,15 @@ func totalBytes(files map[string]string) int64 {
 
 // An AgentSession whose spec names an agent and whose session is not in the store yet is recorded in
 // the cluster: one Job runs the agent beside the proxy in record mode against the operator's upstream,
-// and the session it commits is verified like a pushed one.
+// and the session it commits is verified like a pushed one. As in the demo, the agent searches on the
+// tracker's MCP server (spec.agent.mcpServers), which it reaches through the proxy, and the recording
+// holds that call.
 func TestAgentSessionRecordsItsAgentInCluster(t *testing.T) {
 	t.Parallel()
 	ns := sessionNamespace(t, "record")
-	tools := deployTracker(t, ns)
+	tools, mcpServers := deployTracker(t, ns)
 	s := &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Name: "recorded", Namespace: ns},
-		Spec: v1alpha1.AgentSessionSpec{SessionID: "recorded-" + ns, Agent: v1alpha1.AgentSpec{Image: agentImage, Tools: tools},
+		Spec: v1alpha1.AgentSessionSpec{SessionID: "recorded-" + ns, Agent: v1alpha1.AgentSpec{Image: agentImage, Tools: tools, MCPServers: mcpServers},
 			ProviderKeys: v1alpha1.ProviderKeys{Anthropic: v1alpha1.SecretKeyReference{Name: providerKeySecret, Key: "ANTHROPIC_API_KEY"}}}}
 	if err := k8s.Create(t.Context(), s); err != nil {
 		t.Fatal(err)
@@ -430,8 +434,28 @@ func TestAgentSessionRecordsItsAgentInCluster(t *testing.T) {
 		return c != nil && c.Status == metav1.ConditionTrue, fmt.Sprintf("Ready: %+v", c)
 	})
 	rec := s.Status.Recording
-	if ptr.Deref(rec.ModelCalls, -1) != recordedModels || ptr.Deref(rec.ToolCalls, -1) != recordedTools {
-		t.Errorf("the in-cluster recording: %d model and %d tool calls, want %d and %d", ptr.Deref(rec.ModelCalls, -1), ptr.Deref(rec.ToolCalls, -1), recordedModels, recordedTools)
+	// The tool events: the MCP initialize and search (tracker/initialize, tracker/tools/call) and add_label.
+	if wantTools := int64(recordedTools + 1); ptr.Deref(rec.ModelCalls, -1) != recordedModels || ptr.Deref(rec.ToolCalls, -1) != wantTools {
+		t.Errorf("the in-cluster recording: %d model and %d tool calls, want %d and %d", ptr.Deref(rec.ModelCalls, -1), ptr.Deref(rec.ToolCalls, -1), recordedModels, wantTools)
+	}
+	// The timeline, as a user reads it from the store: the search went to the tracker's MCP server.
+	cmd := exec.CommandContext(t.Context(), agentrewindBin, "rewind", "inspect", s.Name, "-n", ns, "--kubeconfig", kubeconfig,
+		"--store", "s3://"+storeBucket, "--endpoint", storeEndpoint)
+	cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID="+storeAccessKey, "AWS_SECRET_ACCESS_KEY="+storeSecretKey)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("agentrewind rewind inspect %s: %v\n%s", s.Name, err, out)
+	}
+	var mcpCalls []string
+	for line := range strings.Lines(string(out)) {
+		for _, f := range strings.Fields(line) { // STEP KIND LANE CALL SITE (mcp.tracker) WHAT ...
+			if strings.HasPrefix(f, "tracker/") && strings.Contains(line, "mcp.tracker") {
+				mcpCalls = append(mcpCalls, f)
+			}
+		}
+	}
+	if diff := cmp.Diff([]string{"tracker/initialize", "tracker/tools/call"}, mcpCalls); diff != "" {
+		t.Errorf("the recording's calls to the tracker's MCP server (-want +got):\n%s\n%s", diff, out)
 	}
 }
 
