@@ -152,7 +152,7 @@ func BenchmarkIncrementalCapture(b *testing.B) {
 		}
 		slices.Sort(finds)
 		var times, cpu []time.Duration
-		var hashed, uploaded int64
+		var hashed, uploaded, manifestUploaded int64
 		var last Created
 		for i := range 20 {
 			for j := range 10 {
@@ -170,6 +170,7 @@ func BenchmarkIncrementalCapture(b *testing.B) {
 			last = c
 			hashed += int64(c.Stats.Hashed)
 			uploaded += c.Stats.IncrementalBytes
+			manifestUploaded += c.Stats.ManifestUploadedBytes
 		}
 		// A capture by a new process (the CLI, an engine Job) has no summaries or baseline in memory:
 		// a Store over the same directory lists and loads them first.
@@ -189,9 +190,8 @@ func BenchmarkIncrementalCapture(b *testing.B) {
 		slices.Sort(cpu)
 		p50, p95 := times[len(times)/2], times[len(times)*95/100]
 		b.ReportMetric(cpu[len(cpu)/2].Seconds(), "cpu-p50-s")
-		if fi, err := os.Stat(filepath.Join(storeDir(store), "checkpoints", last.ID, "manifest.json")); err == nil {
-			b.ReportMetric(float64(fi.Size()), "manifest-bytes")
-		}
+		b.ReportMetric(float64(last.Stats.ManifestBytes), "manifest-bytes")
+		b.ReportMetric(float64(manifestUploaded)/20, "manifest-uploaded/capture")
 		b.ReportMetric(p50.Seconds(), "p50-s")
 		b.ReportMetric(p95.Seconds(), "p95-s")
 		b.ReportMetric(float64(hashed)/20, "files-read/capture")

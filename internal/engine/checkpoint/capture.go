@@ -112,88 +112,84 @@ func Capture(ctx context.Context, dir string, blobs Blobs, opts CaptureOptions) 
 		bad.Count++
 	}
 
-	err = fs.WalkDir(root.FS(), ".", func(rel string, d fs.DirEntry, err error) error {
-		if err != nil && rel != "." && errors.Is(err, fs.ErrNotExist) {
-			st.Vanished = append(st.Vanished, rel)
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if rel == "." {
-			return nil
-		}
-		if ex.Match(rel, d.IsDir()) {
-			if d.IsDir() {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		if !d.IsDir() && IsRestoreTemporary(rel) {
-			st.RestoreTemporaries = append(st.RestoreTemporaries, rel)
-			return nil
-		}
-		if !utf8.ValidString(rel) {
-			if opts.mayOmit != nil && opts.mayOmit(rel) {
-				st.Unrecordable = append(st.Unrecordable, rel)
-			} else {
-				badName(BadName{Path: rel})
-			}
-			if d.IsDir() {
-				return fs.SkipDir // everything below carries the name
-			}
-			return nil
-		}
-		switch {
-		case d.IsDir():
-			return nil
-		case d.Type()&fs.ModeSymlink != 0:
-			target, err := root.Readlink(rel)
-			if errors.Is(err, fs.ErrNotExist) {
+	descend := func(rel string) bool { return utf8.ValidString(rel) && !ex.Match(rel, true) }
+	tree, err := readTree(ctx, root, walkOptions{descend: descend, stat: func(rel string) bool { _, ok := base[rel]; return ok }})
+	if err == nil {
+		err = visitTree(tree, func(rel string, d *walkChild, err error) error {
+			if err != nil && errors.Is(err, fs.ErrNotExist) {
 				st.Vanished = append(st.Vanished, rel)
-				return nil
+				return fs.SkipDir
 			}
 			if err != nil {
 				return err
 			}
-			if !utf8.ValidString(target) {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			isDir := d.typ == fs.ModeDir
+			if ex.Match(rel, isDir) {
+				return fs.SkipDir
+			}
+			if !isDir && IsRestoreTemporary(rel) {
+				st.RestoreTemporaries = append(st.RestoreTemporaries, rel)
+				return nil
+			}
+			if !utf8.ValidString(rel) {
 				if opts.mayOmit != nil && opts.mayOmit(rel) {
 					st.Unrecordable = append(st.Unrecordable, rel)
 				} else {
-					badName(BadName{Path: rel, Target: target})
+					badName(BadName{Path: rel})
 				}
+				return fs.SkipDir // everything below a directory carries the name
+			}
+			switch {
+			case isDir:
+				return nil
+			case d.typ == fs.ModeSymlink:
+				target, err := root.Readlink(rel)
+				if errors.Is(err, fs.ErrNotExist) {
+					st.Vanished = append(st.Vanished, rel)
+					return nil
+				}
+				if err != nil {
+					return err
+				}
+				if !utf8.ValidString(target) {
+					if opts.mayOmit != nil && opts.mayOmit(rel) {
+						st.Unrecordable = append(st.Unrecordable, rel)
+					} else {
+						badName(BadName{Path: rel, Target: target})
+					}
+					return nil
+				}
+				m.Files = append(m.Files, Entry{Path: rel, Type: TypeSymlink, Target: target})
+			case d.typ == 0 && bad.Count > 0:
+				return nil
+			case d.typ == 0:
+				e, reused, gone, err := unchangedEntry(d, base[rel], baseStart)
+				if err == nil && !reused && !gone {
+					e, gone, err = captureFile(ctx, root, rel, blobs, uploaded, &st)
+				}
+				if err != nil {
+					return err
+				}
+				if gone {
+					st.Vanished = append(st.Vanished, rel)
+					return nil
+				}
+				m.Files = append(m.Files, e)
+				st.Bytes += e.Size
+			default:
+				st.Skipped = append(st.Skipped, rel)
 				return nil
 			}
-			m.Files = append(m.Files, Entry{Path: rel, Type: TypeSymlink, Target: target})
-		case d.Type().IsRegular() && bad.Count > 0:
+			st.Files++
+			if opts.Progress != nil {
+				opts.Progress(st.Files, st.Bytes)
+			}
 			return nil
-		case d.Type().IsRegular():
-			e, reused, gone, err := unchangedEntry(d, base[rel], baseStart)
-			if err == nil && !reused && !gone {
-				e, gone, err = captureFile(ctx, root, rel, blobs, uploaded, &st)
-			}
-			if err != nil {
-				return err
-			}
-			if gone {
-				st.Vanished = append(st.Vanished, rel)
-				return nil
-			}
-			m.Files = append(m.Files, e)
-			st.Bytes += e.Size
-		default:
-			st.Skipped = append(st.Skipped, rel)
-			return nil
-		}
-		st.Files++
-		if opts.Progress != nil {
-			opts.Progress(st.Files, st.Bytes)
-		}
-		return nil
-	})
+		})
+	}
 	if err == nil && bad.Count > 0 {
 		err = &bad
 	}
@@ -216,36 +212,36 @@ func withGitExcludes(excludes []string) []string {
 }
 
 // baselineFiles indexes the regular files of a baseline manifest that carry a stat, by path.
-func baselineFiles(m *Manifest) (map[string]Entry, time.Time) {
+func baselineFiles(m *Manifest) (map[string]*Entry, time.Time) {
 	if m == nil {
 		return nil, time.Time{}
 	}
-	out := make(map[string]Entry, len(m.Files))
-	for _, e := range m.Files {
-		if e.Type == TypeFile && e.MTimeNs != 0 {
+	out := make(map[string]*Entry, len(m.Files))
+	for i := range m.Files {
+		if e := &m.Files[i]; e.Type == TypeFile && e.MTimeNs != 0 {
 			out[e.Path] = e
 		}
 	}
 	return out, m.CreatedAt
 }
 
-// unchangedEntry is prev when the walked file d is Unchanged since the baseline recorded it as prev
-// (reused); a zero prev is no baseline entry. Only d's lstat is taken, never its bytes.
-func unchangedEntry(d fs.DirEntry, prev Entry, baseStart time.Time) (e Entry, reused, gone bool, err error) {
-	if prev.Path == "" {
+// unchangedEntry is *prev when the walked file d is Unchanged since the baseline recorded it as prev
+// (reused); a nil prev is no baseline entry. Only d's stat, taken by the walk, is looked at, never
+// its bytes.
+func unchangedEntry(d *walkChild, prev *Entry, baseStart time.Time) (e Entry, reused, gone bool, err error) {
+	if prev == nil {
 		return Entry{}, false, false, nil
 	}
-	info, err := d.Info()
-	if errors.Is(err, fs.ErrNotExist) {
+	if errors.Is(d.statErr, fs.ErrNotExist) {
 		return Entry{}, false, true, nil
 	}
-	if err != nil {
-		return Entry{}, false, false, err
+	if d.statErr != nil {
+		return Entry{}, false, false, d.statErr
 	}
-	if !info.Mode().IsRegular() || !Unchanged(prev, fileStatOf(info), baseStart) {
+	if !d.statted || !Unchanged(*prev, d.stat, baseStart) {
 		return Entry{}, false, false, nil
 	}
-	return prev, true, false, nil
+	return *prev, true, false, nil
 }
 
 // captureFile hashes one regular file and uploads it when the blob space lacks it; gone reports a

@@ -1,6 +1,8 @@
 // Package checkpoint owns workspace checkpoints (seed 001): capturing a directory into a
 // content-addressed manifest whose bytes live in the blob space, reading again only the files whose
-// stat changed since the previous checkpoint (Unchanged, git's index quick-check), previewing and
+// stat changed since the previous checkpoint (Unchanged, git's index quick-check), storing the
+// manifest as content-addressed chunks under a small root so that only the chunks a change touched
+// are uploaded (chunk.go; the blob sweep follows ManifestChunks and ChunkRefs), previewing and
 // restoring it behind a guard checkpoint, addressing checkpoints by id prefix, step or "latest", and
 // the pure prune plan. Git checkpoints an earlier version wrote as commits in the workspace's
 // repository are still read, restored and pruned.
