@@ -407,6 +407,20 @@ func (c *canon) closeObject(self int, ms []span) bool {
 	c.depth--
 	obj := &c.objects[self]
 	obj.end, obj.next = c.written(), int32(len(c.objects))
+	var rank [maxRanked]uint8
+	if inOrder, ok := rankByPrefix(ms, &rank); ok {
+		if inOrder {
+			return true
+		}
+		obj.members, obj.nMember = int32(len(c.sorted)), int32(len(ms))
+		c.sorted = slices.Grow(c.sorted, len(ms))[:len(c.sorted)+len(ms)]
+		sorted := c.sorted[obj.members:]
+		for i, m := range ms {
+			sorted[rank[i]] = m
+		}
+		c.unsorted = true
+		return true
+	}
 	first := len(ms) // the first member out of order
 	for i := 1; i < len(ms); i++ {
 		switch c.compareKeys(&ms[i-1], &ms[i]) {
@@ -423,6 +437,42 @@ func (c *canon) closeObject(self int, ms []span) bool {
 	c.sorted = append(c.sorted, ms...)
 	c.unsorted = true
 	return c.sortMembers(c.sorted[obj.members:], first)
+}
+
+// maxRanked is the most members rankByPrefix ranks: it compares every pair.
+const maxRanked = 16
+
+// rankByPrefix sets rank[i] to the place of ms[i] in canonical order and reports whether they are in
+// order already, when their key prefixes decide it: at most maxRanked members whose prefixes are all
+// distinct and not 0. Otherwise it reports ok false and the keys must be compared whole. Whether keys
+// are in order and where each goes is data that no branch predictor learns, so the ranks are counted
+// without branching on it: each member's rank is the number of prefixes below its own.
+func rankByPrefix(ms []span, rank *[maxRanked]uint8) (inOrder, ok bool) {
+	if len(ms) > maxRanked {
+		return false, false
+	}
+	var misplaced, ties int
+	for i := range ms {
+		p := ms[i].prefix
+		r, eq := 0, 0
+		for j := range ms {
+			q := ms[j].prefix
+			r += b2i(q < p)
+			eq += b2i(q == p)
+		}
+		ties += eq - 1 + b2i(p == 0)
+		misplaced += b2i(r != i)
+		rank[i] = uint8(r)
+	}
+	return misplaced == 0, ties == 0
+}
+
+// b2i is 1 for true and 0 for false, without a branch.
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // sortMembers sorts ms, whose first `from` members are in order, and reports false on a duplicate key.
