@@ -94,26 +94,29 @@ func (c *canon) compareKeys(a, b *span) int {
 	return compareUTF16(c.keyOf(*a), c.keyOf(*b))
 }
 
-// shortKey reads a key of fewer than 8 plain ASCII bytes, which w (the 8 bytes after the quote at k-1)
-// holds with its closing quote, into m and out. It reports false, having done nothing, for any other.
-func (c *canon) shortKey(m *span, k int, w uint64) bool {
-	stops := stops8(w)
-	if stops == 0 {
-		return false
+// shortKey reads a key of 1 to 15 plain ASCII bytes, which the 16 bytes after the quote at k-1 hold with
+// its closing quote, into m. It reports false, having done nothing, for any other. Keys of fewer than
+// 8 bytes and of more come mixed in every request, so both are read the same way, from two words,
+// without a branch on which it is.
+func (c *canon) shortKey(m *span, k int) bool {
+	w := binary.LittleEndian.Uint64(c.src[k:])
+	stops := bits.TrailingZeros64(stops8(w))
+	if next := 64 + bits.TrailingZeros64(stops8(binary.LittleEndian.Uint64(c.src[k+8:]))); stops == 64 {
+		stops = next
 	}
-	n := bits.TrailingZeros64(stops) >> 3
-	if c.src[k+n] != '"' || n == 0 {
+	n := stops >> 3
+	if n == 0 || n >= 16 || c.src[k+n] != '"' {
 		return false
 	}
 	m.key, m.keyLen = int32(k), int32(n)
-	m.prefix = bits.ReverseBytes64(w) &^ (1<<(64-8*n) - 1) // keyPrefix, from the word in hand
+	m.prefix = bits.ReverseBytes64(w) &^ (1<<(64-8*min(n, 8)) - 1) // keyPrefix, from the word in hand
 	c.pos = k + n + 1
 	return true
 }
 
 // keyPrefix is span.prefix for key k.
 func keyPrefix(k []byte) uint64 {
-	if len(k) >= 8 { // one word, as shortKey reads the shorter ones
+	if len(k) >= 8 { // one word, as shortKey reads it
 		w := binary.LittleEndian.Uint64(k)
 		if w&0x8080808080808080 != 0 {
 			return 0
@@ -238,19 +241,18 @@ func (c *canon) emit(dst []byte, a, b int, first int32) ([]byte, int32) {
 			o++
 			continue
 		}
-		dst = append(dst, c.out[a:obj.start]...)
-		dst = append(dst, '{')
-		for i, m := range c.sorted[obj.members : obj.members+obj.nMember] {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
+		dst = append(dst, c.out[a:obj.start+1]...) // up to its '{'
+		// Each member is followed in out by the ',' or '}' after it, copied with it and then made the
+		// separator its new place needs.
+		for _, m := range c.sorted[obj.members : obj.members+obj.nMember] {
 			if int(m.object) == len(c.objects) || c.objects[m.object].start >= m.end {
-				dst = append(dst, c.out[m.start:m.end]...) // no object inside
-				continue
+				dst = append(dst, c.out[m.start:m.end+1]...) // no object inside
+			} else {
+				dst, _ = c.emit(dst, int(m.start), int(m.end)+1, m.object)
 			}
-			dst, _ = c.emit(dst, int(m.start), int(m.end), m.object)
+			dst[len(dst)-1] = ','
 		}
-		dst = append(dst, '}')
+		dst[len(dst)-1] = '}'
 		a, o = int(obj.end), obj.next
 	}
 	return append(dst, c.out[a:b]...), o
@@ -364,7 +366,7 @@ func (c *canon) object() bool {
 			return false
 		}
 		m := span{start: c.written(), object: int32(len(c.objects))}
-		if k := c.pos + 1; k+8 <= len(c.src) && c.shortKey(&m, k, binary.LittleEndian.Uint64(c.src[k:])) {
+		if k := c.pos + 1; k+16 <= len(c.src) && c.shortKey(&m, k) {
 			// most keys ("role", "type", "content") are a few plain ASCII bytes: read in one word
 		} else {
 			var ok bool
