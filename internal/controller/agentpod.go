@@ -2,7 +2,9 @@ package controller
 
 import (
 	"fmt"
+	"regexp"
 	"sort"
+	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -42,6 +44,9 @@ const (
 	EnvProxy            = "AGENTREWIND_PROXY"
 	EnvAnthropicAPIKey  = "ANTHROPIC_API_KEY"
 	EnvOpenAIAPIKey     = "OPENAI_API_KEY"
+	// EnvMCPPrefix starts the variable that gives the agent an MCP server of spec.agent.mcpServers on
+	// the proxy: AGENTREWIND_MCP_<NAME> (MCPServerEnv).
+	EnvMCPPrefix = "AGENTREWIND_MCP_"
 )
 
 // proxyListenArgs are the proxy's addresses: the model API on loopback, beside the agent only; the
@@ -65,6 +70,38 @@ func liveToolArgs(tools []v1alpha1.ToolBackend) ([]string, error) {
 			return nil, &specError{fmt.Sprintf("spec.agent.tools[%d].url: %v", i, err)}
 		}
 		args = append(args, "--tool", t.Name+"="+t.URL)
+	}
+	return args, nil
+}
+
+// mcpServerName is the API's pattern for spec.agent.mcpServers[].name: lower-case, '-' and no '_',
+// so that no two names share a variable (MCPServerEnv), and every one is a name the proxy mounts.
+var mcpServerName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// MCPServerEnv is the variable that tells the agent where the proxy serves the MCP server name.
+func MCPServerEnv(name string) string {
+	return EnvMCPPrefix + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// mcpServerArgs are the proxy's --mcp-server flags for the agent's MCP servers. A recording's proxy
+// relays to each server (name=URL); a fork's or a replay's mounts each by name alone, so that it
+// answers the agent from the recording and has no URL it could call, a fork's tail included (its new
+// calls follow spec.fork.tools.onMiss, as the tools' do). Like liveToolArgs, names and URLs are
+// checked again so that a server URL carrying credentials never reaches a pod spec.
+func mcpServerArgs(servers []v1alpha1.MCPServer, record bool) ([]string, error) {
+	var args []string
+	for i, m := range servers {
+		if !mcpServerName.MatchString(m.Name) {
+			return nil, &specError{fmt.Sprintf("spec.agent.mcpServers[%d].name %q: use 1 to 63 of a-z 0-9 -, starting and ending with a letter or digit", i, m.Name)}
+		}
+		if err := proxy.CheckToolURL(m.URL); err != nil {
+			return nil, &specError{fmt.Sprintf("spec.agent.mcpServers[%d].url: %v", i, err)}
+		}
+		if record {
+			args = append(args, "--mcp-server", m.Name+"="+m.URL)
+		} else {
+			args = append(args, "--mcp-server", m.Name)
+		}
 	}
 	return args, nil
 }
@@ -110,7 +147,7 @@ func newAgentPod(job *batchv1.Job, agent v1alpha1.AgentSpec, keys ...v1alpha1.Pr
 	proxy.StartupProbe = &corev1.Probe{ProbeHandler: ready, PeriodSeconds: 1, FailureThreshold: 300, TimeoutSeconds: 2}
 	proxy.ReadinessProbe = &corev1.Probe{ProbeHandler: ready, PeriodSeconds: 5, TimeoutSeconds: 2}
 
-	env := agentEnv(agent.Env)
+	env := agentEnv(agent.Env, agent.MCPServers...)
 	if err := agentReadsProxySecret(env, proxy.Env, keys); err != nil {
 		return nil, err
 	}
@@ -194,10 +231,10 @@ func (p *agentPod) place(before ...corev1.Container) {
 	p.pod.Containers = []corev1.Container{p.agent}
 }
 
-// agentEnv is the agent's environment: spec.agent.env, then the SDKs' base URLs pointing at the proxy
-// and placeholder API keys, which replace any of the same name (a provider key in spec.agent.env
-// never reaches the agent: the proxy holds the keys).
-func agentEnv(user []corev1.EnvVar) []corev1.EnvVar {
+// agentEnv is the agent's environment: spec.agent.env, then the SDKs' base URLs pointing at the proxy,
+// placeholder API keys and each MCP server's address on the proxy, which replace any of the same name
+// (a provider key in spec.agent.env never reaches the agent: the proxy holds the keys).
+func agentEnv(user []corev1.EnvVar, mcpServers ...v1alpha1.MCPServer) []corev1.EnvVar {
 	base := fmt.Sprintf("http://127.0.0.1:%d", ProxyPort)
 	ours := []corev1.EnvVar{
 		{Name: EnvAnthropicBaseURL, Value: base},
@@ -207,6 +244,9 @@ func agentEnv(user []corev1.EnvVar) []corev1.EnvVar {
 		{Name: EnvOpenAIAPIKey, Value: placeholderKey},
 		{Name: jobs.EnvTmpDir, Value: jobs.TmpDir},
 		{Name: "HOME", Value: jobs.TmpDir},
+	}
+	for _, m := range mcpServers {
+		ours = append(ours, corev1.EnvVar{Name: MCPServerEnv(m.Name), Value: base + "/mcp/" + m.Name})
 	}
 	set := map[string]bool{}
 	for _, v := range ours {

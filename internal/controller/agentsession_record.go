@@ -61,6 +61,11 @@ func (r *AgentSessionReconciler) recordJob(s *v1alpha1.AgentSession, loc Locatio
 	if err != nil {
 		return nil, err
 	}
+	mcpServers, err := mcpServerArgs(s.Spec.Agent.MCPServers, true)
+	if err != nil {
+		return nil, err
+	}
+	tools = append(tools, mcpServers...)
 	spec.Args = append(append(append(append(proxyListenArgs(), r.Stores.jobArgs(loc, s.Spec.SessionID)...),
 		"--provider", recordProvider(s.Spec.ProviderKeys)), r.Jobs.Upstreams.proxyArgs()...), tools...)
 	r.Stores.jobStore(&spec, loc)

@@ -137,6 +137,11 @@ func (r *ForkRunReconciler) forkRunJob(fr *v1alpha1.ForkRun, s *v1alpha1.AgentSe
 	if err != nil {
 		return nil, err
 	}
+	mcpServers, err := mcpServerArgs(agent.MCPServers, false)
+	if err != nil {
+		return nil, err
+	}
+	args = append(args, mcpServers...)
 	spec := r.Jobs.proxySpec()
 	spec.Owner = fr
 	spec.Purpose = string(forkTask(fr))
