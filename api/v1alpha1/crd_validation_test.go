@@ -154,6 +154,18 @@ func TestInvalidObjectsAreRejectedWithTheirMessage(t *testing.T) {
 		{"tool name the gateway cannot route", session("tool-name", func(s *v1.AgentSession) {
 			s.Spec.Agent = v1.AgentSpec{Image: "a:1", Tools: []v1.ToolBackend{{Name: "../admin", URL: "http://tracker/x"}}}
 		}), "spec.agent.tools[0].name", "should match"},
+		{"MCP server URL with credentials", session("mcp-creds", func(s *v1.AgentSession) {
+			s.Spec.Agent = v1.AgentSpec{Image: "a:1", MCPServers: []v1.MCPServer{{Name: "tracker", URL: "https://bot:hunter2@tracker.example/mcp"}}}
+		}), "spec.agent.mcpServers[0].url", "url must not carry credentials"},
+		{"MCP server URL that is not http", fork("mcp-file", func(f *v1.ForkRun) {
+			f.Spec.Agent = v1.AgentSpec{Image: "a:1", MCPServers: []v1.MCPServer{{Name: "tracker", URL: "file:///etc/passwd"}}}
+		}), "spec.agent.mcpServers[0].url", "url must be an absolute http or https URL with a host"},
+		{"MCP server name that would share its variable", session("mcp-name", func(s *v1.AgentSession) {
+			s.Spec.Agent = v1.AgentSpec{Image: "a:1", MCPServers: []v1.MCPServer{{Name: "my_tracker", URL: "http://tracker/mcp"}}}
+		}), "spec.agent.mcpServers[0].name", "should match"},
+		{"MCP server named twice", session("mcp-twice", func(s *v1.AgentSession) {
+			s.Spec.Agent = v1.AgentSpec{Image: "a:1", MCPServers: []v1.MCPServer{{Name: "tracker", URL: "http://a/mcp"}, {Name: "tracker", URL: "http://b/mcp"}}}
+		}), "spec.agent.mcpServers[1]", "Duplicate value"},
 		{"workspace subPath escaping the claim", session("escape-subpath", func(s *v1.AgentSession) {
 			s.Spec.Agent = v1.AgentSpec{Image: "a:1", Workspace: v1.WorkspaceVolume{ClaimName: "w", SubPath: "../etc"}}
 		}), "spec.agent.workspace.subPath", "subPath must not contain a '..' segment"},
@@ -279,6 +291,9 @@ func TestValidObjectsAreAccepted(t *testing.T) {
 		validReplay("ok-bare-replay"),
 		session("ok-tool-backends", func(s *v1.AgentSession) {
 			s.Spec.Agent = v1.AgentSpec{Image: "a:1", Tools: []v1.ToolBackend{{Name: "search_issues", URL: "http://tracker.demo.svc:8090/search"}, {Name: "add.label-2", URL: "https://10.0.0.9/label?x=1"}}}
+		}),
+		session("ok-mcp-servers", func(s *v1.AgentSession) {
+			s.Spec.Agent = v1.AgentSpec{Image: "a:1", MCPServers: []v1.MCPServer{{Name: "tracker", URL: "http://tracker.demo.svc:8090/mcp"}, {Name: "gh-2", URL: "https://10.0.0.9/mcp?x=1"}}}
 		}),
 		checkpoint("ok-turn-zero", func(c *v1.Checkpoint) { c.Spec.Step, c.Spec.TurnIndex = ptr.To[int64](0), ptr.To[int32](0) }),
 	} {
