@@ -3,8 +3,9 @@
 // (the manager under its own ServiceAccount), beside two add-ons, an S3 server and a fake model
 // (hack/cluster/addons); applies
 // hack/demo/manifests: an AgentSession that asks to be recorded (the operator runs the triage agent of
-// examples/proxy-agent beside the rewind proxy, then verifies the run and judges whether it can
-// resume), a ForkRun that fixes the agent's flawed decision with a one-line prompt change, and a Replay
+// examples/proxy-agent beside the rewind proxy, its search on the tracker's MCP server through the
+// proxy, then verifies the run and judges whether it can resume; the demo prints the recorded
+// timeline, MCP call included), a ForkRun that fixes the agent's flawed decision with a one-line prompt change, and a Replay
 // ForkRun with zero live calls; and shows what kubectl and `agentrewind suite status` say.
 //
 // The cluster stays up afterwards: the demo prints the KUBECONFIG to explore it with, and `make
