@@ -67,9 +67,9 @@ func TestTheAgentsMCPSearchIsRecordedAndReplayedWithTheTrackerStopped(t *testing
 		Name      string
 		Arguments map[string]string
 	}
-	if err := json.Unmarshal(search.Args, &args); err != nil || args.Name != "search_issues" || args.Arguments["query"] != "editor crash on save" ||
+	if err := json.Unmarshal(search.Args, &args); err != nil || search.CallSite != "mcp.tracker" || args.Name != "search_issues" || args.Arguments["query"] != "editor crash on save" ||
 		!strings.Contains(string(search.Result), "crash on save with unsaved buffers") {
-		t.Fatalf("the recorded MCP call: args %s, result %s", search.Args, search.Result)
+		t.Fatalf("the recorded MCP call: call site %s, args %s, result %s", search.CallSite, search.Args, search.Result)
 	}
 	checkLedger(t, parent)
 
