@@ -230,6 +230,7 @@ func (s *SessionStore) downloadLog(ctx context.Context, barrier *syncBarrier, me
 	}
 	cw := &countingWriter{w: f}
 	r := s.newSegmentReader(ctx, meta, idx.Segments)
+	defer r.Close()
 	err = copyVerified(cw, r, meta.EventsHash, s.name(key))
 	if err == nil {
 		err = barrier.file(f)

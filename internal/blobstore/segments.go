@@ -155,44 +155,104 @@ func (s *SessionStore) readIndex(ctx context.Context, meta session.Meta) (idx se
 
 // segmentReader reads a segmented log as one stream: each segment is fetched whole and checked
 // against its digest and its listed size before any of its bytes is returned; the caller checks the
-// whole against eventsHash. Memory is one segment.
+// whole against eventsHash. Up to ahead segments are fetched in parallel ahead of the one being read
+// (a log is thousands of small objects, and one round trip at a time made fetching it most of a
+// pull), so memory is about ahead+2 segments. Close stops the fetches.
 type segmentReader struct {
-	blobs storeBlobs
+	s     *SessionStore
+	ctx   context.Context
 	index string // segments.json's name, for errors
 	segs  []segment
-	next  int // the index of the next segment to fetch
-	buf   *bytes.Reader
+	ahead int
+	next  int // the index of the next segment to read
+	// fetched holds, in log order, one channel per segment whose fetch has started; nil until the
+	// first Read starts fetching.
+	fetched chan chan fetchedSegment
+	cancel  context.CancelFunc
+	buf     *bytes.Reader
+	err     error // sticky
+}
+
+type fetchedSegment struct {
+	data []byte
+	err  error
 }
 
 func (s *SessionStore) newSegmentReader(ctx context.Context, meta session.Meta, segs []segment) *segmentReader {
-	return &segmentReader{blobs: storeBlobs{ctx: ctx, s: s}, index: s.name(s.layout.SessionSegments(meta.ID)), segs: segs}
+	return &segmentReader{s: s, ctx: ctx, index: s.name(s.layout.SessionSegments(meta.ID)), segs: segs, ahead: s.parallel}
+}
+
+// fetchAhead starts fetching the segments in order, at most ahead of them waiting to be read.
+func (r *segmentReader) fetchAhead() {
+	ctx, cancel := context.WithCancel(r.ctx)
+	r.cancel = cancel
+	r.fetched = make(chan chan fetchedSegment, r.ahead)
+	blobs := storeBlobs{ctx: ctx, s: r.s}
+	go func() {
+		defer close(r.fetched)
+		for _, seg := range r.segs {
+			done := make(chan fetchedSegment, 1)
+			select {
+			case r.fetched <- done:
+			case <-ctx.Done():
+				return
+			}
+			go func() {
+				data, err := blobs.ReadBlob(seg.Hash)
+				done <- fetchedSegment{data, err}
+			}()
+		}
+	}()
 }
 
 func (r *segmentReader) Read(p []byte) (int, error) {
 	for r.buf == nil || r.buf.Len() == 0 {
+		if r.err != nil {
+			return 0, r.err
+		}
 		if r.next == len(r.segs) {
 			return 0, io.EOF
 		}
-		i, seg := r.next, r.segs[r.next]
-		r.next++
-		data, err := r.blobs.ReadBlob(seg.Hash)
-		if errors.Is(err, ErrNotFound) {
-			return 0, &session.MissingError{Object: r.blobs.s.name(r.blobs.s.layout.Blob(seg.Hash)), Field: "segment", Err: err}
-		}
-		if err != nil {
-			return 0, err
-		}
-		// The digest matched, so the size is the index's lie, not the segment's damage.
-		if int64(len(data)) != seg.Bytes {
-			return 0, &session.CorruptMetaError{File: r.index, Field: fmt.Sprintf("segments[%d].bytes", i),
-				Err: fmt.Errorf("is %d, but the segment %s holds %d bytes", seg.Bytes, seg.Hash, len(data))}
-		}
-		r.buf = bytes.NewReader(data)
+		r.buf, r.err = r.nextSegment()
 	}
 	return r.buf.Read(p)
 }
 
-func (r *segmentReader) Close() error { return nil }
+func (r *segmentReader) nextSegment() (*bytes.Reader, error) {
+	if r.fetched == nil {
+		r.fetchAhead()
+	}
+	done, ok := <-r.fetched
+	if !ok {
+		return nil, context.Cause(r.ctx) // fetching stopped early only because the caller gave up
+	}
+	got := <-done
+	i, seg := r.next, r.segs[r.next]
+	r.next++
+	if errors.Is(got.err, ErrNotFound) {
+		return nil, &session.MissingError{Object: r.s.name(r.s.layout.Blob(seg.Hash)), Field: "segment", Err: got.err}
+	}
+	if got.err != nil {
+		return nil, got.err
+	}
+	// The digest matched, so the size is the index's lie, not the segment's damage.
+	if int64(len(got.data)) != seg.Bytes {
+		return nil, &session.CorruptMetaError{File: r.index, Field: fmt.Sprintf("segments[%d].bytes", i),
+			Err: fmt.Errorf("is %d, but the segment %s holds %d bytes", seg.Bytes, seg.Hash, len(got.data))}
+	}
+	return bytes.NewReader(got.data), nil
+}
+
+// Close stops the fetches under way.
+func (r *segmentReader) Close() error {
+	if r.cancel != nil {
+		r.cancel()
+	}
+	if r.err == nil {
+		r.err = errReaderClosed
+	}
+	return nil
+}
 
 // openLog opens a committed session's log for reading, from its segments or its one events.jsonl.
 func (s *SessionStore) openLog(ctx context.Context, meta session.Meta) (io.ReadCloser, string, error) {
