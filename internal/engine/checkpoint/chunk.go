@@ -16,16 +16,19 @@ import (
 // (chunkEnds), so a capture that changes ten files re-encodes every chunk but stores only the few
 // whose bytes changed, plus the root: the upload follows the change, not the tree.
 
-// avgChunkEntries is the mean number of entries in a chunk; a power of two. A 250,000-file tree has
-// about a thousand chunks of about 15 KB, and a root of about 100 KB.
-const avgChunkEntries = 256
-
-// maxChunkEntries ends a chunk whatever its paths, bounding a chunk's size: at most a thousand entries
-// of a path and a link target each under 4 KiB stay well under maxChunkBytes.
-const maxChunkEntries = 4 * avgChunkEntries
+// A chunk holds at least minChunkEntries entries, then ends after the first entry whose path hashes
+// to 0 modulo chunkCutModulus (a power of two), or at maxChunkEntries. Chunks of a 250,000-file tree
+// hold about 128 entries (8 KB) each, under a root of about 200 KB. The minimum matters: without
+// it chunk lengths are spread geometrically, and a changed file most likely sits in a long chunk
+// (uploading twice the mean); with it a change costs about 1.25 chunks of the mean length.
+const (
+	minChunkEntries = 64
+	chunkCutModulus = 64
+	maxChunkEntries = 512
+)
 
 // maxChunkBytes bounds what a chunk read back may hold, so a blob swapped in for one cannot exhaust
-// memory.
+// memory: maxChunkEntries entries of a path and a link target each under 4 KiB stay under it.
 const maxChunkBytes = 16 << 20
 
 // chunkMagic opens every chunk: the format's name and its version, 1.
@@ -63,14 +66,15 @@ type encodedChunk struct {
 }
 
 // chunkEnds splits path-sorted entries into chunks and returns the index one past each chunk's last
-// entry. A chunk ends after an entry whose path hashes to 0 modulo avgChunkEntries, or after
-// maxChunkEntries entries: adding, removing or changing a file changes only the chunk holding it
-// (and, when its path ends a chunk, the next), never the chunks before or after.
+// entry. Where a chunk ends depends on the paths near it, not on their positions in the tree: adding,
+// removing or changing a file changes the chunk holding it and seldom more than one beside it, never
+// the chunks further away.
 func chunkEnds(files []Entry) []int {
 	var ends []int
 	start := 0
 	for i, e := range files {
-		if pathHash(e.Path)%avgChunkEntries == 0 || i+1-start >= maxChunkEntries {
+		n := i + 1 - start
+		if (n >= minChunkEntries && pathHash(e.Path)%chunkCutModulus == 0) || n >= maxChunkEntries {
 			ends = append(ends, i+1)
 			start = i + 1
 		}
@@ -148,12 +152,15 @@ func encodeChunk(files []Entry, buf []byte) ([]byte, error) {
 type chunkReader struct {
 	data []byte
 	off  int
-	err  error
+	// field is where the field read last begins.
+	field int
+	err   error
 }
 
-func (r *chunkReader) fail(field, why string) {
+// fail records that the field at offset at is malformed.
+func (r *chunkReader) fail(at int, field, why string) {
 	if r.err == nil {
-		r.err = fmt.Errorf("byte %d (%s): %s", r.off, field, why)
+		r.err = fmt.Errorf("byte %d (%s): %s", at, field, why)
 	}
 }
 
@@ -161,9 +168,10 @@ func (r *chunkReader) uvarint(field string) uint64 {
 	if r.err != nil {
 		return 0
 	}
+	r.field = r.off
 	v, n := binary.Uvarint(r.data[r.off:])
 	if n <= 0 {
-		r.fail(field, "not a varint")
+		r.fail(r.off, field, "not a varint")
 		return 0
 	}
 	r.off += n
@@ -174,9 +182,10 @@ func (r *chunkReader) varint(field string) int64 {
 	if r.err != nil {
 		return 0
 	}
+	r.field = r.off
 	v, n := binary.Varint(r.data[r.off:])
 	if n <= 0 {
-		r.fail(field, "not a varint")
+		r.fail(r.off, field, "not a varint")
 		return 0
 	}
 	r.off += n
@@ -187,8 +196,9 @@ func (r *chunkReader) bytes(field string, n uint64) []byte {
 	if r.err != nil {
 		return nil
 	}
+	r.field = r.off
 	if n > uint64(len(r.data)-r.off) {
-		r.fail(field, fmt.Sprintf("%d bytes announced, %d left", n, len(r.data)-r.off))
+		r.fail(r.off, field, fmt.Sprintf("%d bytes announced, %d left", n, len(r.data)-r.off))
 		return nil
 	}
 	b := r.data[r.off : r.off+int(n)]
@@ -206,13 +216,13 @@ func decodeChunk(data []byte, files []Entry) ([]Entry, error) {
 	count := r.uvarint("entry count")
 	// Every entry takes at least 4 bytes, so a count beyond that is a lie to refuse before allocating.
 	if r.err == nil && count > uint64(len(data)-r.off)/4 {
-		r.fail("entry count", fmt.Sprintf("%d entries cannot fit in %d bytes", count, len(data)-r.off))
+		r.fail(r.field, "entry count", fmt.Sprintf("%d entries cannot fit in %d bytes", count, len(data)-r.off))
 	}
 	prev := ""
 	for i := uint64(0); i < count && r.err == nil; i++ {
 		shared := r.uvarint("path prefix length")
 		if r.err == nil && shared > uint64(len(prev)) {
-			r.fail("path prefix length", fmt.Sprintf("%d, longer than the previous path (%d)", shared, len(prev)))
+			r.fail(r.field, "path prefix length", fmt.Sprintf("%d, longer than the previous path (%d)", shared, len(prev)))
 		}
 		rest := r.bytes("path", r.uvarint("path length"))
 		if r.err != nil {
@@ -228,7 +238,7 @@ func decodeChunk(data []byte, files []Entry) ([]Entry, error) {
 			e.Type = TypeFile
 			mode := r.uvarint("mode")
 			if mode > 1<<32-1 {
-				r.fail("mode", fmt.Sprintf("%d does not fit 32 bits", mode))
+				r.fail(r.field, "mode", fmt.Sprintf("%d does not fit 32 bits", mode))
 			}
 			e.Mode = uint32(mode)
 			e.Size = r.varint("size")
@@ -242,13 +252,12 @@ func decodeChunk(data []byte, files []Entry) ([]Entry, error) {
 			e.Type = TypeSymlink
 			e.Target = string(r.bytes("link target", r.uvarint("link target length")))
 		default:
-			r.off--
-			r.fail("entry type", fmt.Sprintf("unknown type byte %#x", kind[0]))
+			r.fail(r.field, "entry type", fmt.Sprintf("unknown type byte %#x", kind[0]))
 		}
 		files = append(files, e)
 	}
 	if r.err == nil && r.off != len(data) {
-		r.fail("end", fmt.Sprintf("%d bytes after the last entry", len(data)-r.off))
+		r.fail(r.off, "end", fmt.Sprintf("%d bytes after the last entry", len(data)-r.off))
 	}
 	return files, r.err
 }
