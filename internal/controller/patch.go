@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
 // errRequeue asks for another pass soon without reporting an error: the cache is behind the API server.
@@ -24,6 +25,17 @@ func patchStatus(ctx context.Context, c client.Client, obj, base client.Object, 
 		return nil
 	}
 	return c.Status().Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+}
+
+// passError is a pass's error once its deferred status write returned writeErr. A write that failed
+// outranks a terminal error: the terminal error stops the retries, and the status that says why was
+// not written, so the object would go on saying what an earlier pass wrote (a Job running, long after
+// it failed). A conflict becomes settle's quiet requeue; any other error of the pass stays as it is.
+func passError(err, writeErr error) error {
+	if writeErr != nil && (err == nil || errors.Is(err, reconcile.TerminalError(nil))) {
+		return writeErr
+	}
+	return err
 }
 
 // settle turns a pass's outcome into what controller-runtime expects: a conflict or a lagging cache

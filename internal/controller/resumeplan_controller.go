@@ -116,9 +116,7 @@ func (r *ResumePlanReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	base := rp.DeepCopy()
 	defer func() {
 		rp.Status.ObservedGeneration = rp.Generation
-		if perr := patchStatus(ctx, r.Client, &rp, base, func(o client.Object) any { return o.(*v1alpha1.ResumePlan).Status }); perr != nil && err == nil {
-			err = perr
-		}
+		err = passError(err, patchStatus(ctx, r.Client, &rp, base, func(o client.Object) any { return o.(*v1alpha1.ResumePlan).Status }))
 		res, err = settle(ctx, res, err)
 	}()
 

@@ -1,12 +1,18 @@
 package controller
 
 import (
+	"context"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/agentrewind/agentrewind/api/v1alpha1"
@@ -58,5 +64,36 @@ func TestTheSessionMakesItsPlanOnceVerified(t *testing.T) {
 		if n := len(e.jobsOf(p.Name, "resume-plan")); n != 1 {
 			t.Errorf("%d resume-plan Jobs for plan %s, want 1", n, p.Name)
 		}
+	}
+}
+
+// TestAStallLostToAConflictIsWrittenAgain refuses with 409 Conflict the status write that says a plan's
+// Job failed. The pass that lost it ends in a terminal error (running the Job again would not help),
+// but the plan must not go on saying its Job runs: it is reconciled again and stalls. In
+// TestGitOpsHealth/ResumePlan the conflict came from a cache that had not yet seen the plan's own
+// JobRunning write when the Job failed, and the plan said JobRunning for good.
+func TestAStallLostToAConflictIsWrittenAgain(t *testing.T) {
+	e := newEnv(t)
+	push(t, e.storeKey(), recordSession(t, "run-1", strings.Repeat("result ", 40), false))
+	var refused atomic.Int64
+	e.startManager(&interceptor.Funcs{SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+		if rp, ok := obj.(*v1alpha1.ResumePlan); ok && rp.Namespace == e.ns && rp.Name == "crashed" &&
+			meta.IsStatusConditionTrue(rp.Status.Conditions, v1alpha1.ConditionStalled) && refused.Add(1) == 1 {
+			return apierrors.NewConflict(schema.GroupResource{Group: v1alpha1.GroupVersion.Group, Resource: "resumeplans"}, rp.Name, fmt.Errorf("forced by the test"))
+		}
+		return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+	}})
+	e.readySession("run-1")
+	e.create(&v1alpha1.ResumePlan{ObjectMeta: metav1.ObjectMeta{Name: "crashed"}, Spec: v1alpha1.ResumePlanSpec{SessionRef: v1alpha1.LocalObjectReference{Name: "run-1"}}})
+	job := e.waitJob("crashed", "resume-plan")
+	e.waitPlan("crashed", v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonJobRunning)
+
+	e.finishJob(job, false, "") // the pod died: no result
+	rp := e.waitPlan("crashed", v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonJobFailed)
+	if n := refused.Load(); n < 2 {
+		t.Errorf("%d writes of Stalled, want the refused one and one after it", n)
+	}
+	if meta.IsStatusConditionTrue(rp.Status.Conditions, v1alpha1.ConditionReconciling) {
+		t.Errorf("the plan still says it reconciles: %+v", rp.Status.Conditions)
 	}
 }
