@@ -106,9 +106,7 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	base := s.DeepCopy()
 	defer func() {
 		s.Status.ObservedGeneration = s.Generation
-		if perr := patchStatus(ctx, r.Client, &s, base, func(o client.Object) any { return o.(*v1alpha1.AgentSession).Status }); perr != nil && err == nil {
-			err = perr
-		}
+		err = passError(err, patchStatus(ctx, r.Client, &s, base, func(o client.Object) any { return o.(*v1alpha1.AgentSession).Status }))
 		res, err = settle(ctx, res, err)
 	}()
 	if err := r.mirrorResumePlan(ctx, &s); err != nil {

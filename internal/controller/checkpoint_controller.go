@@ -94,9 +94,7 @@ func (r *CheckpointReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	base := ck.DeepCopy()
 	defer func() {
 		ck.Status.ObservedGeneration = ck.Generation
-		if perr := patchStatus(ctx, r.Client, &ck, base, func(o client.Object) any { return o.(*v1alpha1.Checkpoint).Status }); perr != nil && err == nil {
-			err = perr
-		}
+		err = passError(err, patchStatus(ctx, r.Client, &ck, base, func(o client.Object) any { return o.(*v1alpha1.Checkpoint).Status }))
 		r.Metrics.checkpointWritten(base, &ck, err)
 		res, err = settle(ctx, res, err)
 	}()

@@ -99,9 +99,7 @@ func (r *ForkRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (re
 	rerun(&fr)
 	defer func() {
 		fr.Status.ObservedGeneration = fr.Generation
-		if perr := patchStatus(ctx, r.Client, &fr, base, func(o client.Object) any { return o.(*v1alpha1.ForkRun).Status }); perr != nil && err == nil {
-			err = perr
-		}
+		err = passError(err, patchStatus(ctx, r.Client, &fr, base, func(o client.Object) any { return o.(*v1alpha1.ForkRun).Status }))
 		r.Metrics.forkRunWritten(base, &fr, err)
 		if err == nil && res.IsZero() {
 			if _, wait := r.expiry(&fr); wait > 0 {
