@@ -112,14 +112,16 @@ func BenchmarkCapture(b *testing.B) {
 // ARW_CHECKPOINT_BENCH_FILES to change it), captured once, then 20 times with 10 files changed
 // before each capture. It reports the p50 and p95 wall time of those 20 captures, their p50 CPU time
 // (user+system of this process: on a shared machine the wall time also measures the other tenants),
-// the files each read and the bytes each stored, the size of one manifest, and the ratio of a capture
+// the files each read and the bytes each stored, the size of one manifest (root and chunks) and the
+// manifest bytes each uploaded (the root and the chunks its changes touched), and the ratio of a capture
 // without a baseline (every file read, as before the quick-check; its blobs are stored already, so
 // the two sides differ only in which files they read) to the p50, and of the p50 to `find -newer`
 // over the same tree (the lstat of every entry that any quick-check, git's too, pays). Every capture
 // goes through Store.Create into a store on local disk, manifest and all; one more, by a Store new to
-// the directory as a new process's is, first loads the 21 stored manifests to list them and take the
-// baseline (cold-s). The exact counts are asserted in TestAnIncrementalCaptureReadsOnlyWhatChanged;
-// this only reports them.
+// the directory as a new process's is, first reads the 21 stored roots to list them and loads the
+// baseline's chunks (cold-s). The exact counts are asserted in
+// TestAnIncrementalCaptureReadsOnlyWhatChanged and the manifest's share in
+// TestACaptureUploadsTheManifestChunksItsChangesTouched; this only reports them.
 func BenchmarkIncrementalCapture(b *testing.B) {
 	files := 250000
 	if v, err := strconv.Atoi(os.Getenv("ARW_CHECKPOINT_BENCH_FILES")); err == nil && v > 0 {

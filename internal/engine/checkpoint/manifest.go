@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
-	"path"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -231,11 +230,12 @@ func (m *Manifest) Validate() error {
 	if m.IncrementalBytes < 0 || m.IncrementalBytes > total {
 		return &ManifestError{Reason: fmt.Sprintf("%d incremental bytes, outside 0 to the %d bytes its files hold", m.IncrementalBytes, total)}
 	}
-	// No entry may sit below a file or a link: restoring it would need to write through one.
+	// No entry may sit below a file or a link: restoring it would need to write through one. Every
+	// path is clean, so its directories are its prefixes up to a slash.
 	for p := range seen {
-		for dir := path.Dir(p); dir != "."; dir = path.Dir(dir) {
-			if _, ok := seen[dir]; ok {
-				return &ManifestError{Path: p, Reason: fmt.Sprintf("nested under the entry %q", dir)}
+		for i := strings.LastIndexByte(p, '/'); i > 0; i = strings.LastIndexByte(p[:i], '/') {
+			if _, ok := seen[p[:i]]; ok {
+				return &ManifestError{Path: p, Reason: fmt.Sprintf("nested under the entry %q", p[:i])}
 			}
 		}
 	}
@@ -259,7 +259,9 @@ func ValidPath(p string) error {
 	case !utf8.ValidString(p):
 		return &ManifestError{Path: p, Reason: "not valid UTF-8"}
 	}
-	for _, seg := range strings.Split(p, "/") {
+	for rest, more := p, true; more; {
+		var seg string
+		seg, rest, more = strings.Cut(rest, "/")
 		if seg == "" || seg == "." || seg == ".." {
 			return &ManifestError{Path: p, Reason: "empty, \".\" or \"..\" path segment"}
 		}
