@@ -21,7 +21,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -44,21 +43,6 @@ func (e *env) session(name string) *v1alpha1.AgentSession {
 		e.t.Fatal(err)
 	}
 	return &s
-}
-
-// editSession applies edit to the session's latest version and updates it, again on a conflict: the
-// controllers write its status and finalizers concurrently, which a plain Get-then-Update races.
-func (e *env) editSession(name string, edit func(*v1alpha1.AgentSession)) *v1alpha1.AgentSession {
-	e.t.Helper()
-	var s *v1alpha1.AgentSession
-	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		s = e.session(name)
-		edit(s)
-		return e.c.Update(e.ctx, s)
-	}); err != nil {
-		e.t.Fatal(err)
-	}
-	return s
 }
 
 // waitCondition waits until obj's condition typ has status and reason for its current generation.

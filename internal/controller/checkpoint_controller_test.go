@@ -267,11 +267,9 @@ func TestTheRecordersAnchorsBecomeCheckpoints(t *testing.T) {
 	}
 
 	// Resync: a new generation of the session is verified again and mints nothing new.
-	s = e.session("run-1")
-	s.Spec.Retention = v1alpha1.RetentionSpec{Policy: v1alpha1.RetentionRetain}
-	if err := e.c.Update(e.ctx, s); err != nil {
-		t.Fatal(err)
-	}
+	e.editSession("run-1", func(s *v1alpha1.AgentSession) {
+		s.Spec.Retention = v1alpha1.RetentionSpec{Policy: v1alpha1.RetentionRetain}
+	})
 	_, verifyJob := e.verifySession("run-1")
 	e.eventually("the anchor-only Checkpoint checked against the new verification", func() (bool, string) {
 		c := meta.FindStatusCondition(e.checkpoint("run-1-step-2").Status.Conditions, v1alpha1.ConditionReady)

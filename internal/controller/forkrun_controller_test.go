@@ -513,8 +513,7 @@ func TestRunsThatCannotStartOrFailed(t *testing.T) {
 		t.Errorf("outcome %q, Stalled %q: the proxy's termination message is not read", gone.Status.Outcome, c.Message)
 	}
 
-	got.Spec.SessionRef.Name = "another-run"
-	if err := e.c.Update(e.ctx, got); err == nil || !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "immutable") {
+	if err := tryEdit(e, got, func(fr *v1alpha1.ForkRun) { fr.Spec.SessionRef.Name = "another-run" }); err == nil || !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "immutable") {
 		t.Errorf("pointing a ForkRun at another session: %v, want the CRD to refuse it", err)
 	}
 }
@@ -628,17 +627,7 @@ func TestAChangedSpecRunsAgainAsANewGeneration(t *testing.T) {
 	}
 	e.waitForkRun("suite-run", v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonDiverged)
 
-	e.eventually("the agent image bumped in place", func() (bool, string) {
-		var cur v1alpha1.ForkRun
-		if err := e.c.Get(e.ctx, client.ObjectKeyFromObject(fr), &cur); err != nil {
-			return false, err.Error()
-		}
-		cur.Spec.Agent.Image = agentImage + "-1.1"
-		if err := e.c.Update(e.ctx, &cur); err != nil {
-			return false, err.Error()
-		}
-		return true, ""
-	})
+	editObject(e, fr.DeepCopy(), func(fr *v1alpha1.ForkRun) { fr.Spec.Agent.Image = agentImage + "-1.1" })
 	rerun := e.waitForkRun("suite-run", v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonJobRunning)
 	if rerun.Status.Outcome != "" || rerun.Status.FirstDivergence.Step != nil || rerun.Status.Divergences != nil {
 		t.Errorf("while generation 2 runs, status still reports generation 1: outcome %q, first divergence %+v", rerun.Status.Outcome, rerun.Status.FirstDivergence)

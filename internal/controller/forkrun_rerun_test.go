@@ -29,17 +29,7 @@ func TestEditsWhileAForkRunsLeaveOneRunningJob(t *testing.T) {
 	first := e.waitJob("edited", "fork")
 
 	edit := func(goal string) {
-		e.eventually("the goal edited to "+goal, func() (bool, string) {
-			var cur v1alpha1.ForkRun
-			if err := e.c.Get(e.ctx, client.ObjectKeyFromObject(fr), &cur); err != nil {
-				return false, err.Error()
-			}
-			cur.Spec.Goal = v1alpha1.Goal{Tool: goal}
-			if err := e.c.Update(e.ctx, &cur); err != nil {
-				return false, err.Error()
-			}
-			return true, ""
-		})
+		editObject(e, fr.DeepCopy(), func(fr *v1alpha1.ForkRun) { fr.Spec.Goal = v1alpha1.Goal{Tool: goal} })
 	}
 	running := func() []string {
 		var names []string

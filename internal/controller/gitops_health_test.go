@@ -205,11 +205,9 @@ func testSessionHealth(t *testing.T) {
 
 	// A commit changes the spec while the operator is down: the status describes the last generation.
 	stop()
-	s := e.session("run-1")
-	s.Spec.Retention = v1alpha1.RetentionSpec{Policy: v1alpha1.RetentionRetain}
-	if err := e.c.Update(e.ctx, s); err != nil {
-		t.Fatal(err)
-	}
+	e.editSession("run-1", func(s *v1alpha1.AgentSession) {
+		s.Spec.Retention = v1alpha1.RetentionSpec{Policy: v1alpha1.RetentionRetain}
+	})
 	h.check("run-1", "progressing_spec_not_observed", "Progressing", status.InProgressStatus)
 }
 
@@ -298,14 +296,7 @@ func testForkRunHealth(t *testing.T) {
 	// A commit bumps the agent image of the diverged replay while the operator is down, then the
 	// operator runs the new generation.
 	stop()
-	var drift v1alpha1.ForkRun
-	if err := e.c.Get(e.ctx, client.ObjectKey{Namespace: e.ns, Name: "nightly-drift"}, &drift); err != nil {
-		t.Fatal(err)
-	}
-	drift.Spec.Agent.Image = agentImage + "-1.1"
-	if err := e.c.Update(e.ctx, &drift); err != nil {
-		t.Fatal(err)
-	}
+	editObject(e, &v1alpha1.ForkRun{ObjectMeta: metav1.ObjectMeta{Name: "nightly-drift"}}, func(fr *v1alpha1.ForkRun) { fr.Spec.Agent.Image = agentImage + "-1.1" })
 	h.check("nightly-drift", "progressing_spec_not_observed", "Progressing", status.InProgressStatus)
 	e.startForkManager(nil)
 	rerun := e.waitForkRun("nightly-drift", v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonJobRunning)
@@ -418,14 +409,9 @@ func testResumePlanHealth(t *testing.T) {
 	h.check("run-1-crashed", "degraded_job_failed", "Degraded", status.FailedStatus)
 
 	stop()
-	var rp v1alpha1.ResumePlan
-	if err := e.c.Get(e.ctx, client.ObjectKey{Namespace: e.ns, Name: "run-1-resumable"}, &rp); err != nil {
-		t.Fatal(err)
-	}
-	rp.Spec.Git = v1alpha1.GitEvidence{URL: "https://git.example.com/team-a/service.git", Ref: "main"}
-	if err := e.c.Update(e.ctx, &rp); err != nil {
-		t.Fatal(err)
-	}
+	editObject(e, &v1alpha1.ResumePlan{ObjectMeta: metav1.ObjectMeta{Name: "run-1-resumable"}}, func(rp *v1alpha1.ResumePlan) {
+		rp.Spec.Git = v1alpha1.GitEvidence{URL: "https://git.example.com/team-a/service.git", Ref: "main"}
+	})
 	h.check("run-1-resumable", "progressing_spec_not_observed", "Progressing", status.InProgressStatus)
 }
 
@@ -463,11 +449,9 @@ func testCheckpointHealth(t *testing.T) {
 	h.check("run-2-step-5", "degraded_snapshot_failed", "Degraded", status.FailedStatus)
 
 	// A new generation of the session: its Checkpoints wait for it to be verified again.
-	s := e.session("run-1")
-	s.Spec.Retention = v1alpha1.RetentionSpec{Policy: v1alpha1.RetentionRetain}
-	if err := e.c.Update(e.ctx, s); err != nil {
-		t.Fatal(err)
-	}
+	e.editSession("run-1", func(s *v1alpha1.AgentSession) {
+		s.Spec.Retention = v1alpha1.RetentionSpec{Policy: v1alpha1.RetentionRetain}
+	})
 	e.waitCheckpoint("run-1-step-2", v1alpha1.ConditionReconciling, metav1.ConditionTrue, conditions.ReasonWaitingForSession)
 	h.check("run-1-step-2", "progressing_waiting_for_session", "Progressing", status.InProgressStatus)
 }
