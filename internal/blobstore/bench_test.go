@@ -33,10 +33,11 @@ const benchRounds = 3
 // does only that: PutObject of each file; GetObject of each object copied into a new file. The store
 // does what its guarantees need on top: a push opens and verifies the session (session.Open) before
 // uploading, asks whether each blob is stored (HEAD), hashes every blob as it sends it, confirms
-// every upload (HEAD) before it commits meta.json.sha256 and meta.json; a pull reads and verifies
-// meta.json, hashes every object as it downloads it, makes the copy durable (syncfs, where the raw
-// side leaves the files in the page cache) and opens it with session.Open before renaming it into
-// place. The requests each side sends are counted and reported per round.
+// each upload (HEAD, right after it) before it commits meta.json.sha256 and meta.json; a pull reads
+// and verifies meta.json, hashes every object as it downloads it, makes the copy durable (fdatasync
+// of every file and fsync of its directories, where the raw side leaves the files in the page
+// cache) and opens it with session.Open before renaming it into place. The requests each side sends
+// are counted and reported per round (TestS3RequestsPerPushAndPull pins the store's).
 func BenchmarkStoreThroughput(b *testing.B) {
 	env := startS3(b)
 	_, objs, counter := env.countingStore(b, StoreOptions{Parallelism: benchParallel})

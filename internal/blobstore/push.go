@@ -130,9 +130,6 @@ func (s *SessionStore) Push(ctx context.Context, dir string) (*PushResult, error
 	if res.VaultUploaded, err = s.pushVault(ctx, local, res, t); err != nil {
 		return nil, err
 	}
-	if err := s.confirmStored(ctx, local, res.EventsUploaded, res.VaultUploaded); err != nil {
-		return nil, err
-	}
 	res.BytesSent = res.BytesUploaded + res.SegmentBytesUploaded
 	if res.EventsUploaded {
 		res.BytesSent += int64(len(local.index))
@@ -421,9 +418,10 @@ func (s *SessionStore) pushEach(ctx context.Context, local *localSession, list [
 	})
 }
 
-// pushBlob uploads one blob unless the store has it already. Blobs are content-addressed, so an
-// object of the right size under the hash is the blob; one of another size is damaged and replaced.
-// stats, asked while the session was verified, answers whether the store has it, when it can.
+// pushBlob uploads one blob unless the store has it already, and confirms the upload. Blobs are
+// content-addressed, so an object of the right size under the hash is the blob; one of another size
+// is damaged and replaced. stats, asked while the session was verified, answers whether the store
+// has it, when it can.
 func (s *SessionStore) pushBlob(ctx context.Context, dir string, b localBlob, stats blobStats) (uploaded bool, err error) {
 	key := s.layout.Blob(b.hash)
 	path := filepath.Join(dir, session.BlobsDir, b.hash)
@@ -454,7 +452,7 @@ func (s *SessionStore) pushBlob(ctx context.Context, dir string, b localBlob, st
 	if err := s.uploadBlob(ctx, path, key, b); err != nil {
 		return false, err
 	}
-	return true, nil
+	return true, s.confirm(ctx, key, b.size)
 }
 
 // uploadBlob sends the blob at path to key, verified as it is sent: bytes stored under a hash they
@@ -586,36 +584,19 @@ func (s *SessionStore) pushFile(ctx context.Context, key string, f io.ReadSeeker
 	if err := s.objects.Put(ctx, key, f, size); err != nil {
 		return false, err
 	}
+	if err := s.confirm(ctx, key, size); err != nil {
+		return false, err
+	}
 	t.done(key, size, false)
 	return true, nil
 }
 
-// confirmStored checks that every object uploaded by this push is in the store at its size before
-// meta.json commits the session. An upload acknowledged but not stored (a proxy answering for the
-// server, a store without read-after-write consistency) must fail the push, not commit a session
-// with a hole in it. Blobs found already stored were checked the same way when they were skipped.
-func (s *SessionStore) confirmStored(ctx context.Context, local *localSession, uploadedEvents, uploadedVault bool) error {
-	want := map[string]int64{}
-	for _, b := range append(local.blobs[:len(local.blobs):len(local.blobs)], local.segments...) {
-		if b.uploaded {
-			want[s.layout.Blob(b.hash)] = b.size
-		}
-	}
-	if uploadedEvents {
-		want[s.layout.SessionSegments(local.meta.ID)] = int64(len(local.index))
-	}
-	if uploadedVault {
-		want[s.layout.SessionVault(local.meta.ID)] = local.vaultSize
-	}
-	keys := make([]string, 0, len(want))
-	for k := range want {
-		keys = append(keys, k)
-	}
-	return forEach(ctx, s.parallel, keys, func(ctx context.Context, key string) error {
-		return s.confirm(ctx, key, want[key])
-	})
-}
-
+// confirm checks that an object this push uploaded is in the store at its size, right after its
+// upload and so before meta.json commits the session. An upload acknowledged but not stored (a proxy
+// answering for the server, a store without read-after-write consistency) must fail the push, not
+// commit a session with a hole in it. Confirming in the worker that uploaded it, rather than in a
+// pass over every object once all are sent, keeps the uploads and the confirmations overlapping.
+// Blobs found already stored were checked the same way when they were skipped.
 func (s *SessionStore) confirm(ctx context.Context, key string, size int64) error {
 	info, err := s.objects.Stat(ctx, key)
 	if err != nil && !errors.Is(err, ErrNotFound) {
