@@ -35,6 +35,11 @@ type Writer struct {
 	inherited []StepRange
 	lastStep  int64
 	closed    bool
+	// unsynced are the blobs written and not yet synced to disk. A blob is written on the recording's
+	// request path, where an fsync each (milliseconds) would cost more than the rest of the call; the
+	// session is committed by Close alone, which syncs them before meta.json: a crash before leaves an
+	// uncommitted session, and a committed one names no blob that is not on disk.
+	unsynced []string
 }
 
 // WriterOptions tune a Writer.
@@ -193,11 +198,40 @@ func (w *Writer) putBlobLocked(data []byte) (string, error) {
 	if w.blobs[h] {
 		return h, nil
 	}
-	if err := writeFileAtomic(filepath.Join(w.dir, BlobsDir, h), data); err != nil {
+	path := filepath.Join(w.dir, BlobsDir, h)
+	if err := writeFile(path, data, false); err != nil {
 		return "", fmt.Errorf("session: storing blob %s: %w", h, err)
 	}
 	w.blobs[h] = true
+	w.unsynced = append(w.unsynced, path)
 	return h, nil
+}
+
+// syncBlobs makes the blobs written so far, and their names in the blobs directory, durable.
+func (w *Writer) syncBlobs() error {
+	if len(w.unsynced) == 0 {
+		return nil
+	}
+	for _, path := range append(w.unsynced, filepath.Join(w.dir, BlobsDir)) {
+		if err := syncPath(path); err != nil {
+			return fmt.Errorf("session: syncing %s: %w", path, err)
+		}
+	}
+	w.unsynced = nil
+	return nil
+}
+
+// syncPath fsyncs a file or directory.
+func syncPath(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	err = fsync(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // externalize moves every field of ev whose encoding exceeds the threshold into a blob.
@@ -266,6 +300,10 @@ func (w *Writer) Close(update func(*Meta)) (Meta, error) {
 		w.file.Close()
 		return w.meta, fmt.Errorf("session: syncing %s: %w", EventsFile, err)
 	}
+	if err := w.syncBlobs(); err != nil {
+		w.file.Close()
+		return w.meta, err
+	}
 	if err := w.file.Close(); err != nil {
 		return w.meta, fmt.Errorf("session: closing %s: %w", EventsFile, err)
 	}
@@ -293,9 +331,15 @@ func (w *Writer) Close(update func(*Meta)) (Meta, error) {
 	return w.meta, nil
 }
 
-// writeFileAtomic writes data to a temporary file and renames it into place, so a reader sees either
-// nothing or the whole file.
-func writeFileAtomic(path string, data []byte) error {
+// fsync makes a file's data durable; a test watches the calls.
+var fsync = (*os.File).Sync
+
+// writeFileAtomic writes data to a temporary file, syncs it and renames it into place, so a reader sees
+// either nothing or the whole file.
+func writeFileAtomic(path string, data []byte) error { return writeFile(path, data, true) }
+
+// writeFile writes data to a temporary file and renames it into place, syncing it first when sync is set.
+func writeFile(path string, data []byte, sync bool) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return err
@@ -305,9 +349,11 @@ func writeFileAtomic(path string, data []byte) error {
 		tmp.Close()
 		return err
 	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
+	if sync {
+		if err := fsync(tmp); err != nil {
+			tmp.Close()
+			return err
+		}
 	}
 	if err := tmp.Close(); err != nil {
 		return err
