@@ -209,3 +209,30 @@ func TestASchema2ManifestStillLoadsAndServesAsABaseline(t *testing.T) {
 	}
 	mustDescribe(t, got, ws)
 }
+
+// TestValidateFindsNestingAndDuplicatesInAnyOrder: the one-pass check over a manifest in path order
+// finds what the set of paths finds in any other order, with the same reasons.
+func TestValidateFindsNestingAndDuplicatesInAnyOrder(t *testing.T) {
+	for _, tc := range []struct {
+		paths []string
+		want  string // "" when valid
+	}{
+		{[]string{"a", "a/b"}, `"a/b": nested under the entry "a"`},
+		{[]string{"a", "a b", "a-c", "a/c"}, `"a/c": nested under the entry "a"`},
+		{[]string{"a", "a b", "a b/c"}, `"a b/c": nested under the entry "a b"`},
+		{[]string{"x/a", "x/a b", "x/a/deep/er"}, `"x/a/deep/er": nested under the entry "x/a"`},
+		{[]string{"a b", "a-c", "ab/d", "abc", "b/a", "b/ab"}, ""},
+		{[]string{"a", "a"}, `"a": listed twice`},
+		{[]string{"b", "a", "b"}, `"b": listed twice`},
+		{[]string{"a/c", "a"}, `"a/c": nested under the entry "a"`},
+	} {
+		m := &Manifest{SchemaVersion: SchemaVersion, Files: []Entry{}}
+		for _, p := range tc.paths {
+			m.Files = append(m.Files, Entry{Path: p, Type: TypeFile, Hash: hashOf(p)})
+		}
+		err := m.Validate()
+		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%q: %v, want %q", tc.paths, err, tc.want)
+		}
+	}
+}

@@ -182,11 +182,17 @@ func (m *Manifest) Validate() error {
 			return &ManifestError{Reason: fmt.Sprintf("%q is not valid UTF-8", s)}
 		}
 	}
-	seen := make(map[string]EntryType, len(m.Files))
+	// A manifest in path order (as Save stores it) is checked for duplicates and nesting in one pass
+	// over its neighbours; only one out of order needs a set of its paths.
+	sorted := slices.IsSortedFunc(m.Files, func(a, b Entry) int { return strings.Compare(a.Path, b.Path) })
+	var seen map[string]bool
+	if !sorted {
+		seen = make(map[string]bool, len(m.Files))
+	}
 	// total is the bytes of all files and link targets, which a capture's incremental bytes never
 	// exceed.
 	var total int64
-	for _, e := range m.Files {
+	for i, e := range m.Files {
 		if err := ValidPath(e.Path); err != nil {
 			return err
 		}
@@ -194,10 +200,12 @@ func (m *Manifest) Validate() error {
 			// A capture never records one (gitExcludes), so a restore never writes into a repository.
 			return &ManifestError{Path: e.Path, Reason: "a .git path segment: a repository's own data is never part of a checkpoint"}
 		}
-		if _, dup := seen[e.Path]; dup {
+		if (sorted && i > 0 && m.Files[i-1].Path == e.Path) || seen[e.Path] {
 			return &ManifestError{Path: e.Path, Reason: "listed twice"}
 		}
-		seen[e.Path] = e.Type
+		if !sorted {
+			seen[e.Path] = true
+		}
 		if (e.MTimeNs != 0 || e.CTimeNs != 0 || e.Inode != 0) && (e.Type != TypeFile || m.SchemaVersion < 2) {
 			return &ManifestError{Path: e.Path, Reason: fmt.Sprintf("stat fields on a %s entry of a schema %d manifest", e.Type, m.SchemaVersion)}
 		}
@@ -232,12 +240,30 @@ func (m *Manifest) Validate() error {
 	}
 	// No entry may sit below a file or a link: restoring it would need to write through one. Every
 	// path is clean, so its directories are its prefixes up to a slash.
-	for p := range seen {
-		for i := strings.LastIndexByte(p, '/'); i > 0; i = strings.LastIndexByte(p[:i], '/') {
-			if _, ok := seen[p[:i]]; ok {
-				return &ManifestError{Path: p, Reason: fmt.Sprintf("nested under the entry %q", p[:i])}
+	if !sorted {
+		for p := range seen {
+			for i := strings.LastIndexByte(p, '/'); i > 0; i = strings.LastIndexByte(p[:i], '/') {
+				if seen[p[:i]] {
+					return &ManifestError{Path: p, Reason: fmt.Sprintf("nested under the entry %q", p[:i])}
+				}
 			}
 		}
+		return nil
+	}
+	// In path order every path beginning with an entry's path follows it without a gap, so the
+	// entries that prefix the current path form a stack: those that stop prefixing it never will again.
+	var prefixes []string
+	for _, e := range m.Files {
+		p := e.Path
+		for len(prefixes) > 0 && !strings.HasPrefix(p, prefixes[len(prefixes)-1]) {
+			prefixes = prefixes[:len(prefixes)-1]
+		}
+		for _, q := range prefixes {
+			if p[len(q)] == '/' {
+				return &ManifestError{Path: p, Reason: fmt.Sprintf("nested under the entry %q", q)}
+			}
+		}
+		prefixes = append(prefixes, p)
 	}
 	return nil
 }
