@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -103,7 +104,10 @@ func Capture(ctx context.Context, dir string, blobs Blobs, opts CaptureOptions) 
 	}
 	m := &Manifest{SchemaVersion: SchemaVersion, CreatedAt: now().UTC(), Anchor: opts.Anchor, Reason: reason, Guard: opts.Guard, Excludes: ex.Patterns(), Files: []Entry{}}
 	uploaded := map[string]bool{}
-	base, baseStart := baselineFiles(opts.Baseline)
+	base := newBaseline(opts.Baseline)
+	if opts.Baseline != nil {
+		m.Files = make([]Entry, 0, len(opts.Baseline.Files)+len(opts.Baseline.Files)/8)
+	}
 	var bad NameError // once a name is bad nothing is stored: the walk only looks for the others
 	badName := func(b BadName) {
 		if len(bad.Names) < MaxBadNames {
@@ -113,7 +117,9 @@ func Capture(ctx context.Context, dir string, blobs Blobs, opts CaptureOptions) 
 	}
 
 	descend := func(rel string) bool { return utf8.ValidString(rel) && !ex.Match(rel, true) }
-	tree, err := readTree(ctx, root, walkOptions{descend: descend, stat: func(rel string) bool { _, ok := base[rel]; return ok }})
+	// With a baseline every regular file's stat is taken, whether the baseline knows it or not: a
+	// new file costs one stat more, and a lookup per file from the readers is spared.
+	tree, err := readTree(ctx, root, walkOptions{descend: descend, stat: base != nil})
 	if err == nil {
 		err = visitTree(tree, func(rel string, d *walkChild, err error) error {
 			if err != nil && errors.Is(err, fs.ErrNotExist) {
@@ -166,7 +172,7 @@ func Capture(ctx context.Context, dir string, blobs Blobs, opts CaptureOptions) 
 			case d.typ == 0 && bad.Count > 0:
 				return nil
 			case d.typ == 0:
-				e, reused, gone, err := unchangedEntry(d, base[rel], baseStart)
+				e, reused, gone, err := unchangedEntry(d, base.find(rel), base.start())
 				if err == nil && !reused && !gone {
 					e, gone, err = captureFile(ctx, root, rel, blobs, uploaded, &st)
 				}
@@ -211,18 +217,52 @@ func withGitExcludes(excludes []string) []string {
 	return out
 }
 
-// baselineFiles indexes the regular files of a baseline manifest that carry a stat, by path.
-func baselineFiles(m *Manifest) (map[string]*Entry, time.Time) {
+// baseline is the previous manifest's files in path order, looked up by a cursor that only moves
+// forward: the walk visits files in path order too, so finding each costs a comparison or two, not
+// a map of every path.
+type baseline struct {
+	files   []Entry
+	i       int
+	created time.Time
+}
+
+// newBaseline is m's files as a baseline (sorted, if a manifest came unsorted, in a copy); nil
+// without a manifest.
+func newBaseline(m *Manifest) *baseline {
 	if m == nil {
-		return nil, time.Time{}
+		return nil
 	}
-	out := make(map[string]*Entry, len(m.Files))
-	for i := range m.Files {
-		if e := &m.Files[i]; e.Type == TypeFile && e.MTimeNs != 0 {
-			out[e.Path] = e
+	files := m.Files
+	less := func(a, b Entry) int { return strings.Compare(a.Path, b.Path) }
+	if !slices.IsSortedFunc(files, less) {
+		files = slices.SortedFunc(slices.Values(files), less)
+	}
+	return &baseline{files: files, created: m.CreatedAt}
+}
+
+// find is the baseline's entry for the regular file rel when it recorded its stat, else nil. Calls
+// must come in path order.
+func (b *baseline) find(rel string) *Entry {
+	if b == nil {
+		return nil
+	}
+	for b.i < len(b.files) && b.files[b.i].Path < rel {
+		b.i++
+	}
+	if b.i < len(b.files) && b.files[b.i].Path == rel {
+		if e := &b.files[b.i]; e.Type == TypeFile && e.MTimeNs != 0 {
+			return e
 		}
 	}
-	return out, m.CreatedAt
+	return nil
+}
+
+// start is when the baseline's capture started.
+func (b *baseline) start() time.Time {
+	if b == nil {
+		return time.Time{}
+	}
+	return b.created
 }
 
 // unchangedEntry is *prev when the walked file d is Unchanged since the baseline recorded it as prev

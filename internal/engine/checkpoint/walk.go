@@ -10,10 +10,10 @@ import (
 	"sync"
 )
 
-// A capture's walk reads every directory of the workspace, several at once, and takes the stat of
-// every file the baseline knows from the directory it was listed in (one fstatat each, where a
-// path-based lstat resolves every component again); the entries it returns are in path order, so
-// the manifest needs no sort. What it reads is only compared (Unchanged): a file's bytes are read
+// A capture's walk reads every directory of the workspace, several at once, and, when there is a
+// baseline to compare with, takes the stat of every file from the directory it was listed in (one
+// fstatat each, where a path-based lstat resolves every component again); the entries it returns
+// are in path order, so the manifest needs no sort and the baseline is looked up by a cursor. What it reads is only compared (Unchanged): a file's bytes are read
 // through openRegular, which checks that it is the file lstat saw.
 
 // walkReaders is how many directories a walk reads at once: the stat calls wait on the file system
@@ -47,8 +47,9 @@ type walkChild struct {
 type walkOptions struct {
 	// descend reports whether to read the directory rel.
 	descend func(rel string) bool
-	// stat reports whether the regular file rel needs its stat.
-	stat func(rel string) bool
+	// stat says whether to take the stat of every regular file (else only of entries whose type the
+	// directory listing does not give).
+	stat bool
 }
 
 // readTree reads the tree of root.

@@ -11,9 +11,9 @@ import (
 )
 
 // readDir lists the workspace directory rel with getdents(2) and takes, with fstatat(2) on the
-// directory's descriptor (never following a link), the stat of every regular file stat asks for and
-// of every entry whose type the listing does not give.
-func readDir(root *os.Root, rel string, stat func(rel string) bool) ([]walkChild, error) {
+// directory's descriptor (never following a link), the stat of every regular file when stat is set,
+// and of every entry whose type the listing does not give.
+func readDir(root *os.Root, rel string, stat bool) ([]walkChild, error) {
 	f, err := openDir(root, rel)
 	if err != nil {
 		return nil, err
@@ -53,7 +53,7 @@ func readDir(root *os.Root, rel string, stat func(rel string) bool) ([]walkChild
 				}
 				if s := string(name); s != "." && s != ".." {
 					c := walkChild{name: s, typ: direntType(dtype)}
-					if c.typ == fs.ModeIrregular|fs.ModeType || (c.typ == 0 && stat(joinRel(rel, s))) {
+					if c.typ == fs.ModeIrregular|fs.ModeType || (c.typ == 0 && stat) {
 						statAt(int(fd), &c)
 					}
 					children = append(children, c)

@@ -7,8 +7,8 @@ import (
 	"os"
 )
 
-// readDir lists the workspace directory rel and lstats every regular file stat asks for.
-func readDir(root *os.Root, rel string, stat func(rel string) bool) ([]walkChild, error) {
+// readDir lists the workspace directory rel and, when stat is set, lstats every regular file.
+func readDir(root *os.Root, rel string, stat bool) ([]walkChild, error) {
 	f, err := root.Open(rel)
 	if err != nil {
 		return nil, err
@@ -28,7 +28,7 @@ func readDir(root *os.Root, rel string, stat func(rel string) bool) ([]walkChild
 			c.typ = fs.ModeSymlink
 		case c.typ != 0:
 			c.typ = fs.ModeIrregular
-		case stat(joinRel(rel, c.name)):
+		case stat:
 			fi, err := root.Lstat(joinRel(rel, c.name))
 			switch {
 			case err != nil:

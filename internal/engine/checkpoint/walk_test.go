@@ -17,7 +17,7 @@ func TestTheWalkVisitsEntriesInPathOrder(t *testing.T) {
 	root, err := os.OpenRoot(ws)
 	must(t, err)
 	defer root.Close()
-	tree, err := readTree(ctx, root, walkOptions{descend: func(rel string) bool { return rel != "skip" }, stat: func(string) bool { return true }})
+	tree, err := readTree(ctx, root, walkOptions{descend: func(rel string) bool { return rel != "skip" }, stat: true})
 	must(t, err)
 	var got []string
 	must(t, visitTree(tree, func(rel string, c *walkChild, err error) error {
