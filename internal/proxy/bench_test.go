@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -307,15 +308,37 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 //     a keep-alive connection — the floor for any HTTP proxy beside the agent;
 //   - proxy: through the rewind proxy in record mode to the same fakellm.
 //
+// It runs twice: over the short requests of corpusBodies, and over requests that each carry a distinct
+// 20 KiB message (a file an agent read, say), which the session stores as a blob.
+//
 // Metrics (the calls only, their total times): overhead-% (proxy over direct, minus 1; issue 11's goal ≤
 // 10 %), bare-hop-% (the bare hop over direct), over-bare-hop-% (proxy over the bare hop), added-µs and
 // bare-hop-added-µs (the mean time per call each adds over direct), and overhead-with-commit-% (the
 // proxy's time including closing and committing the session at the end of the run).
 func BenchmarkProxyRecordOverhead(b *testing.B) {
 	const n = 1000
+	b.Run("short", func(b *testing.B) { benchmarkRecordOverhead(b, corpusBodies(n)) })
+	b.Run("20KiB-message", func(b *testing.B) { benchmarkRecordOverhead(b, largeBodies(n, 20<<10)) })
+}
+
+// largeBodies are n distinct Messages requests whose user turn is about size bytes of text.
+func largeBodies(n, size int) [][]byte {
+	bodies := make([][]byte, n)
+	for i := range bodies {
+		text := fmt.Sprintf("Task %05d: review this file.\n", i)
+		for line := 0; len(text) < size; line++ {
+			text += fmt.Sprintf("%05d.%04d: func f() { return strings.Repeat(\"x\", 42) }\n", i, line)
+		}
+		msg, _ := json.Marshal(text)
+		bodies[i] = fmt.Appendf(nil, `{"model":"claude-sonnet-4-5","max_tokens":1024,"messages":[{"role":"user","content":%s}]}`, msg)
+	}
+	return bodies
+}
+
+func benchmarkRecordOverhead(b *testing.B, bodies [][]byte) {
+	n := len(bodies)
 	_, fakeURL := startFake(b)
 	bare := startBareHop(b, fakeURL)
-	bodies := corpusBodies(n)
 	var times [3]time.Duration // direct, bare hop, proxy
 	var commitTime time.Duration
 	b.ResetTimer()
