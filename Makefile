@@ -134,6 +134,8 @@ bench: ## Run the benchmarks side by side with their peers (compare the ratios, 
 	@# per event, and the 100k -> 1M ratios (linear is 10; ARW_SCALE_MAX lowers the top).
 	go test -run '^$$' -bench Scale -benchtime 1x -timeout 60m ./internal/engine/replay/
 	go test -run '^$$' -bench LoadSession -benchtime 20x ./internal/engine/session/
+	@# Push and pull of a 105 MB session through the session store vs raw minio-go moving the same objects on versitygw
+	@# (ratios, MB/s and requests of each side; the median of 3 rounds: run it 5 times), and 20 forks' bytes vs 20 copies.
 	go test -run '^$$' -bench Store -benchtime 1x ./internal/blobstore/
 	@# A synthetic run of 10, 100 and 1,000 turns: stored bytes / final transcript now and as schema 2 stored it, and
 	@# write, load, record and replay time 100 -> 1,000 (linear is 10; recording and replaying hash every request whole).
