@@ -262,6 +262,28 @@ func TestCheckpointsRoundTripThroughTheS3Store(t *testing.T) {
 		h := hashHex(content)
 		return prefix + "/blobs/sha256/" + h[:2] + "/" + h
 	}
+	// chunkKeys are the blobs holding a checkpoint's manifest chunks.
+	chunkKeys := func(id string) map[string]bool {
+		t.Helper()
+		obj, err := client.GetObject(context.Background(), bucket, prefix+"/checkpoints/"+id+"/manifest.json", minio.GetObjectOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer obj.Close()
+		var root bytes.Buffer
+		if _, err := root.ReadFrom(obj); err != nil {
+			t.Fatal(err)
+		}
+		chunks, err := checkpoint.ManifestChunks(root.Bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]bool{}
+		for _, h := range chunks {
+			out[prefix+"/blobs/sha256/"+h[:2]+"/"+h] = true
+		}
+		return out
+	}
 	create := func(ws string, step int, extra ...string) checkpoint.Created {
 		t.Helper()
 		args := append([]string{"create", ws, "--store", store, "--session", "s1", "--step", fmt.Sprint(step), "-o", "json"}, extra...)
@@ -291,8 +313,20 @@ func TestCheckpointsRoundTripThroughTheS3Store(t *testing.T) {
 	if !second.New || second.Stats.UploadedBlobs != 1 || second.Stats.IncrementalBytes != int64(len(v2)) {
 		t.Fatalf("second checkpoint: %+v; want one blob of %d bytes uploaded", second, len(v2))
 	}
-	if d := cmp.Diff(append(blobsBefore, blobKey(v2)), keys("blobs/"), cmpopts.SortSlices(func(a, b string) bool { return a < b })); d != "" {
-		t.Errorf("blobs after the second checkpoint (-want +got): only main.go's new blob should be added\n%s", d)
+	// The second manifest's one chunk differs from the first's: it and main.go's bytes are all that
+	// is added.
+	wantBlobs := append(blobsBefore, blobKey(v2))
+	firstChunks := chunkKeys(first.ID)
+	for k := range chunkKeys(second.ID) {
+		if !firstChunks[k] {
+			wantBlobs = append(wantBlobs, k)
+		}
+	}
+	if len(wantBlobs) != len(blobsBefore)+2 || len(blobsBefore) != 3+len(firstChunks) {
+		t.Errorf("%d blobs before (%d of them chunks), %d wanted after: want the 3 files and 1 chunk, then 1 file and 1 chunk more", len(blobsBefore), len(firstChunks), len(wantBlobs))
+	}
+	if d := cmp.Diff(wantBlobs, keys("blobs/"), cmpopts.SortSlices(func(a, b string) bool { return a < b })); d != "" {
+		t.Errorf("blobs after the second checkpoint (-want +got): only main.go's new blob and the changed manifest chunk should be added\n%s", d)
 	}
 	wantManifests := []string{prefix + "/checkpoints/" + first.ID + "/manifest.json", prefix + "/checkpoints/" + second.ID + "/manifest.json"}
 	if d := cmp.Diff(wantManifests, keys("checkpoints/"), cmpopts.SortSlices(func(a, b string) bool { return a < b })); d != "" {
