@@ -121,8 +121,9 @@ func (r *Report) Result() *task.GCSweepResult {
 //
 //  1. take the lock (unless a dry run) and the start time;
 //  2. mark: list sessions/ and read the events.jsonl of every session prefix, committed or not,
-//     then list checkpoints/ and read every manifest, collecting every digest they reference (an
-//     object the mark cache knows at the same ETag and size is not read again);
+//     then list checkpoints/ and read every manifest and the chunks it names, collecting every
+//     digest they reference (an object the mark cache knows at the same ETag and size is not read
+//     again; a chunk shared by several manifests is read once);
 //  3. list blobs/ a page at a time and let gc.Sweep pick the unreferenced blobs older than the margin
 //     before the start time;
 //  4. re-mark: list sessions/ and checkpoints/ again and read every events.jsonl and manifest that

@@ -140,8 +140,8 @@ func TestSweepIgnoresADamagedMarkCacheAndReadsEveryRoot(t *testing.T) {
 	age()
 	rep, err := blobsweep.Run(context.Background(), e.objects, blobsweep.Options{Layout: e.layout, Margin: margin, Lock: &blobsweep.MemLock{}, Holder: "s"})
 	must(t, err)
-	if rep.CacheProblem == "" || rep.Cached != 0 || rep.Requests.Get != 5 {
-		t.Errorf("cache problem %q, %d cached, %d GETs; want a problem, 0 and 5 (the cache and four roots)", rep.CacheProblem, rep.Cached, rep.Requests.Get)
+	if rep.CacheProblem == "" || rep.Cached != 0 || rep.Requests.Get != 6 {
+		t.Errorf("cache problem %q, %d cached, %d GETs; want a problem, 0 and 6 (the cache, four roots and the checkpoint manifest's one chunk)", rep.CacheProblem, rep.Cached, rep.Requests.Get)
 	}
 	if rep.Deleted != int64(len(doomed))+1 {
 		t.Errorf("deleted %d, want %d", rep.Deleted, len(doomed)+1)
