@@ -143,7 +143,8 @@ bench: ## Run the benchmarks side by side with their peers (compare the ratios, 
 	go test -run '^$$' -bench RecordedRunScaling -benchtime 1x -timeout 30m ./internal/engine/replay/
 	@# Capture of a 1 GiB, 10,000-file workspace vs tar | sha256sum, then again after changing 1 % of it
 	@# (ARW_CHECKPOINT_BENCH_BYTES shrinks it); and issue 18's 250,000-file workspace captured 20 times
-	@# with 10 files changed each time: p50/p95, files read, bytes stored, vs find (ARW_CHECKPOINT_BENCH_FILES).
+	@# with 10 files changed each time: p50/p95, CPU, files read, bytes stored, manifest bytes uploaded (its
+	@# changed chunks and root), a new process's capture (cold-s), vs find (ARW_CHECKPOINT_BENCH_FILES).
 	go test -run '^$$' -bench Capture -benchtime 1x -timeout 60m ./internal/engine/checkpoint/
 	@# The rewind proxy over loopback HTTP: replay vs go-vcr v4 (its default matcher and a body-hash one) at
 	@# 1,000, 10,000 and 100,000 calls, printed as proxy/go-vcr-<matcher>. go-vcr's scan is quadratic: a side is
