@@ -70,8 +70,8 @@ func TestTheSessionMakesItsPlanOnceVerified(t *testing.T) {
 // TestAStallLostToAConflictIsWrittenAgain refuses with 409 Conflict the status write that says a plan's
 // Job failed. The pass that lost it ends in a terminal error (running the Job again would not help),
 // but the plan must not go on saying its Job runs: it is reconciled again and stalls. In
-// TestGitOpsHealth/ResumePlan the conflict came from a cache that had not yet seen the plan's own
-// JobRunning write when the Job failed, and the plan said JobRunning for good.
+// TestGitOpsHealth/ResumePlan the Job failed before the pass that created it had written JobRunning;
+// the next pass read a cache without that write, lost the 409, and the plan said JobRunning for good.
 func TestAStallLostToAConflictIsWrittenAgain(t *testing.T) {
 	e := newEnv(t)
 	push(t, e.storeKey(), recordSession(t, "run-1", strings.Repeat("result ", 40), false))
