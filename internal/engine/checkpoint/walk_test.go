@@ -1,7 +1,10 @@
 package checkpoint
 
 import (
+	"errors"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -40,5 +43,40 @@ func TestTheWalkVisitsEntriesInPathOrder(t *testing.T) {
 	}
 	if !slices.IsSorted(files) {
 		t.Errorf("the files %v are not in path order", files)
+	}
+}
+
+// TestADirectoryThatVanishesBeforeItIsReadIsReportedNotFatal: a directory removed between its
+// parent's listing and its own read is passed to the visit as gone (a capture reports it in
+// Vanished), and the rest of the tree is still read.
+func TestADirectoryThatVanishesBeforeItIsReadIsReportedNotFatal(t *testing.T) {
+	ws := t.TempDir()
+	write(t, ws, map[string]string{"gone/x": "1", "kept/y": "2"})
+	root, err := os.OpenRoot(ws)
+	must(t, err)
+	defer root.Close()
+	descend := func(rel string) bool {
+		if rel == "gone" {
+			must(t, os.RemoveAll(filepath.Join(ws, "gone")))
+		}
+		return true
+	}
+	tree, err := readTree(ctx, root, walkOptions{descend: descend})
+	must(t, err)
+	var visited, vanished []string
+	must(t, visitTree(tree, func(rel string, _ *walkChild, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			vanished = append(vanished, rel)
+			return fs.SkipDir
+		}
+		must(t, err)
+		visited = append(visited, rel)
+		return nil
+	}))
+	if d := cmp.Diff([]string{"gone"}, vanished); d != "" {
+		t.Errorf("vanished (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]string{"kept", "kept/y"}, visited); d != "" {
+		t.Errorf("visited (-want +got):\n%s", d)
 	}
 }
