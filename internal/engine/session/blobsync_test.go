@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -12,11 +13,14 @@ import (
 // watches the fsyncs: none while events are appended (the recording's request path), and at Close every
 // blob and the blobs directory, before meta.json commits the session.
 func TestBlobsAreSyncedWhenTheSessionCommitsNotWhenWritten(t *testing.T) {
+	var mu sync.Mutex // Close syncs several blobs at once
 	var synced []string
 	committed := false
 	dir := t.TempDir()
 	realSync := fsync
 	fsync = func(f *os.File) error {
+		mu.Lock()
+		defer mu.Unlock()
 		if _, err := os.Stat(filepath.Join(dir, MetaFile)); err == nil {
 			committed = true
 		}

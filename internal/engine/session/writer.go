@@ -207,19 +207,42 @@ func (w *Writer) putBlobLocked(data []byte) (string, error) {
 	return h, nil
 }
 
-// syncBlobs makes the blobs written so far, and their names in the blobs directory, durable.
+// syncBlobs makes the blobs written so far, and then their names in the blobs directory, durable. The
+// files are synced several at a time: the file system commits concurrent syncs together, where one
+// after the other each waits for a commit of its own.
 func (w *Writer) syncBlobs() error {
 	if len(w.unsynced) == 0 {
 		return nil
 	}
-	for _, path := range append(w.unsynced, filepath.Join(w.dir, BlobsDir)) {
-		if err := syncPath(path); err != nil {
-			return fmt.Errorf("session: syncing %s: %w", path, err)
-		}
+	paths := make(chan string)
+	errs := make([]error, blobSyncers)
+	var wg sync.WaitGroup
+	for i := range blobSyncers {
+		wg.Go(func() {
+			for path := range paths {
+				if err := syncPath(path); err != nil && errs[i] == nil {
+					errs[i] = fmt.Errorf("session: syncing %s: %w", path, err)
+				}
+			}
+		})
+	}
+	for _, path := range w.unsynced {
+		paths <- path
+	}
+	close(paths)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if err := syncPath(filepath.Join(w.dir, BlobsDir)); err != nil {
+		return fmt.Errorf("session: syncing %s: %w", BlobsDir, err)
 	}
 	w.unsynced = nil
 	return nil
 }
+
+// blobSyncers is how many blobs Close syncs at once.
+const blobSyncers = 16
 
 // syncPath fsyncs a file or directory.
 func syncPath(path string) error {
