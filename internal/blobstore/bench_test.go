@@ -27,9 +27,11 @@ const benchRounds = 3
 // uses fresh prefixes, so nothing is deduplicated away, and the rounds alternate which side goes
 // first, so neither always finds the caches the other warmed.
 //
-// Both sides move the same bytes as the same 403 objects (every blob, events.jsonl, the vault,
-// meta.json), through the same minio-go client and transport, with at most benchParallel transfers
-// at once and single-PUT uploads (every object is far below either side's part size). The raw side
+// Both sides move the same files (every blob, events.jsonl, the vault, meta.json: 403 objects on the
+// raw side), through the same minio-go client and transport, with at most benchParallel transfers
+// at once and single-PUT uploads (every object is far below either side's part size); the store's
+// format keeps the log as some 45 content-addressed segments listed by segments.json, and
+// meta.json.sha256 beside meta.json, so it moves those bytes as 449 objects. The raw side
 // does only that: PutObject of each file; GetObject of each object copied into a new file. The store
 // does what its guarantees need on top: a push opens and verifies the session (session.Open) before
 // uploading, asks whether each blob is stored (HEAD), hashes every blob as it sends it, confirms
