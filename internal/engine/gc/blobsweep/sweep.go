@@ -448,17 +448,17 @@ func (s *sweep) read(ctx context.Context, o blobstore.ObjectInfo) error {
 	}
 	refs := rootRefs{etag: o.ETag, size: o.Size}
 	if id, ok := s.opts.Layout.CheckpointIDFromManifestKey(o.Key); ok {
-		// A manifest is read whole: a schema 3 one names chunks whose files it references too.
-		data, err := io.ReadAll(io.LimitReader(rc, checkpoint.MaxManifestBytes+1))
-		if err != nil {
+		// A schema 3 manifest is a small root naming chunks whose files it references too: its
+		// bytes are kept to find them. An older one lists its files itself, and is only scanned.
+		root := &capped{limit: maxRootBytes}
+		if err := scanRefs(io.TeeReader(rc, root), add); err != nil {
 			return fmt.Errorf("reading %s: %w", o.Key, err)
 		}
-		if err := scanRefs(bytes.NewReader(data), add); err != nil {
-			return fmt.Errorf("reading %s: %w", o.Key, err)
-		}
-		whole, err := s.followChunks(ctx, data, add)
-		if err != nil {
-			return fmt.Errorf("reading the chunks of checkpoint %s: %w", id, err)
+		whole := true
+		if !root.over {
+			if whole, err = s.followChunks(ctx, root.buf.Bytes(), add); err != nil {
+				return fmt.Errorf("reading the chunks of checkpoint %s: %w", id, err)
+			}
 		}
 		if !whole {
 			// Not cached: its references are read again next time, not taken as complete.
@@ -478,6 +478,31 @@ func (s *sweep) read(ctx context.Context, o blobstore.ObjectInfo) error {
 	refs.hashes = hashes
 	s.refs[o.Key] = refs
 	return nil
+}
+
+// maxRootBytes bounds the manifest bytes a sweep keeps to find its chunks: a root naming the chunks
+// of a million files is under two megabytes (and one of this size would name more chunks than a
+// manifest may hold), so a manifest beyond it lists its files itself (schema 1 or 2), and its scan
+// marked them.
+const maxRootBytes = 16 << 20
+
+// capped keeps the first limit bytes written to it, and says whether more came.
+type capped struct {
+	buf   bytes.Buffer
+	limit int
+	over  bool
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	if c.buf.Len()+len(p) > c.limit {
+		c.over = true
+		c.buf.Reset()
+		c.limit = 0
+	}
+	if !c.over {
+		c.buf.Write(p)
+	}
+	return len(p), nil
 }
 
 // followChunks calls add with every blob the chunks of the manifest data name, reading each chunk
