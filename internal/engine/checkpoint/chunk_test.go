@@ -236,3 +236,15 @@ func TestValidateFindsNestingAndDuplicatesInAnyOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestARootOfANewerSchemaIsRefusedForItsVersion: a manifest a newer build wrote is refused naming its
+// schema version, not for the fields this build does not know.
+func TestARootOfANewerSchemaIsRefusedForItsVersion(t *testing.T) {
+	st := OpenStore(t.TempDir())
+	data := []byte(`{"schemaVersion":4,"fileCount":0,"bytes":0,"chunks":[],"somethingNew":true}`)
+	id := hashOf(string(data))
+	must(t, st.Manifests.Put(ctx, id, data))
+	if _, err := st.Load(ctx, id); err == nil || !strings.Contains(err.Error(), "schema version 4 is not one of 1 to 3") {
+		t.Errorf("Load: %v, want the schema version refused", err)
+	}
+}

@@ -275,6 +275,9 @@ func (s *Store) Load(ctx context.Context, id string) (*Manifest, error) {
 	if err := json.Unmarshal(data, &head); err != nil {
 		return nil, &ManifestError{Reason: err.Error()}
 	}
+	if head.SchemaVersion < minSchemaVersion || head.SchemaVersion > SchemaVersion {
+		return nil, &ManifestError{Reason: fmt.Sprintf("schema version %d is not one of %d to %d", head.SchemaVersion, minSchemaVersion, SchemaVersion)}
+	}
 	var m *Manifest
 	if head.SchemaVersion < 3 {
 		m = &Manifest{}
@@ -298,9 +301,6 @@ func (s *Store) loadChunked(ctx context.Context, id string, data []byte) (*Manif
 	var r rootManifest
 	if err := dec.Decode(&r); err != nil {
 		return nil, &ManifestError{Reason: err.Error()}
-	}
-	if r.SchemaVersion > SchemaVersion {
-		return nil, &ManifestError{Reason: fmt.Sprintf("schema version %d is not one of %d to %d", r.SchemaVersion, minSchemaVersion, SchemaVersion)}
 	}
 	total, size := 0, int64(len(data))
 	for i, c := range r.Chunks {
