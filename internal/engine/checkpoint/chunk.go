@@ -12,9 +12,10 @@ import (
 
 // A schema 3 manifest is stored as a small root (rootManifest, JSON, named by its SHA-256 like every
 // manifest) listing chunks: runs of the path-sorted entries, each encoded compactly (encodeChunk) and
-// stored in the blob space under its own SHA-256. Where a run ends depends only on the paths in it
-// (chunkEnds), so a capture that changes ten files re-encodes every chunk but stores only the few
-// whose bytes changed, plus the root: the upload follows the change, not the tree.
+// stored in the blob space under its own SHA-256. Where a run ends depends on the paths around it,
+// not on their positions in the tree (chunkEnds), so a capture that changes ten files re-encodes
+// every chunk but stores only the few whose bytes changed, plus the root: the upload follows the
+// change, not the tree.
 
 // A chunk holds at least minChunkEntries entries, then ends after the first entry whose path hashes
 // to 0 modulo chunkCutModulus (a power of two), or at maxChunkEntries. Chunks of a 250,000-file tree
