@@ -39,11 +39,12 @@ func ForkRunResult(r *task.Result) (v1alpha1.ForkRunStatus, error) {
 		rp := r.Replay
 		stopped, tolerated, toleratedN = rp.Divergence, rp.FirstDrifts, rp.ToleratedDrifts
 		out.Usage = v1alpha1.ForkUsage{Live: usage(task.Usage{}), Replayed: usage(rp.Replayed)}
+		out.Provenance = provenance(rp.Provenance)
 	case r.Fork != nil:
 		f := r.Fork
 		stopped, tolerated, toleratedN = f.Divergence, f.FirstDrifts, f.ToleratedDrifts
 		out.Usage = v1alpha1.ForkUsage{Live: usage(f.TokensSpent), Replayed: usage(f.Replayed)}
-		out.Provenance = v1alpha1.Provenance{Recorded: new(f.Provenance.Recorded), Live: new(f.Provenance.Live), Stub: new(f.Provenance.Stub)}
+		out.Provenance = provenance(f.Provenance)
 		if f.DivergedAtStep != nil && stopped == nil {
 			return out, fmt.Errorf("the fork result says it diverged at step %d but not how", *f.DivergedAtStep)
 		}
@@ -113,4 +114,8 @@ func usage(u task.Usage) v1alpha1.Usage {
 		TotalTokens:              new(u.InputTokens + u.OutputTokens),
 		CostMicroUSD:             new(u.CostMicroUSD),
 	}
+}
+
+func provenance(p task.Provenance) v1alpha1.Provenance {
+	return v1alpha1.Provenance{Recorded: new(p.Recorded), Live: new(p.Live), Stub: new(p.Stub)}
 }

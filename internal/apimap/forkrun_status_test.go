@@ -22,16 +22,19 @@ func TestForkRunResultMapsEveryStatusField(t *testing.T) {
 		Message: "drift at step 7: " + strings.Repeat("x", 5000)}
 	early := task.Divergence{Step: 3, Kind: "tool_call", Reason: "RecordedFromOtherCallSite", CallSite: "tool.fetch", ExpectedCallSite: "tool.grep"}
 	zero := apiUsage(0, 0, 0, 0, 0)
+	noProvenance := v1alpha1.Provenance{Recorded: new(int64(0)), Live: new(int64(0)), Stub: new(int64(0))}
 	cases := []struct {
 		name   string
 		result task.Result
 		want   v1alpha1.ForkRunStatus
 	}{
-		{"a replay that passed spent nothing live and counts no divergence",
+		{"a replay that passed spent nothing live, counts no divergence and says every answer was recorded",
 			task.Result{Task: task.Replay, Outcome: task.Succeeded, Replay: &task.ReplayResult{Passed: true,
-				Replayed: task.Usage{InputTokens: 900, OutputTokens: 120, CacheCreationInputTokens: 100, CacheReadInputTokens: 500, CostMicroUSD: 4100}}},
+				Replayed:   task.Usage{InputTokens: 900, OutputTokens: 120, CacheCreationInputTokens: 100, CacheReadInputTokens: 500, CostMicroUSD: 4100},
+				Provenance: task.Provenance{Recorded: 11}}},
 			v1alpha1.ForkRunStatus{Outcome: v1alpha1.OutcomePassed, Divergences: new(int64(0)),
-				Usage: v1alpha1.ForkUsage{Live: zero, Replayed: apiUsage(900, 120, 100, 500, 4100)}}},
+				Usage:      v1alpha1.ForkUsage{Live: zero, Replayed: apiUsage(900, 120, 100, 500, 4100)},
+				Provenance: v1alpha1.Provenance{Recorded: new(int64(11)), Live: new(int64(0)), Stub: new(int64(0))}}},
 		{"a replay that diverged counts the stop and the tolerated drifts, and names the stop",
 			task.Result{Task: task.Replay, Outcome: task.Succeeded, Replay: &task.ReplayResult{Divergence: &stop, ToleratedDrifts: 2}},
 			v1alpha1.ForkRunStatus{Outcome: v1alpha1.OutcomeDiverged, Divergences: new(int64(3)),
@@ -39,13 +42,13 @@ func TestForkRunResultMapsEveryStatusField(t *testing.T) {
 					ExpectedCallSite: "anthropic.messages", ActualCallSite: "anthropic.messages",
 					ExpectedFingerprint: strings.Repeat("b", 64), ActualFingerprint: strings.Repeat("a", 64),
 					Message: stop.Message[:4096-len("…")] + "…"},
-				Usage: v1alpha1.ForkUsage{Live: zero, Replayed: zero}}},
+				Usage: v1alpha1.ForkUsage{Live: zero, Replayed: zero}, Provenance: noProvenance}},
 		{"a tolerated drift before the stop is the first divergence",
 			task.Result{Task: task.Replay, Outcome: task.Succeeded, Replay: &task.ReplayResult{Divergence: &stop, ToleratedDrifts: 1, FirstDrifts: []task.Divergence{early}}},
 			v1alpha1.ForkRunStatus{Outcome: v1alpha1.OutcomeDiverged, Divergences: new(int64(2)),
 				FirstDivergence: v1alpha1.Divergence{Step: new(int64(3)), Kind: v1alpha1.CallTool, Reason: "RecordedFromOtherCallSite",
 					ExpectedCallSite: "tool.grep", ActualCallSite: "tool.fetch"},
-				Usage: v1alpha1.ForkUsage{Live: zero, Replayed: zero}}},
+				Usage: v1alpha1.ForkUsage{Live: zero, Replayed: zero}, Provenance: noProvenance}},
 		{"a fork that reached its goal splits live from replayed usage and counts provenance",
 			task.Result{Task: task.Fork, Outcome: task.Succeeded, Fork: &task.ForkResult{ChildSessionID: "c", AtStep: 2, ReachedGoal: new(true),
 				TokensSpent: task.Usage{InputTokens: 100, OutputTokens: 52, CostMicroUSD: 700}, Replayed: task.Usage{InputTokens: 900, OutputTokens: 120},

@@ -255,7 +255,8 @@ func TestAReplaySuitePassesAndDiverges(t *testing.T) {
 	}
 	pass := e.waitForkRun("pass", v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonPassed)
 	want := v1alpha1.ForkRunStatus{Outcome: v1alpha1.OutcomePassed, JobRef: v1alpha1.LocalObjectReference{Name: job.Name}, Divergences: new(int64(0)),
-		Usage: v1alpha1.ForkUsage{Live: usageOf(0, 0), Replayed: usageOf(3, 2)}}
+		Usage:      v1alpha1.ForkUsage{Live: usageOf(0, 0), Replayed: usageOf(3, 2)},
+		Provenance: v1alpha1.Provenance{Recorded: new(int64(1)), Live: new(int64(0)), Stub: new(int64(0))}}
 	if d := cmp.Diff(want, pass.Status, statusOpts); d != "" {
 		t.Errorf("status of a passing replay (-want +got):\n%s", d)
 	}
@@ -284,7 +285,8 @@ func TestAReplaySuitePassesAndDiverges(t *testing.T) {
 	want = v1alpha1.ForkRunStatus{Outcome: v1alpha1.OutcomeDiverged, JobRef: v1alpha1.LocalObjectReference{Name: job.Name}, Divergences: new(int64(1)),
 		FirstDivergence: v1alpha1.Divergence{Step: new(int64(1)), Kind: v1alpha1.CallModel, Lane: "0", Reason: "NoRecordedCall",
 			ExpectedCallSite: "anthropic.messages", ActualCallSite: "anthropic.messages"},
-		Usage: v1alpha1.ForkUsage{Live: usageOf(0, 0), Replayed: usageOf(0, 0)}}
+		Usage:      v1alpha1.ForkUsage{Live: usageOf(0, 0), Replayed: usageOf(0, 0)},
+		Provenance: v1alpha1.Provenance{Recorded: new(int64(0)), Live: new(int64(0)), Stub: new(int64(0))}}
 	if d := cmp.Diff(want, drift.Status, statusOpts); d != "" {
 		t.Errorf("status of a diverged replay (-want +got):\n%s", d)
 	}

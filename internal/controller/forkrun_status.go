@@ -59,6 +59,7 @@ func decideRun(fr *v1alpha1.ForkRun, job *batchv1.Job, state jobs.State, rep job
 	switch {
 	case res.Replay != nil:
 		stop = res.Replay.Divergence
+		fmt.Fprintf(&b, "; %d answers recorded, %d live", res.Replay.Provenance.Recorded, res.Replay.Provenance.Live)
 	case res.Fork != nil:
 		stop, v.childID, v.atStep = res.Fork.Divergence, res.Fork.ChildSessionID, res.Fork.AtStep
 		fmt.Fprintf(&b, "; %d answers recorded, %d live, %d stubbed; %d tokens spent live",

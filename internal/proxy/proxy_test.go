@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentrewind/agentrewind/internal/engine/replay"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
+	"github.com/agentrewind/agentrewind/internal/engine/task"
 	"github.com/agentrewind/agentrewind/internal/engine/verdict/ledger"
 )
 
@@ -156,6 +157,10 @@ func TestRecordReplayAndForkAToolUsingRunThroughTheSDK(t *testing.T) {
 			res, ok := ReplayResult("run", out.Replay, out.Err)
 			if !ok || !res.Passed || res.LiveCalls != 0 {
 				t.Fatalf("replay result %+v", res)
+			}
+			// Every answer the agent got (three model calls, one tool call) came from the recording.
+			if want := (task.Provenance{Recorded: 4}); res.Provenance != want {
+				t.Fatalf("replay provenance %+v, want %+v", res.Provenance, want)
 			}
 
 			// Fork at the second model call with a system prompt override: the prefix is served, the

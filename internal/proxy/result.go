@@ -21,6 +21,7 @@ func ReplayResult(sessionID string, res *replay.ReplayResult, runErr error) (out
 		out.ToleratedDrifts, out.FirstDrifts = int64(len(res.Drifts)), firstDrifts(res.Drifts)
 		out.LiveCalls, out.Reorders = int64(res.LiveCalls), int64(len(res.Reorders))
 		out.Replayed = task.UsageOf(replay.ServedUsage(res.Events))
+		out.Provenance = task.Provenance{Recorded: int64(res.Served), Live: int64(res.LiveCalls)}
 	}
 	return out, true
 }

@@ -162,8 +162,11 @@ func TestReplayPassesOrDivergesAtTheChangedStep(t *testing.T) {
 	if outcome := finished(t, same, 4*time.Minute); outcome != v1alpha1.OutcomePassed {
 		t.Errorf("replay of the unchanged agent: outcome %s, want Passed; status %+v", outcome, same.Status)
 	}
-	if got := ptr.Deref(same.Status.Provenance.Live, 0); got != 0 {
+	if got := ptr.Deref(same.Status.Provenance.Live, -1); got != 0 {
 		t.Errorf("replay of the unchanged agent: status.provenance.live = %d, want 0", got)
+	}
+	if got := ptr.Deref(same.Status.Provenance.Recorded, 0); got < 3 {
+		t.Errorf("replay of the unchanged agent: status.provenance.recorded = %d, want every model and tool call it made (3 or more)", got)
 	}
 	if outcome := finished(t, changed, 4*time.Minute); outcome != v1alpha1.OutcomeDiverged {
 		t.Fatalf("replay of the changed agent: outcome %s, want Diverged; status %+v", outcome, changed.Status)

@@ -78,8 +78,8 @@ func (r *runner) serveModel(ctx context.Context, c call, rec *session.Event, emi
 	ev.Response, ev.Error, ev.Stream, ev.Usage = rec.Response, rec.Error, rec.Stream, rec.Usage
 	if r.fork != nil {
 		ev.Provenance = session.ProvenanceRecorded
-		r.fork.count(session.ProvenanceRecorded)
 	}
+	r.countServed()
 	r.finish(&ev)
 
 	if emit != nil {

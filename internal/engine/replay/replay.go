@@ -32,6 +32,8 @@ type ReplayResult struct {
 	Reorders []Reorder
 	// LiveCalls is how many calls went live (Passthrough only).
 	LiveCalls int
+	// Served is how many model and tool calls were answered from the recording.
+	Served int
 }
 
 // Replay runs the harness with every boundary call served from the recording. Under Strict it makes
@@ -63,7 +65,7 @@ func Replay(ctx context.Context, opts ReplayOptions, harness Harness) (*ReplayRe
 	}
 	err = r.run(ctx, opts.Session.Meta, harness)
 	r.mu.Lock()
-	res := &ReplayResult{Events: r.events, Drifts: r.drifts, Reorders: r.reorders, LiveCalls: r.live}
+	res := &ReplayResult{Events: r.events, Drifts: r.drifts, Reorders: r.reorders, LiveCalls: r.live, Served: r.served}
 	unresolved := r.unresolved
 	r.mu.Unlock()
 	// A drift fails the replay even when the agent swallowed the error its call returned.

@@ -157,6 +157,7 @@ type runner struct {
 	unresolved []*DriftError // returned to the harness as errors
 	reorders   []Reorder
 	live       int // calls that went live
+	served     int // calls answered from the recording outside a fork (a fork counts its own)
 	closed     bool
 }
 
@@ -360,6 +361,17 @@ func (r *runner) tolerate(d *DriftError) {
 	r.drifts = append(r.drifts, d)
 	r.mu.Unlock()
 	r.cfg.Logf("tolerated (%s): %v", r.policy, d)
+}
+
+// countServed counts a call answered from the recording: a fork's provenance, or a replay's tally.
+func (r *runner) countServed() {
+	if r.fork != nil {
+		r.fork.count(session.ProvenanceRecorded)
+		return
+	}
+	r.mu.Lock()
+	r.served++
+	r.mu.Unlock()
 }
 
 func (r *runner) countLive() {

@@ -67,8 +67,8 @@ func (r *runner) serveTool(ev session.Event, rec *session.Event) (json.RawMessag
 	ev.Result, ev.Error = rec.Result, rec.Error
 	if r.fork != nil {
 		ev.Provenance = session.ProvenanceRecorded
-		r.fork.count(session.ProvenanceRecorded)
 	}
+	r.countServed()
 	r.finish(&ev)
 	if rec.Error != nil {
 		return nil, rec.Error

@@ -269,11 +269,13 @@ type ReplayResult struct {
 	FirstDrifts     []Divergence `json:"firstDrifts,omitempty"`
 	LiveCalls       int64        `json:"liveCalls"`
 	Reorders        int64        `json:"reorders"`
+	// Provenance counts where the replay's answers came from: all recorded when it passed strictly.
+	Provenance Provenance `json:"provenance"`
 	// Replayed is what the served calls cost when they were recorded; the replay spent none of it.
 	Replayed Usage `json:"replayed"`
 }
 
-// Provenance counts where a fork's answers came from.
+// Provenance counts where a fork's or a replay's answers came from.
 type Provenance struct {
 	Recorded int64 `json:"recorded"`
 	Live     int64 `json:"live"`
