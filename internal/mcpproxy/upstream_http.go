@@ -145,11 +145,23 @@ func (h *HTTPServer) post(ctx context.Context, m mcp.Message) (*http.Response, e
 func (h *HTTPServer) answer(ctx context.Context, resp *http.Response, id json.RawMessage) (mcp.Message, error) {
 	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if ct != "text/event-stream" {
-		body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
+		body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes+1))
 		if err != nil {
 			return mcp.Message{}, err
 		}
-		return mcp.Parse(body)
+		if len(body) > maxAnswerBytes {
+			return mcp.Message{}, fmt.Errorf("the answer is over %d bytes", maxAnswerBytes)
+		}
+		msg, err := mcp.Parse(body)
+		if err != nil {
+			return mcp.Message{}, err
+		}
+		// A JSON body holds one message, which must be this call's answer: a lying or confused
+		// server's other message would otherwise be recorded, and replayed, as the call's result.
+		if !answers(msg, id) {
+			return mcp.Message{}, fmt.Errorf("the server answered with %s, not the answer to request %s", describeFrame(msg), id)
+		}
+		return msg, nil
 	}
 	obs, _ := ctx.Value(observerKey{}).(Observer)
 	sc := bufio.NewScanner(resp.Body)
@@ -176,8 +188,13 @@ func (h *HTTPServer) answer(ctx context.Context, resp *http.Response, id json.Ra
 		if err != nil {
 			return mcp.Message{}, err
 		}
-		if msg.IsResponse() && bytes.Equal(msg.ID, id) {
+		if answers(msg, id) {
 			return msg, nil
+		}
+		if msg.IsResponse() {
+			// Not the client's to see: its ids are not the ones this call sent, and one that matched
+			// a request of its own would answer that request with this server's stray message.
+			return mcp.Message{}, fmt.Errorf("the server sent %s on the stream of request %s", describeFrame(msg), id)
 		}
 		if msg.IsRequest() && obs.OnRequest != nil {
 			obs.OnRequest(msg)
@@ -190,6 +207,23 @@ func (h *HTTPServer) answer(ctx context.Context, resp *http.Response, id json.Ra
 		return mcp.Message{}, err
 	}
 	return mcp.Message{}, io.ErrUnexpectedEOF
+}
+
+// answers says m is the answer to request id: a response with its id, or an error with a null id,
+// which JSON-RPC gives when the server could not read the request's.
+func answers(m mcp.Message, id json.RawMessage) bool {
+	return m.IsResponse() && (bytes.Equal(m.ID, id) || m.Error != nil && (m.ID == nil || bytes.Equal(m.ID, []byte("null"))))
+}
+
+// describeFrame names a message for an error: its method, or the id it answers.
+func describeFrame(m mcp.Message) string {
+	switch {
+	case m.IsRequest():
+		return "a request (" + m.Method + ")"
+	case m.Method != "":
+		return "a notification (" + m.Method + ")"
+	}
+	return "the answer to request " + string(m.ID)
 }
 
 func (h *HTTPServer) notify(ctx context.Context, m mcp.Message) error { return h.Forward(ctx, m) }
