@@ -12,6 +12,7 @@ import (
 	"hash"
 	"hash/fnv"
 	"io"
+	"sync"
 
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
@@ -157,7 +158,8 @@ func (s *SessionStore) readIndex(ctx context.Context, meta session.Meta) (idx se
 // against its digest and its listed size before any of its bytes is returned; the caller checks the
 // whole against eventsHash. Up to ahead segments are fetched in parallel ahead of the one being read
 // (a log is thousands of small objects, and one round trip at a time made fetching it most of a
-// pull), so memory is about ahead+2 segments. Close stops the fetches.
+// pull), so memory is about ahead+2 segments. A segment that fails stops the fetches after it; Close
+// stops them all and returns once none is under way, so nothing outlives the pull that read the log.
 type segmentReader struct {
 	s     *SessionStore
 	ctx   context.Context
@@ -169,6 +171,7 @@ type segmentReader struct {
 	// first Read starts fetching.
 	fetched chan chan fetchedSegment
 	cancel  context.CancelFunc
+	fetches sync.WaitGroup // the goroutine that starts fetches, and each fetch
 	buf     *bytes.Reader
 	err     error // sticky
 }
@@ -188,7 +191,7 @@ func (r *segmentReader) fetchAhead() {
 	r.cancel = cancel
 	r.fetched = make(chan chan fetchedSegment, r.ahead)
 	blobs := storeBlobs{ctx: ctx, s: r.s}
-	go func() {
+	r.fetches.Go(func() {
 		defer close(r.fetched)
 		for _, seg := range r.segs {
 			done := make(chan fetchedSegment, 1)
@@ -197,12 +200,12 @@ func (r *segmentReader) fetchAhead() {
 			case <-ctx.Done():
 				return
 			}
-			go func() {
+			r.fetches.Go(func() {
 				data, err := blobs.ReadBlob(seg.Hash)
 				done <- fetchedSegment{data, err}
-			}()
+			})
 		}
-	}()
+	})
 }
 
 func (r *segmentReader) Read(p []byte) (int, error) {
@@ -213,7 +216,9 @@ func (r *segmentReader) Read(p []byte) (int, error) {
 		if r.next == len(r.segs) {
 			return 0, io.EOF
 		}
-		r.buf, r.err = r.nextSegment()
+		if r.buf, r.err = r.nextSegment(); r.err != nil {
+			r.cancel() // the log cannot be read past this segment: the fetches after it are waste
+		}
 	}
 	return r.buf.Read(p)
 }
@@ -243,14 +248,16 @@ func (r *segmentReader) nextSegment() (*bytes.Reader, error) {
 	return bytes.NewReader(got.data), nil
 }
 
-// Close stops the fetches under way.
+// Close stops the fetches under way and waits for them to return.
 func (r *segmentReader) Close() error {
 	if r.cancel != nil {
 		r.cancel()
+		r.fetches.Wait()
 	}
 	if r.err == nil {
 		r.err = errReaderClosed
 	}
+	r.buf = nil // what is left of the segment being read is not read after Close either
 	return nil
 }
 
