@@ -5,10 +5,12 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/agentrewind/agentrewind/internal/proxy"
 )
 
 func TestParseMCPServersNamesTheBadFlagWithoutItsURL(t *testing.T) {
-	got, err := parseMCPServers([]string{"weather=http://127.0.0.1:9000/mcp", "files=https://files.example/mcp"}, true)
+	got, err := parseMCPServers([]string{"weather=http://127.0.0.1:9000/mcp", "files=https://files.example/mcp"}, proxy.Record)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +27,7 @@ func TestParseMCPServersNamesTheBadFlagWithoutItsURL(t *testing.T) {
 		{[]string{"a=ftp://h/mcp"}, "--mcp-server: MCP server a:"},
 		{[]string{"a"}, "--mcp-server a has no URL: a recording calls the server"},
 	} {
-		_, err := parseMCPServers(tc.specs, true)
+		_, err := parseMCPServers(tc.specs, proxy.Record)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "pw@") {
 			t.Errorf("parseMCPServers(%q) = %v, want an error saying %q (and no password)", tc.specs, err, tc.want)
 		}
@@ -34,14 +36,14 @@ func TestParseMCPServersNamesTheBadFlagWithoutItsURL(t *testing.T) {
 
 // A replay or a fork may mount a server by name alone: answered from the recording, with no URL to call.
 func TestParseMCPServersTakesTheNameAloneOutsideARecording(t *testing.T) {
-	got, err := parseMCPServers([]string{"tracker", "files=https://files.example/mcp"}, false)
+	got, err := parseMCPServers([]string{"tracker", "files=https://files.example/mcp"}, proxy.Fork)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(map[string]string{"tracker": "", "files": "https://files.example/mcp"}, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
-	if _, err := parseMCPServers([]string{"https://user:pw@host/mcp"}, false); err == nil || strings.Contains(err.Error(), "pw@") {
+	if _, err := parseMCPServers([]string{"https://user:pw@host/mcp"}, proxy.Fork); err == nil || strings.Contains(err.Error(), "pw@") {
 		t.Errorf("a URL without its name: %v, want an error without the password", err)
 	}
 }

@@ -362,7 +362,7 @@ func (o *proxyOptions) options() (proxy.Options, error) {
 		}
 		opts.Tools[name] = url
 	}
-	mcpServers, err := parseMCPServers(o.mcpServers, opts.Mode == proxy.Record)
+	mcpServers, err := parseMCPServers(o.mcpServers, opts.Mode)
 	if err != nil {
 		return opts, err
 	}

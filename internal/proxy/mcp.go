@@ -60,14 +60,19 @@ func (s *Server) mcpLiveTools() map[string]replay.Tool {
 	return live
 }
 
-// CheckMCPServers checks the MCP servers a proxy is to mount: names as tool names take them, and
-// URLs as the tool backends' are checked; no URL mounts a server answered from the recording only.
-func CheckMCPServers(servers map[string]string) error {
+// CheckMCPServers checks the MCP servers a proxy running in mode is to mount: names as tool names
+// take them, and URLs as the tool backends' are checked; no URL mounts a server answered from the
+// recording only, which a recording has not got: its agent's every call would fail, and be recorded
+// failing, for want of a server to call.
+func CheckMCPServers(servers map[string]string, mode Mode) error {
 	for name, url := range servers {
 		if !mcp.ServerName.MatchString(name) {
 			return fmt.Errorf("MCP server name %q: use 1 to 64 of A-Z a-z 0-9 . _ -, starting with a letter or digit", name)
 		}
 		if url == "" {
+			if mode == Record {
+				return fmt.Errorf("MCP server %s has no URL: a recording calls the server", name)
+			}
 			continue
 		}
 		if err := CheckToolURL(url); err != nil {

@@ -147,6 +147,9 @@ func New(opts Options, providers ...*Provider) (*Server, error) {
 	default:
 		return nil, fmt.Errorf("drift policy %q: use Strict or Warn (the proxy never sends a replayed call live)", opts.DriftPolicy)
 	}
+	if err := CheckMCPServers(opts.MCPServers, opts.Mode); err != nil {
+		return nil, err
+	}
 	if opts.Client == nil {
 		opts.Client = &http.Client{Timeout: 10 * time.Minute, Transport: upstreamTransport()}
 	}
