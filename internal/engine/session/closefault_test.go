@@ -38,10 +38,10 @@ func putBlobsFromLanes(t *testing.T, w *Writer, blobs, lanes int) []string {
 
 // TestCloseCommitsNothingWhenASyncFails makes one sync fail during Close — one blob's among the many
 // synced at once, the blobs directory's, or meta.json's own — as a crash or a disk error between the
-// blob syncs and the commit would: Close returns that error naming what failed, no meta.json and no
+// blob syncs and the commit would (the session directory's too): Close returns that error naming what failed, no meta.json and no
 // temporary file is left, and the session reads as uncommitted.
 func TestCloseCommitsNothingWhenASyncFails(t *testing.T) {
-	for _, fail := range []string{"a blob", BlobsDir, MetaFile} {
+	for _, fail := range []string{"a blob", BlobsDir, "the session directory", MetaFile} {
 		t.Run(fail, func(t *testing.T) {
 			dir := t.TempDir()
 			w, err := Create(dir, Meta{ID: "s1", FingerprintMode: "strict"}, WriterOptions{})
@@ -55,11 +55,11 @@ func TestCloseCommitsNothingWhenASyncFails(t *testing.T) {
 			}
 			blobs := putBlobsFromLanes(t, w, 3*blobSyncers+5, 4)
 			target := map[string]string{"a blob": blobs[len(blobs)/2], BlobsDir: filepath.Join(dir, BlobsDir),
-				MetaFile: filepath.Join(dir, "."+MetaFile+".tmp-")}[fail]
+				"the session directory": dir, MetaFile: filepath.Join(dir, "."+MetaFile+".tmp-")}[fail]
 			injected := errors.New("injected sync failure")
 			realSync := fsync
 			fsync = func(f *os.File) error {
-				if strings.HasPrefix(f.Name(), target) {
+				if f.Name() == target || fail == MetaFile && strings.HasPrefix(f.Name(), target) {
 					return injected
 				}
 				return realSync(f)
@@ -122,5 +122,46 @@ func TestABlobPutFromSeveralLanesAtOnceIsStoredAndSyncedOnce(t *testing.T) {
 	}
 	if _, err := Open(dir); err != nil {
 		t.Fatalf("the committed session does not open: %v", err)
+	}
+}
+
+// TestCloseSyncsTheSessionDirectoryBeforeCommitting watches Close's syncs: the session directory, which
+// holds the names events.jsonl and blobs/, is synced after the log and before meta.json is written, so
+// a crash cannot keep the commit and lose the entries it vouches for.
+func TestCloseSyncsTheSessionDirectoryBeforeCommitting(t *testing.T) {
+	dir := t.TempDir()
+	w, err := Create(dir, Meta{ID: "s1", FingerprintMode: "strict"}, WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range sampleEvents("answer") {
+		if err := w.Append(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	var order []string
+	realSync := fsync
+	fsync = func(f *os.File) error {
+		mu.Lock()
+		order = append(order, f.Name())
+		mu.Unlock()
+		return realSync(f)
+	}
+	t.Cleanup(func() { fsync = realSync })
+	if _, err := w.Close(nil); err != nil {
+		t.Fatal(err)
+	}
+	dirAt, metaAt := -1, -1
+	for i, name := range order {
+		switch {
+		case name == dir:
+			dirAt = i
+		case strings.HasPrefix(name, filepath.Join(dir, "."+MetaFile+".tmp-")):
+			metaAt = i
+		}
+	}
+	if dirAt < 0 || metaAt < 0 || dirAt > metaAt {
+		t.Errorf("Close synced %v: want %s synced before meta.json's temporary file", order, dir)
 	}
 }

@@ -327,6 +327,12 @@ func (w *Writer) Close(update func(*Meta)) (Meta, error) {
 		w.file.Close()
 		return w.meta, err
 	}
+	// The names events.jsonl and blobs/ are entries of the session directory: they too must be on
+	// disk before meta.json says the session is whole, or a crash could keep the commit and lose them.
+	if err := syncPath(w.dir); err != nil {
+		w.file.Close()
+		return w.meta, fmt.Errorf("session: syncing %s: %w", w.dir, err)
+	}
 	if err := w.file.Close(); err != nil {
 		return w.meta, fmt.Errorf("session: closing %s: %w", EventsFile, err)
 	}
