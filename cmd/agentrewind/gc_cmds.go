@@ -273,5 +273,9 @@ func printGCReport(cmd *cobra.Command, rep *blobsweep.Report, margin time.Durati
 		fmt.Fprintf(out, "warning: %d committed session(s) have no events.jsonl, so none of their blobs is marked: %s\n",
 			len(rep.Damaged), printable(strings.Join(rep.Damaged, ", ")))
 	}
+	if len(rep.DamagedCheckpoints) > 0 {
+		fmt.Fprintf(out, "warning: %d checkpoint(s) have a manifest chunk missing or not matching its digest, so they cannot be restored: %s\n",
+			len(rep.DamagedCheckpoints), printable(strings.Join(rep.DamagedCheckpoints, ", ")))
+	}
 	return nil
 }

@@ -271,6 +271,11 @@ func (g *GarbageCollector) readSweep(ctx context.Context, t sweepTarget, job *ba
 		g.Recorder.Eventf(job, nil, corev1.EventTypeNormal, ReasonGCSweepFinished, "Sweep",
 			"Blob sweep of %s deleted %d unreferenced blob(s) (%d bytes); kept %d within the margin; %d referenced blob(s) marked",
 			t.loc, res.DeletedBlobs, res.FreedBytes, res.Young, res.MarkedBlobs)
+		if res.DamagedSessions > 0 || res.DamagedCheckpoints > 0 {
+			g.Recorder.Eventf(job, nil, corev1.EventTypeWarning, ReasonGCSweepFinished, "Sweep",
+				"Blob sweep of %s found %d committed session(s) without a log and %d checkpoint(s) with a manifest chunk missing or damaged: they cannot be restored; run agentrewind gc report on the store to name them",
+				t.loc, res.DamagedSessions, res.DamagedCheckpoints)
+		}
 	default:
 		log.Info("Blob sweep finished without a readable result", "problem", rep.Problem)
 	}

@@ -325,6 +325,10 @@ type GCSweepResult struct {
 	Young        int64 `json:"young"`
 	DeletedBlobs int64 `json:"deletedBlobs"`
 	FreedBytes   int64 `json:"freedBytes"`
+	// DamagedSessions (committed, no log) and DamagedCheckpoints (a manifest chunk missing or not
+	// hashing to its name) could not be marked from; `agentrewind gc report` names them.
+	DamagedSessions    int64 `json:"damagedSessions,omitempty"`
+	DamagedCheckpoints int64 `json:"damagedCheckpoints,omitempty"`
 }
 
 // Encode writes a result after checking it, indented for a human reading the store.

@@ -82,6 +82,9 @@ func TestASweepKeepsTheChunksOfALiveCheckpointAndTheFilesTheyName(t *testing.T) 
 	if !slices.Equal(rep.DamagedCheckpoints, []string{c.ID}) {
 		t.Errorf("damaged checkpoints %v, want [%s]", rep.DamagedCheckpoints, c.ID)
 	}
+	if res := rep.Result(); res.DamagedCheckpoints != 1 || res.DamagedSessions != 0 {
+		t.Errorf("the Job result counts %d damaged checkpoint(s) and %d session(s), want 1 and 0", res.DamagedCheckpoints, res.DamagedSessions)
+	}
 	if left := len(mem.Keys(layout.BlobsPrefix())); left < len(blobs)-1-maxChunkFiles {
 		t.Errorf("%d blobs left of %d: more than the lost chunk's files were swept", left, len(blobs))
 	}

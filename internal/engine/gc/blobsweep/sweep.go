@@ -114,7 +114,8 @@ type Report struct {
 // Result is the report in the engine Job's result contract.
 func (r *Report) Result() *task.GCSweepResult {
 	return &task.GCSweepResult{DryRun: r.DryRun, RetainedSessions: r.Sessions + r.Uncommitted, RetainedCheckpoints: r.Checkpoints,
-		MarkedBlobs: r.Marked, Candidates: r.Plan.Candidates, Young: r.Plan.Young, DeletedBlobs: r.Deleted, FreedBytes: r.FreedBytes}
+		MarkedBlobs: r.Marked, Candidates: r.Plan.Candidates, Young: r.Plan.Young, DeletedBlobs: r.Deleted, FreedBytes: r.FreedBytes,
+		DamagedSessions: int64(len(r.Damaged)), DamagedCheckpoints: int64(len(r.DamagedCheckpoints))}
 }
 
 // Run sweeps the store:
