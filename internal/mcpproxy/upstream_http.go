@@ -5,10 +5,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -136,6 +138,12 @@ func (h *HTTPServer) post(ctx context.Context, m mcp.Message) (*http.Response, e
 		} else {
 			h.Counter(strconv.Itoa(resp.StatusCode))
 		}
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		// Not the URL: its query may hold the server's key, and this error is recorded in the
+		// session and answered to the agent.
+		err = fmt.Errorf("%s to the server: %w", ue.Op, ue.Err)
 	}
 	return resp, err
 }
