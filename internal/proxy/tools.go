@@ -27,7 +27,7 @@ func httpTool(client *http.Client, url string, counter func(provider, outcome st
 		resp, err := client.Do(req)
 		if err != nil {
 			counter("tool", "error")
-			return nil, err
+			return nil, withoutURL(err, "the tool's backend")
 		}
 		defer resp.Body.Close()
 		counter("tool", fmt.Sprint(resp.StatusCode))

@@ -10,6 +10,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"strings"
 	"unicode/utf8"
 
@@ -126,7 +127,7 @@ func (u *upstream) request(ctx context.Context, path string, body []byte) (*http
 	resp, err := u.client.Do(req)
 	if err != nil {
 		u.count("error")
-		return nil, err
+		return nil, withoutURL(err, "the upstream")
 	}
 	u.count(fmt.Sprint(resp.StatusCode))
 	if resp.StatusCode/100 != 2 {
@@ -360,4 +361,15 @@ func (u *upstream) countTokens(ctx context.Context, args json.RawMessage) (any, 
 		return nil, fmt.Errorf("the %s token count cannot be recorded: %w", u.p.Name, err)
 	}
 	return json.RawMessage(data), nil
+}
+
+// withoutURL is a transport error without the URL Go's HTTP client writes into it: a backend's URL may
+// carry its key in the query (a gateway's, a tool's), and this error is recorded in the session and
+// answered to the agent. Whom names the other end instead.
+func withoutURL(err error, whom string) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return fmt.Errorf("%s to %s: %w", ue.Op, whom, ue.Err)
+	}
+	return err
 }
