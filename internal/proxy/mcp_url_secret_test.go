@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,19 +18,7 @@ import (
 // client writes into every transport error.
 func TestMCPServerURLNeverReachesTheRecordingOrTheAgent(t *testing.T) {
 	const token = "mcpQueryKey7f3a9c"
-	released := make(chan struct{})
-	hung := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-r.Context().Done():
-		case <-released:
-		}
-	}))
-	t.Cleanup(hung.Close)
-	t.Cleanup(func() { close(released) }) // runs first: Close waits for the handler
-	for _, tc := range []struct{ name, url string }{
-		{"unreachable", "http://127.0.0.1:1/mcp?token=" + token},
-		{"timing out", hung.URL + "/mcp?token=" + token},
-	} {
+	for _, tc := range unansweringBackends(t, "/mcp?token="+token) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "rec")
 			rec := start(t, Options{Mode: Record, Dir: dir, ID: "rec", MCPServers: map[string]string{"weather": tc.url},

@@ -16,19 +16,7 @@ import (
 // every transport error.
 func TestABackendURLNeverReachesTheRecordingOrTheAgent(t *testing.T) {
 	const token = "backendQueryKey51c2e8"
-	released := make(chan struct{})
-	hung := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-r.Context().Done():
-		case <-released:
-		}
-	}))
-	t.Cleanup(hung.Close)
-	t.Cleanup(func() { close(released) }) // runs first: Close waits for the handler
-	for _, backend := range []struct{ name, url string }{
-		{"unreachable", "http://127.0.0.1:1/call?key=" + token},
-		{"timing out", hung.URL + "/call?key=" + token},
-	} {
+	for _, backend := range unansweringBackends(t, "/call?key="+token) {
 		for _, call := range []struct {
 			name, path, body string
 			opts             func(string) Options
@@ -61,5 +49,24 @@ func TestABackendURLNeverReachesTheRecordingOrTheAgent(t *testing.T) {
 				assertNotIn(t, dir, token)
 			})
 		}
+	}
+}
+
+// unansweringBackends are two URLs (with pathAndQuery) whose server never answers: one where nothing
+// listens, one that accepts the request and hangs until the client gives up.
+func unansweringBackends(t *testing.T, pathAndQuery string) []struct{ name, url string } {
+	t.Helper()
+	released := make(chan struct{})
+	hung := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-released:
+		}
+	}))
+	t.Cleanup(hung.Close)
+	t.Cleanup(func() { close(released) }) // runs first: Close waits for the handler
+	return []struct{ name, url string }{
+		{"unreachable", "http://127.0.0.1:1" + pathAndQuery},
+		{"timing out", hung.URL + pathAndQuery},
 	}
 }
