@@ -138,7 +138,8 @@ bench: ## Run the benchmarks side by side with their peers (compare the ratios, 
 	@# (ratios, MB/s and requests of each side; the median of 3 rounds: run it 5 times), and 20 forks' bytes vs 20 copies.
 	go test -run '^$$' -bench Store -benchtime 1x ./internal/blobstore/
 	@# A synthetic run of 10, 100 and 1,000 turns: stored bytes / final transcript now and as schema 2 stored it, and
-	@# write, load, record and replay time 100 -> 1,000 (linear is 10; recording and replaying hash every request whole).
+	@# write, load, record and replay time 100 -> 1,000 (linear is 10; recording and replaying hash every request whole,
+	@# and the agent sends the whole conversation each call: their -per-byte-sent ratios are 1 where linear in what it sends).
 	go test -run '^$$' -bench StorageScaling -benchtime 1x ./internal/engine/session/
 	go test -run '^$$' -bench RecordedRunScaling -benchtime 1x -timeout 30m ./internal/engine/replay/
 	@# Capture of a 1 GiB, 10,000-file workspace vs tar | sha256sum, then again after changing 1 % of it

@@ -140,7 +140,8 @@ func TestAForkStoresTheStepsItServedAsItsParentsLines(t *testing.T) {
 // through the recorder (recordRun) and reports stored bytes over the final transcript's, and the
 // 1,000 / 100 ratio of each time (linear is 10x). Recording and replaying fingerprint and redact each
 // request whole, and a request holds the whole conversation, so those two grow with the square of
-// the run whatever the storage does; loading is the storage's own cost.
+// the run whatever the storage does (the -per-byte-sent ratios divide each time by the bytes the agent
+// sent, where 1 is linear); loading is the storage's own cost.
 func BenchmarkRecordedRunScaling(b *testing.B) {
 	var small run
 	for _, turns := range []int{100, 1000} {
@@ -155,6 +156,14 @@ func BenchmarkRecordedRunScaling(b *testing.B) {
 				b.ReportMetric(float64(r.record)/float64(small.record), "record-1000/100")
 				b.ReportMetric(float64(r.load)/float64(small.load), "load-1000/100")
 				b.ReportMetric(float64(r.replay)/float64(small.replay), "replay-1000/100")
+				// The agent sends the whole conversation with every call, so what it sends grows with the
+				// square of the run (schema 2 stored exactly that: every request whole). Per byte sent,
+				// linear work is a ratio of 1.
+				perSent := func(now, before time.Duration) float64 {
+					return (float64(now) / float64(r.former)) / (float64(before) / float64(small.former))
+				}
+				b.ReportMetric(perSent(r.record, small.record), "record-per-byte-sent-1000/100")
+				b.ReportMetric(perSent(r.replay, small.replay), "replay-per-byte-sent-1000/100")
 			}
 			small = r
 		})
