@@ -183,7 +183,11 @@ func deploy() error {
 		ObjectMeta: metav1.ObjectMeta{Name: managerStoreSecret, Namespace: systemNamespace},
 		StringData: map[string]string{"accessKeyID": "e2e-access-key", "secretAccessKey": "e2e-secret-key"},
 	}
-	if err := k8s.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := k8s.Create(ctx, secret); apierrors.IsAlreadyExists(err) {
+		if err := sameStoreCredentials(ctx, secret); err != nil {
+			return err
+		}
+	} else if err != nil {
 		return err
 	}
 	// The store sync's namespace, with the store Secret its sessions' engine Jobs read.
@@ -331,4 +335,21 @@ func restrictedLabels() map[string]string {
 		"pod-security.kubernetes.io/warn":    "restricted",
 		"pod-security.kubernetes.io/audit":   "restricted",
 	}
+}
+
+// sameStoreCredentials fails, saying what to do, when the cluster already holds the manager's store
+// Secret with other credentials: another install (`make demo`) runs its own store and operator here,
+// and the suite's would neither reach that store nor run alone beside that operator.
+func sameStoreCredentials(ctx context.Context, want *corev1.Secret) error {
+	var got corev1.Secret
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(want), &got); err != nil {
+		return err
+	}
+	for k, v := range want.StringData {
+		if string(got.Data[k]) != v {
+			return fmt.Errorf("secret %s/%s already holds other store credentials: another install of agentrewind (make demo?) "+
+				"runs on this cluster; start the suite on a cluster of its own: make cluster-down, then make e2e", got.Namespace, got.Name)
+		}
+	}
+	return nil
 }
