@@ -88,6 +88,9 @@ func (s *SessionStore) Pull(ctx context.Context, id, dir string) (*PullResult, e
 	if err := os.Rename(tmp, dir); err != nil {
 		return nil, fmt.Errorf("moving the pulled session into %s: %w", dir, err)
 	}
+	if err := barrier.placed(dir); err != nil {
+		return nil, fmt.Errorf("the pulled session is in %s, but its directory entry may not be on disk: %w", dir, err)
+	}
 	res.Dir, res.RemovedStale = dir, removed
 	return res, nil
 }

@@ -93,4 +93,10 @@ func syncPath(path string, sync func(fd int) error) error {
 	return nil
 }
 
+// placed makes durable the entry of the directory the session was just renamed to, in its parent:
+// until then a crash could lose the whole pulled session (never leave half of one).
+func (b *syncBarrier) placed(dir string) error {
+	return syncPath(filepath.Dir(dir), unix.Fsync)
+}
+
 func (b *syncBarrier) close() {}

@@ -34,7 +34,12 @@ func TestPullSyncsEveryFileAndDirectoryItWrites(t *testing.T) {
 	if _, err := store.Pull(ctx, meta.ID, out); err != nil {
 		t.Fatal(err)
 	}
-	// The pull synced them under its temporary directory, since renamed to out: the shortest path.
+	// Last, after the rename, the entry of out in its parent.
+	if len(synced) == 0 || synced[len(synced)-1] != filepath.Dir(out) {
+		t.Fatalf("the pull's last sync was not of %s, which holds the session's entry: %v", filepath.Dir(out), synced)
+	}
+	synced = synced[:len(synced)-1]
+	// The pull synced the rest under its temporary directory, since renamed to out: the shortest path.
 	if len(synced) == 0 {
 		t.Fatal("the pull synced nothing")
 	}
