@@ -10,6 +10,34 @@ import (
 	"testing"
 )
 
+// writerWithEvents is a session being written in dir, with a few events appended.
+func writerWithEvents(t *testing.T, dir string) *Writer {
+	t.Helper()
+	w, err := Create(dir, Meta{ID: "s1", FingerprintMode: "strict"}, WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range sampleEvents("answer") {
+		if err := w.Append(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return w
+}
+
+// watchSyncs shows every file the writer syncs to see until the test ends; a file see fails is not
+// synced and the writer gets see's error.
+func watchSyncs(t *testing.T, see func(f *os.File) error) {
+	realSync := fsync
+	fsync = func(f *os.File) error {
+		if err := see(f); err != nil {
+			return err
+		}
+		return realSync(f)
+	}
+	t.Cleanup(func() { fsync = realSync })
+}
+
 // putBlobsFromLanes stores blobs distinct blobs from lanes goroutines at once, each lane putting every
 // blob (the same digest written concurrently), and returns their paths.
 func putBlobsFromLanes(t *testing.T, w *Writer, blobs, lanes int) []string {
@@ -44,29 +72,19 @@ func TestCloseCommitsNothingWhenASyncFails(t *testing.T) {
 	for _, fail := range []string{"a blob", BlobsDir, "the session directory", MetaFile} {
 		t.Run(fail, func(t *testing.T) {
 			dir := t.TempDir()
-			w, err := Create(dir, Meta{ID: "s1", FingerprintMode: "strict"}, WriterOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, ev := range sampleEvents("answer") {
-				if err := w.Append(ev); err != nil {
-					t.Fatal(err)
-				}
-			}
+			w := writerWithEvents(t, dir)
 			blobs := putBlobsFromLanes(t, w, 3*blobSyncers+5, 4)
 			target := map[string]string{"a blob": blobs[len(blobs)/2], BlobsDir: filepath.Join(dir, BlobsDir),
 				"the session directory": dir, MetaFile: filepath.Join(dir, "."+MetaFile+".tmp-")}[fail]
 			injected := errors.New("injected sync failure")
-			realSync := fsync
-			fsync = func(f *os.File) error {
+			watchSyncs(t, func(f *os.File) error {
 				if f.Name() == target || fail == MetaFile && strings.HasPrefix(f.Name(), target) {
 					return injected
 				}
-				return realSync(f)
-			}
-			t.Cleanup(func() { fsync = realSync })
+				return nil
+			})
 
-			_, err = w.Close(nil)
+			_, err := w.Close(nil)
 			if !errors.Is(err, injected) {
 				t.Fatalf("Close = %v, want the injected sync failure", err)
 			}
@@ -88,15 +106,7 @@ func TestCloseCommitsNothingWhenASyncFails(t *testing.T) {
 // at once: each is one file with its content, synced exactly once by Close, and the session commits.
 func TestABlobPutFromSeveralLanesAtOnceIsStoredAndSyncedOnce(t *testing.T) {
 	dir := t.TempDir()
-	w, err := Create(dir, Meta{ID: "s1", FingerprintMode: "strict"}, WriterOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ev := range sampleEvents("answer") {
-		if err := w.Append(ev); err != nil {
-			t.Fatal(err)
-		}
-	}
+	w := writerWithEvents(t, dir)
 	const distinct = 40
 	blobs := putBlobsFromLanes(t, w, distinct, 8)
 	if len(blobs) != distinct {
@@ -104,14 +114,12 @@ func TestABlobPutFromSeveralLanesAtOnceIsStoredAndSyncedOnce(t *testing.T) {
 	}
 	var mu sync.Mutex
 	syncs := map[string]int{}
-	realSync := fsync
-	fsync = func(f *os.File) error {
+	watchSyncs(t, func(f *os.File) error {
 		mu.Lock()
 		syncs[f.Name()]++
 		mu.Unlock()
-		return realSync(f)
-	}
-	t.Cleanup(func() { fsync = realSync })
+		return nil
+	})
 	if _, err := w.Close(nil); err != nil {
 		t.Fatal(err)
 	}
@@ -130,25 +138,15 @@ func TestABlobPutFromSeveralLanesAtOnceIsStoredAndSyncedOnce(t *testing.T) {
 // a crash cannot keep the commit and lose the entries it vouches for.
 func TestCloseSyncsTheSessionDirectoryBeforeCommitting(t *testing.T) {
 	dir := t.TempDir()
-	w, err := Create(dir, Meta{ID: "s1", FingerprintMode: "strict"}, WriterOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ev := range sampleEvents("answer") {
-		if err := w.Append(ev); err != nil {
-			t.Fatal(err)
-		}
-	}
+	w := writerWithEvents(t, dir)
 	var mu sync.Mutex
 	var order []string
-	realSync := fsync
-	fsync = func(f *os.File) error {
+	watchSyncs(t, func(f *os.File) error {
 		mu.Lock()
 		order = append(order, f.Name())
 		mu.Unlock()
-		return realSync(f)
-	}
-	t.Cleanup(func() { fsync = realSync })
+		return nil
+	})
 	if _, err := w.Close(nil); err != nil {
 		t.Fatal(err)
 	}
