@@ -1,38 +1,19 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/agentrewind/agentrewind/internal/syncbuf"
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 )
-
-// lockedBuffer is a bytes.Buffer the command writes to while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestFakeLLMServesTheScriptThroughTheSDKAndStopsOnCancel runs `agentrewind fake-llm` on a free
 // port with the package's example script: the SDK gets the scripted answer, /healthz answers, and
@@ -43,7 +24,7 @@ func TestFakeLLMServesTheScriptThroughTheSDKAndStopsOnCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := newRootCommand()
-	var logs lockedBuffer
+	var logs syncbuf.Buffer
 	cmd.SetOut(io.Discard)
 	cmd.SetErr(&logs)
 	cmd.SetArgs([]string{"fake-llm", "--listen", "127.0.0.1:0", "--script", script})

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/agentrewind/agentrewind/api/v1alpha1"
+	"github.com/agentrewind/agentrewind/internal/syncbuf"
 )
 
 // forkEnv is an API server with the CRDs, a namespace and a verified 9-step session "triage" that
@@ -67,7 +68,7 @@ func (e *forkEnv) setStatus(name string, st v1alpha1.ForkRunStatus) {
 }
 
 // waitForStderr waits until the command's stderr holds want.
-func waitForStderr(t *testing.T, stderr *syncBuffer, want string) {
+func waitForStderr(t *testing.T, stderr *syncbuf.Buffer, want string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for !strings.Contains(stderr.String(), want) {

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/agentrewind/agentrewind/api/v1alpha1"
+	"github.com/agentrewind/agentrewind/internal/syncbuf"
 )
 
 // silentAPIServer is a TLS server that accepts every connection and request and never answers (until
@@ -64,7 +65,7 @@ func runInterrupted(t *testing.T, stdin io.Reader, args ...string) pluginRun {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout, stderr syncBuffer
+	var stdout, stderr syncbuf.Buffer
 	cmd := commandFor("/usr/local/bin/"+pluginBinary, args)
 	cmd.SetOut(&stdout)
 	cmd.SetErr(&stderr)

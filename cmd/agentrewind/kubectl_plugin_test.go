@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -18,25 +17,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/agentrewind/agentrewind/api/v1alpha1"
+	"github.com/agentrewind/agentrewind/internal/syncbuf"
 )
-
-// syncBuffer is a bytes.Buffer a command writes while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // pluginRun is a plugin command run: its outputs and exit code.
 type pluginRun struct {
@@ -46,9 +28,9 @@ type pluginRun struct {
 
 // startPlugin runs the binary's command as kubectl-rewind with args, in the background; the returned
 // buffer shows its stderr as it goes.
-func startPlugin(ctx context.Context, stdin string, args ...string) (<-chan pluginRun, *syncBuffer) {
+func startPlugin(ctx context.Context, stdin string, args ...string) (<-chan pluginRun, *syncbuf.Buffer) {
 	done := make(chan pluginRun, 1)
-	var stdout, stderr syncBuffer
+	var stdout, stderr syncbuf.Buffer
 	cmd := commandFor("/usr/local/bin/"+pluginBinary, args)
 	cmd.SetOut(&stdout)
 	cmd.SetErr(&stderr)

@@ -1,7 +1,6 @@
 package devenv
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -10,9 +9,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"time"
 
+	"github.com/agentrewind/agentrewind/internal/syncbuf"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 )
@@ -29,7 +28,7 @@ type S3Server struct {
 	cmd     *exec.Cmd
 	exited  chan struct{} // closed when the process has exited; waitErr is then set
 	waitErr error
-	logs    *lockedBuffer
+	logs    *syncbuf.Buffer
 }
 
 // LaunchS3Server starts versitygw over dir on a free loopback port, for the demo and the tests. logf receives the output of failed attempts. Call Stop when done.
@@ -49,7 +48,7 @@ func LaunchS3Server(dir string, logf func(format string, args ...any)) (*S3Serve
 			return nil, err
 		}
 		s.Endpoint = fmt.Sprintf("127.0.0.1:%d", port)
-		s.logs = &lockedBuffer{}
+		s.logs = &syncbuf.Buffer{}
 		s.cmd = exec.Command(bin, "--port", s.Endpoint, "posix", s.Dir)
 		s.cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+s.AccessKey, "ROOT_SECRET_KEY="+s.SecretKey)
 		s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
@@ -131,22 +130,4 @@ func (s *S3Server) Logs() string { return s.logs.String() }
 // ObjectPath is where the posix backend keeps an object on disk.
 func (s *S3Server) ObjectPath(bucket, key string) string {
 	return filepath.Join(s.Dir, bucket, filepath.FromSlash(key))
-}
-
-// lockedBuffer collects a child process's output from two goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
