@@ -5,7 +5,8 @@
 // that a local replay can restore the secrets. The 12-hex tokens of older recordings are still
 // restored, never minted; a vault that meets two secrets for one token refuses to seal.
 //
-// A secret found once is redacted wherever it appears later, bare or quoted. A string whose JSON
+// A secret found once is redacted wherever it appears later, bare or quoted, and anywhere in the
+// string or document it was found in. A string whose JSON
 // escapes spell a secret (\u0073k-…, a key with \/) is replaced as a whole by its own token. Only the
 // tokens the redactor minted shield text from the patterns: "arw:redacted:" written before a secret
 // protects nothing.

@@ -47,7 +47,8 @@ const (
 // their exact original text (1.50 stays 1.50): a recorded body must change only where a secret was.
 //
 // A string member value is also matched together with its key ("aws_secret_access_key=<value>"),
-// so key-anchored shapes are found when the name and the secret are separate JSON strings.
+// so key-anchored shapes are found when the name and the secret are separate JSON strings. A secret
+// found anywhere in the document is redacted everywhere in it, before where it was found too.
 //
 // A string holding JSON escapes (a JSON body carried in a string, as a tool result or a ledger entry
 // often is) is also read unescaped: when a secret can only be read that way (\u0073k-…, a key with
@@ -56,25 +57,31 @@ const (
 // Bytes are never repaired: a malformed document is a *JSONError, and a string holding invalid UTF-8
 // or an unpaired surrogate escape ("\ud800") is a *TextError, where encoding/json would substitute
 // U+FFFD and make different requests look alike.
-func (r *Redactor) JSON(doc []byte) ([]byte, error) {
+func (r *Redactor) JSON(doc []byte) ([]byte, error) { return r.jsonCounted(r.counts, doc) }
+
+// jsonCounted is JSON counting into counts.
+func (r *Redactor) jsonCounted(counts map[string]int, doc []byte) ([]byte, error) {
 	if out, ok := r.cleanDocument(doc); ok {
 		return out, nil
 	}
-	var found []finding
-	out, err := rewriteJSON(doc, stringRewriter{
-		key: func(k string) string { return r.redactText("", k, &found) },
-		value: func(key string, member bool, v string) string {
-			prefix := ""
-			if member {
-				prefix = key + "="
-			}
-			return r.redactText(prefix, v, &found)
-		},
+	var out []byte
+	err := r.settle(counts, func(found *[]finding) error {
+		var err error
+		out, err = rewriteJSON(doc, stringRewriter{
+			key: func(k string) string { return r.redactText("", k, found) },
+			value: func(key string, member bool, v string) string {
+				prefix := ""
+				if member {
+					prefix = key + "="
+				}
+				return r.redactText(prefix, v, found)
+			},
+		})
+		return err
 	})
 	if err != nil {
-		return nil, err // record nothing: the caller gets no redacted output to pair with it
+		return nil, err
 	}
-	r.record(found)
 	return out, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -95,6 +96,10 @@ type Redactor struct {
 	// copy-on-write, written under mu.
 	literals atomic.Pointer[[]compiledPattern]
 
+	// generation counts the changes to what the redactor knows (literals, minted tokens): the same
+	// text redacts the same way while it stays the same (Generation).
+	generation atomic.Uint64
+
 	mu      sync.Mutex
 	counts  map[string]int    // pattern name → occurrences redacted
 	secrets map[string]string // token → secret
@@ -155,11 +160,55 @@ func New(patterns []Pattern) *Redactor {
 
 // String replaces every secret in s by its token. Like a JSON string value, s is replaced as a whole
 // when a secret can only be read from it through JSON escapes (see JSON).
-func (r *Redactor) String(s string) string {
-	var found []finding
-	out := r.redactText("", s, &found)
-	r.record(found)
+func (r *Redactor) String(s string) string { return r.stringCounted(r.counts, s) }
+
+// stringCounted is String counting into counts.
+func (r *Redactor) stringCounted(counts map[string]int, s string) string {
+	var out string
+	_ = r.settle(counts, func(found *[]finding) error {
+		out = r.redactText("", s, found)
+		return nil
+	})
 	return out
+}
+
+// maxSettlePasses bounds settle. A second pass redacts what the first taught; more are needed only
+// when a pass's literals uncover another pattern's match, or while other goroutines keep teaching
+// the redactor. Past the bound the last pass is kept: it is never less redacted than the one before.
+const maxSettlePasses = 8
+
+// settle runs pass, which redacts its input with what the redactor knows and appends what it found,
+// and records the findings of the last pass, counting them into counts. A pass that finds a secret
+// the redactor did not know may have left that secret bare earlier in the same input, where no
+// pattern saw it ("use S ... Authorization: Bearer S"): its findings are then learned, not counted,
+// and the input is redacted again, so the output holds the secret nowhere and the counts are of the
+// output's tokens. So is a pass during which another goroutine taught the redactor: the secret it
+// learned may stand in this input, and this pass did not know it.
+func (r *Redactor) settle(counts map[string]int, pass func(found *[]finding) error) error {
+	for n := 1; ; n++ {
+		learned := r.Generation()
+		var found []finding
+		if err := pass(&found); err != nil {
+			return err // record nothing: the caller gets no output to pair with it
+		}
+		if n == maxSettlePasses || (!r.teaches(found) && r.Generation() == learned) {
+			r.learn(found, counts)
+			return nil
+		}
+		r.learn(found, nil)
+	}
+}
+
+// teaches reports whether found holds a secret the redactor has not recorded.
+func (r *Redactor) teaches(found []finding) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, f := range found {
+		if _, known := r.secrets[f.token]; !known {
+			return true
+		}
+	}
+	return false
 }
 
 // Counts returns how many occurrences each pattern redacted so far (a copy).
@@ -177,21 +226,70 @@ func (r *Redactor) Secrets() map[string]string {
 	return maps.Clone(r.secrets)
 }
 
-// record counts found and learns its secrets. Two secrets behind one token would make the vault
-// restore the wrong one: with 128-bit tokens that takes a SHA-256 collision, so it panics.
-func (r *Redactor) record(found []finding) {
+// Snapshot returns a Redactor that knows what r knows now — its patterns, the secrets it learned and
+// the tokens it minted — and learns and counts on its own from then on. It is for text that must be
+// redacted but must not teach r: what r learns changes how later requests are stored, and a replay,
+// which never sees that text, would not learn it.
+func (r *Redactor) Snapshot() *Redactor {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := &Redactor{patterns: r.patterns, counts: map[string]int{}, secrets: maps.Clone(r.secrets), known: maps.Clone(r.known)}
+	s.literals.Store(r.literals.Load()) // copy-on-write: never changed in place
+	s.generation.Store(r.generation.Load())
+	return s
+}
+
+// A Tally redacts with its Redactor and teaches it every secret it finds at once, but keeps the
+// counts until Commit. A caller that may redo its work commits only the pass it keeps: a request
+// prepared again because one of its parts taught the redactor a secret counts its secrets once. A
+// Tally is for one goroutine; its Redactor may be shared.
+type Tally struct {
+	r      *Redactor
+	counts map[string]int // written under r.mu
+}
+
+// Tally starts a tally of redactions to commit later.
+func (r *Redactor) Tally() *Tally { return &Tally{r: r, counts: map[string]int{}} }
+
+// String is Redactor.String, counted into the tally.
+func (t *Tally) String(s string) string { return t.r.stringCounted(t.counts, s) }
+
+// JSON is Redactor.JSON, counted into the tally.
+func (t *Tally) JSON(doc []byte) ([]byte, error) { return t.r.jsonCounted(t.counts, doc) }
+
+// Commit adds the tally's counts to the Redactor's and empties the tally.
+func (t *Tally) Commit() {
+	t.r.mu.Lock()
+	defer t.r.mu.Unlock()
+	for name, n := range t.counts {
+		t.r.counts[name] += n
+	}
+	clear(t.counts)
+}
+
+// record counts found into the Redactor's counts and learns its secrets.
+func (r *Redactor) record(found []finding) { r.learn(found, r.counts) }
+
+// learn learns found's secrets, counting them into counts unless it is nil. Two secrets behind one token would
+// make the vault restore the wrong one: with 128-bit tokens that takes a SHA-256 collision, so it
+// panics.
+func (r *Redactor) learn(found []finding, counts map[string]int) {
 	if len(found) == 0 {
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var learn []compiledPattern
+	minted := false
 	for _, f := range found {
 		if prev, ok := r.secrets[f.token]; ok && prev != f.secret {
 			panic("redact: two different secrets share token " + f.token)
 		}
-		if !f.silent {
-			r.counts[f.pattern]++
+		if counts != nil && !f.silent {
+			counts[f.pattern]++
+		}
+		if _, known := r.secrets[f.token]; !known {
+			minted = true // a minted token shields its text from then on
 		}
 		r.secrets[f.token] = f.secret
 		if !f.whole {
@@ -199,6 +297,9 @@ func (r *Redactor) record(found []finding) {
 		}
 	}
 	r.storeLiteralsLocked(learn)
+	if minted && len(learn) == 0 {
+		r.generation.Add(1)
+	}
 }
 
 // redact applies every pattern in order. Only secrets starting at or after byte from are replaced:
@@ -258,8 +359,19 @@ func (r *Redactor) storeLiteralsLocked(learn []compiledPattern) {
 		next = append(next, *cur...)
 	}
 	next = append(next, learn...)
+	// Longest first: a secret that holds an earlier, shorter one is replaced whole, not cut around
+	// the shorter one's token.
+	slices.SortStableFunc(next, func(a, b compiledPattern) int { return len(b.literal) - len(a.literal) })
 	r.literals.Store(&next)
+	r.generation.Add(1)
 }
+
+// Generation changes whenever the redactor learns a secret or mints a token, and only then: a
+// document redacted twice under one generation is redacted the same way both times, so a caller may
+// keep what it redacted and reuse it while Generation reads the same. (The bump follows the change:
+// a caller that reads it, then redacts, then keeps the result under what it read, at worst discards
+// a result it could have kept.)
+func (r *Redactor) Generation() uint64 { return r.generation.Load() }
 
 // quotedForms is secret followed by the inner text of its Go-quoted (%q, %+q) and JSON-encoded
 // (with and without HTML escapes) forms.

@@ -154,3 +154,104 @@ func TestLiteralSecretsAreRedactedButNotConfiguration(t *testing.T) {
 		t.Fatalf("counts %v, pattern names %v", r.Counts(), r.PatternNames())
 	}
 }
+
+// TestGenerationChangesExactlyWhenWhatTheRedactorKnowsDoes: redacting text with no secret, or a
+// secret already known, leaves Generation alone; a new secret, a learned literal or a whole string
+// replaced for its escapes (a new token, nothing learned) changes it.
+func TestGenerationChangesExactlyWhenWhatTheRedactorKnowsDoes(t *testing.T) {
+	r := New(BuiltinPatterns())
+	key := "sk-ant-api03-" + strings.Repeat("k", 40)
+	steps := []struct {
+		what    string
+		do      func()
+		changes bool
+	}{
+		{"plain text", func() { r.String("nothing secret here") }, false},
+		{"a new key", func() { r.String("key " + key) }, true},
+		{"the same key again", func() { r.String("again " + key) }, false},
+		{"the same key in a JSON document", func() { _, _ = r.JSON([]byte(`{"k":"` + key + `"}`)) }, false},
+		{"a literal", func() { r.AddLiteral("env-secret", "hunter2hunter2") }, true},
+		{"the same literal", func() { r.AddLiteral("env-secret", "hunter2hunter2") }, false},
+		{"a key spelled with escapes", func() { _, _ = r.JSON([]byte(`{"k":"\u0073k-ant-api03-` + strings.Repeat("e", 40) + `"}`)) }, true},
+	}
+	for _, s := range steps {
+		before := r.Generation()
+		s.do()
+		if changed := r.Generation() != before; changed != s.changes {
+			t.Errorf("%s: generation changed %v, want %v", s.what, changed, s.changes)
+		}
+	}
+}
+
+// TestASecretFoundLateInAnInputIsRedactedEarlierInItToo: a secret a pattern finds only at its second
+// occurrence ("Bearer S") also stands bare before it, in the same string, in an earlier member of
+// the same document, or in a key: none of them keeps it, and the counts are of the tokens written.
+func TestASecretFoundLateInAnInputIsRedactedEarlierInItToo(t *testing.T) {
+	const secret = "Zq9xK2mW7vR4tY8uP3sL6nB1"
+	tok := Token(secret)
+	t.Run("string", func(t *testing.T) {
+		r := New(BuiltinPatterns())
+		got := r.String("first " + secret + ", then Authorization: Bearer " + secret)
+		if want := "first " + tok + ", then Authorization: Bearer " + tok; got != want {
+			t.Fatalf("got %q, want %q", got, want)
+		}
+		if c := r.Counts()["bearer-token"]; c != 2 {
+			t.Fatalf("counted %d, want the 2 tokens written", c)
+		}
+	})
+	t.Run("json", func(t *testing.T) {
+		r := New(BuiltinPatterns())
+		doc := `{"note":"use ` + secret + `","` + secret + `":1,"list":["` + secret + `"],"auth":"Bearer ` + secret + `"}`
+		got, err := r.JSON([]byte(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := `{"note":"use ` + tok + `","` + tok + `":1,"list":["` + tok + `"],"auth":"Bearer ` + tok + `"}`
+		if string(got) != want {
+			t.Fatalf("got  %s\nwant %s", got, want)
+		}
+	})
+}
+
+// TestATallyTeachesAtOnceAndCountsOnlyWhenCommitted: a caller that redoes its work counts the pass
+// it keeps, while what an abandoned pass found is still known (and so redacted) at once.
+func TestATallyTeachesAtOnceAndCountsOnlyWhenCommitted(t *testing.T) {
+	const secret = "Zq9xK2mW7vR4tY8uP3sL6nB1"
+	r := New(BuiltinPatterns())
+	abandoned := r.Tally()
+	if got := abandoned.String("Authorization: Bearer " + secret); got != "Authorization: Bearer "+Token(secret) {
+		t.Fatalf("the tally redacted %q", got)
+	}
+	if got := r.String("bare " + secret); got != "bare "+Token(secret) {
+		t.Fatalf("what the tally found is not known to its redactor: %q", got)
+	}
+	if c := r.Counts()["bearer-token"]; c != 1 {
+		t.Fatalf("counted %d before any commit, want the redactor's own 1", c)
+	}
+	kept := r.Tally()
+	if _, err := kept.JSON([]byte(`{"a":"Bearer ` + secret + `","b":"` + secret + `"}`)); err != nil {
+		t.Fatal(err)
+	}
+	kept.Commit()
+	kept.Commit() // a second commit adds nothing
+	if c := r.Counts()["bearer-token"]; c != 3 {
+		t.Fatalf("counted %d after the commit, want 1 + the 2 tokens the kept tally wrote", c)
+	}
+}
+
+func TestASnapshotRedactsWhatItsRedactorKnowsAndTeachesItNothing(t *testing.T) {
+	r := New(BuiltinPatterns())
+	r.AddLiteral("declared-secret", "hunter2-declared-value")
+	gen := r.Generation()
+	snap := r.Snapshot()
+	out := snap.String("declared hunter2-declared-value, new: Authorization: Bearer QmVhcmVyU2VjcmV0VG9rZW4xMjM0NTY3ODkw")
+	if strings.Contains(out, "hunter2") || strings.Contains(out, "QmVhcmVy") {
+		t.Fatalf("the snapshot left a secret: %q", out)
+	}
+	if r.Generation() != gen || len(r.Counts()) != 0 || len(r.Secrets()) != 0 {
+		t.Fatalf("the snapshot taught its redactor: generation %d→%d, counts %v, %d secrets", gen, r.Generation(), r.Counts(), len(r.Secrets()))
+	}
+	if got := r.String("QmVhcmVyU2VjcmV0VG9rZW4xMjM0NTY3ODkw alone"); !strings.HasPrefix(got, "QmVhcmVy") {
+		t.Fatalf("the redactor learned what only its snapshot saw: %q", got)
+	}
+}
