@@ -104,6 +104,28 @@ func Of(v any, opts Options) (string, error) {
 	return finish(&n, opts, 512)
 }
 
+// Canonical returns the bytes Of hashes: Of(v, opts) is Sum of them. A caller that hashes a value in
+// parts (the messages of a growing conversation, say, each hashed once) writes these.
+func Canonical(v any, opts Options) ([]byte, error) {
+	if err := opts.check(); err != nil {
+		return nil, err
+	}
+	var b builder
+	if opts.plain() {
+		if doc, ok, err := b.topLevelJSON(v); ok {
+			if err != nil {
+				return nil, err
+			}
+			return canonicalJSON(doc, nil)
+		}
+	}
+	n, err := b.build(v)
+	if err != nil {
+		return nil, err
+	}
+	return canonicalTree(&n, opts, 512)
+}
+
 // OfJSON is Of for a JSON document.
 func OfJSON(doc []byte, opts Options) (string, error) {
 	if err := opts.check(); err != nil {
@@ -148,6 +170,15 @@ func (o Options) check() error {
 // finish applies the options to a parsed tree and hashes its canonical form. sizeHint presizes the
 // output buffer, which is about as long as the input.
 func finish(n *node, opts Options, sizeHint int) (string, error) {
+	out, err := canonicalTree(n, opts, sizeHint)
+	if err != nil {
+		return "", err
+	}
+	return Sum(out), nil
+}
+
+// canonicalTree applies the options to a parsed tree and writes its canonical form.
+func canonicalTree(n *node, opts Options, sizeHint int) ([]byte, error) {
 	if opts.Mode == Structural {
 		for _, p := range opts.VolatilePaths {
 			mask(n, splitPath(p))
@@ -156,10 +187,10 @@ func finish(n *node, opts Options, sizeHint int) (string, error) {
 	if opts.Redact != nil {
 		r := redactor{fn: opts.Redact}
 		if err := r.walk(n); err != nil {
-			return "", err
+			return nil, err
 		}
 	}
-	return Sum(appendValue(make([]byte, 0, sizeHint), n)), nil
+	return appendValue(make([]byte, 0, sizeHint), n), nil
 }
 
 // splitPath splits a volatile path into NFC-normalized keys, the form keys have in the tree.

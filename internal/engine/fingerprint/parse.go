@@ -8,9 +8,11 @@ import (
 	"unicode/utf8"
 )
 
-// maxDepth bounds nesting so a hostile document cannot exhaust the stack. It is encoding/json's limit,
+// MaxDepth bounds nesting so a hostile document cannot exhaust the stack. It is encoding/json's limit,
 // so every document encoding/json accepts is accepted here.
-const maxDepth = 10000
+const MaxDepth = 10000
+
+const maxDepth = MaxDepth
 
 // parser is a single-pass recursive-descent JSON parser that builds canonical nodes directly.
 //

@@ -1,6 +1,8 @@
 package fingerprint
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -508,4 +510,53 @@ func addOne(coef string, down bool) string {
 		v.Add(v, big.NewInt(1))
 	}
 	return v.String()
+}
+
+// TestCanonicalIsWhatOfHashes: for generated documents, as raw JSON and as Go values, under every kind
+// of options, Sum(Canonical(v)) is Of(v), and an array's canonical form is its elements' canonical
+// forms joined by commas (what a caller hashing a conversation message by message relies on).
+func TestCanonicalIsWhatOfHashes(t *testing.T) {
+	r := rand.New(rand.NewPCG(2026, 12))
+	optionSets := []Options{{}, {Mode: Structural, VolatilePaths: []string{"a", "b.c"}},
+		{Redact: func(s string) string { return strings.ReplaceAll(s, "a", "*") }}}
+	for i := range 500 {
+		var elems [][]byte
+		for range 1 + r.IntN(4) {
+			elems = append(elems, genValue(r, 0).write(nil, r))
+		}
+		doc := append(append([]byte("["), bytes.Join(elems, []byte(","))...), ']')
+		var value any
+		dec := json.NewDecoder(bytes.NewReader(doc))
+		dec.UseNumber() // numbers past float64 stay exact
+		if err := dec.Decode(&value); err != nil {
+			t.Fatal(err)
+		}
+		for _, opts := range optionSets {
+			for _, v := range []any{json.RawMessage(doc), value} {
+				want, wantErr := Of(v, opts)
+				canon, err := Canonical(v, opts)
+				if fmt.Sprint(err) != fmt.Sprint(wantErr) || (err == nil && Sum(canon) != want) {
+					t.Fatalf("document %d (%T): Canonical %s (%v), Of %s (%v)", i, v, canon, err, want, wantErr)
+				}
+			}
+		}
+		joined := []byte("[")
+		for j, e := range elems {
+			c, err := CanonicalizeJSON(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if j > 0 {
+				joined = append(joined, ',')
+			}
+			joined = append(joined, c...)
+		}
+		whole, err := CanonicalizeJSON(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(append(joined, ']'), whole) {
+			t.Fatalf("document %d: the elements' canonical forms joined\n%s\nare not the array's\n%s", i, joined, whole)
+		}
+	}
 }
