@@ -33,7 +33,7 @@ func (r *runner) modelCall(ctx context.Context, req session.Request, emit func(j
 	if r.phaseOf(c.step) == phaseLive {
 		return r.liveModel(ctx, c, req, emit)
 	}
-	stored, fp, err := r.prepareRequest(req)
+	stored, fp, err := r.prepareRequest(c, req)
 	if err != nil {
 		r.skip(c.step)
 		return nil, err
@@ -144,7 +144,7 @@ func (r *runner) liveModel(ctx context.Context, c call, req session.Request, emi
 			return nil, fmt.Errorf("step %d: applying fork overrides: %w", c.step, err)
 		}
 	}
-	stored, fp, err := r.prepareRequest(req)
+	stored, fp, err := r.prepareRequest(c, req)
 	if err != nil {
 		r.skip(c.step)
 		return nil, err

@@ -3,6 +3,7 @@ package replay
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"math/big"
@@ -11,8 +12,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/agentrewind/agentrewind/internal/engine/fingerprint"
 	"github.com/agentrewind/agentrewind/internal/engine/redact"
@@ -146,19 +147,26 @@ type runner struct {
 
 	root *lane
 
-	mu         sync.Mutex
-	nextStep   int64
-	pending    map[int64]*session.Event // completed events waiting for earlier steps; nil marks a gap
-	flushed    int64
-	events     []session.Event
-	writer     *session.Writer
-	writeErr   error
-	drifts     []*DriftError // tolerated by Warn or Passthrough
-	unresolved []*DriftError // returned to the harness as errors
-	reorders   []Reorder
-	live       int // calls that went live
-	served     int // calls answered from the recording outside a fork (a fork counts its own)
-	closed     bool
+	mu       sync.Mutex
+	nextStep int64
+	pending  map[int64]*session.Event // completed events waiting for earlier steps; nil marks a gap
+	flushed  int64
+	events   []session.Event
+	writer   *session.Writer
+	writeErr error
+	memos    map[string]*requestMemo // by lane: what its last model request leaves its next (prepare.go)
+	// countedParts are the request parts (head, message; redacted) whose redactions were counted:
+	// the session stores each once, and counts it once (prepare.go).
+	countedParts map[[sha256.Size]byte]bool
+	// messagesRedacted counts the request messages redacted (and hashed) so far: about the messages
+	// the agent added, not the ones its requests repeat.
+	messagesRedacted atomic.Int64
+	drifts           []*DriftError // tolerated by Warn or Passthrough
+	unresolved       []*DriftError // returned to the harness as errors
+	reorders         []Reorder
+	live             int // calls that went live
+	served           int // calls answered from the recording outside a fork (a fork counts its own)
+	closed           bool
 }
 
 func newRunner(cfg Config) *runner {
@@ -270,57 +278,6 @@ func (r *runner) restore(doc json.RawMessage) (json.RawMessage, error) {
 		return doc, nil
 	}
 	return r.vault.RestoreJSON(doc)
-}
-
-// prepareRequest returns the redacted request to store and its fingerprint.
-func (r *runner) prepareRequest(req session.Request) (session.Request, string, error) {
-	if err := checkRequestText(req); err != nil {
-		return req, "", err
-	}
-	doc, err := json.Marshal(req)
-	if err != nil {
-		return req, "", err
-	}
-	red, err := r.redactJSON(doc)
-	if err != nil {
-		return req, "", err
-	}
-	var stored session.Request
-	if err := json.Unmarshal(red, &stored); err != nil {
-		return req, "", err
-	}
-	fp, err := fingerprint.Of(r.cfg.Codec.StripVolatile(stored), fingerprint.Options{
-		Mode: r.cfg.FingerprintMode, VolatilePaths: r.cfg.Codec.VolatilePaths()})
-	return stored, fp, err
-}
-
-// checkRequestText refuses invalid UTF-8 in a request's plain strings before json.Marshal sees them:
-// it would replace each bad byte with U+FFFD, and two requests differing only there would be stored
-// and fingerprinted as one. Message contents and params are raw JSON, which redaction checks itself.
-func checkRequestText(req session.Request) error {
-	bad := func(path, s string) error {
-		if utf8.ValidString(s) {
-			return nil
-		}
-		return &fingerprint.InvalidUTF8Error{Path: path}
-	}
-	if err := bad("model", req.Model); err != nil {
-		return err
-	}
-	if err := bad("system", req.System); err != nil {
-		return err
-	}
-	for i, m := range req.Messages {
-		if err := bad(fmt.Sprintf("messages[%d].role", i), m.Role); err != nil {
-			return err
-		}
-	}
-	for k := range req.Params {
-		if err := bad("params", k); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // resolve asks the matcher for a recorded call, noting a reorder.
