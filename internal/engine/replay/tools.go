@@ -95,7 +95,8 @@ func (r *runner) forkToolMiss(ev session.Event) (json.RawMessage, error) {
 	return nil, ErrForkHalted
 }
 
-// liveTool runs the tool and records its result; a result that is not JSON is refused, not recorded.
+// liveTool runs the tool and records its result; a result that is not JSON, or not valid Unicode
+// text, is recorded as an error.
 func (r *runner) liveTool(ctx context.Context, ev session.Event, args json.RawMessage) (json.RawMessage, error) {
 	handler := r.tools[ev.Name]
 	if handler == nil {
@@ -121,8 +122,13 @@ func (r *runner) liveTool(ctx context.Context, ev session.Event, args json.RawMe
 		return nil, serr
 	}
 	if ev.Result, err = r.redactJSON(resultJSON); err != nil {
-		r.skip(ev.Step)
-		return nil, err
+		// The tool ran, so its step must not vanish from the recording: it is recorded as the error
+		// it is (text that is not valid Unicode, say), and a replay returns that error again.
+		ev.Result = nil
+		ev.Error = &session.SerializedError{Name: "UnrecordableAnswer",
+			Message: r.cfg.Redactor.String(fmt.Sprintf("the result of tool %q cannot be recorded: %v", ev.Name, err))}
+		r.finish(&ev)
+		return nil, ev.Error
 	}
 	r.finish(&ev)
 	return resultJSON, nil
