@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentrewind/agentrewind/internal/engine/codec/mcp"
+	"github.com/agentrewind/agentrewind/internal/engine/redact"
 	"github.com/agentrewind/agentrewind/internal/engine/replay"
 )
 
@@ -19,7 +20,8 @@ type StdioOptions struct {
 	// Command is the real server (record mode): argv, and its environment (nil: the proxy's own).
 	Command []string
 	Env     []string
-	// ServerStderr receives the server's stderr (default: discarded).
+	// ServerStderr receives the server's stderr, line by line with every secret the session knows
+	// redacted (default: discarded).
 	ServerStderr io.Writer
 	// ShutdownTimeout bounds, once the client has gone, the wait for calls in flight and then for the
 	// server to exit after its stdin closed (half each). Default 10s.
@@ -43,7 +45,12 @@ func ServeStdio(ctx context.Context, opts StdioOptions, in io.Reader, out io.Wri
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	r := &stdioRun{opts: opts, out: out, logf: logf, cancels: map[string]context.CancelFunc{}}
+	if opts.Config.Redactor == nil {
+		opts.Config.Redactor = redact.New(redact.BuiltinPatterns()) // the engine's, shared with stderr
+	}
+	stderr := newRedactedStderr(opts.Config.Redactor, opts.ServerStderr)
+	defer stderr.flush()
+	r := &stdioRun{opts: opts, out: out, logf: logf, stderr: stderr, cancels: map[string]context.CancelFunc{}}
 	var tools map[string]replay.Tool
 	switch {
 	case opts.Mode == Record:
@@ -61,6 +68,7 @@ func ServeStdio(ctx context.Context, opts StdioOptions, in io.Reader, out io.Wri
 		r.closeServer()
 		return out
 	}
+	stderr.release() // the recorder has learned the declared secrets
 	r.mu.Lock()
 	r.eng = eng // the server may already be talking: serverRequest reads it under mu
 	r.mu.Unlock()
@@ -74,6 +82,7 @@ type stdioRun struct {
 	opts   StdioOptions
 	out    io.Writer
 	logf   func(string, ...any)
+	stderr *redactedStderr
 	eng    *engine
 	tailMu sync.Mutex // one start of a fork's tail server
 
@@ -90,7 +99,7 @@ type stdioRun struct {
 }
 
 func (r *stdioRun) startServer() (*stdioServer, error) {
-	return startStdioServer(r.opts.Command, r.opts.Env, r.opts.ServerStderr, r.write, r.serverRequest, r.logf)
+	return startStdioServer(r.opts.Command, r.opts.Env, r.stderr, r.write, r.serverRequest, r.logf)
 }
 
 // live is the real server, or nil before there is one.

@@ -35,6 +35,9 @@ type stdioServer struct {
 	exitErr error
 }
 
+// stderrWaitDelay bounds the wait for a finished server's stderr to close.
+const stderrWaitDelay = time.Second
+
 // startStdioServer starts argv with env (nil: the proxy's own) and relays its stdout.
 func startStdioServer(argv, env []string, stderr io.Writer, toClient func([]byte), onRequest func(mcp.Message), logf func(string, ...any)) (*stdioServer, error) {
 	if len(argv) == 0 {
@@ -44,6 +47,9 @@ func startStdioServer(argv, env []string, stderr io.Writer, toClient func([]byte
 	// order (stdin closed, then a grace period), so its last answers are recorded.
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env, cmd.Stderr = env, stderr
+	// Once the server exited, its stderr is read for at most this long: a child it left behind may
+	// hold the pipe open for as long as it lives, and the run must not wait for it.
+	cmd.WaitDelay = stderrWaitDelay
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err

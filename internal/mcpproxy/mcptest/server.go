@@ -120,11 +120,22 @@ func RunIfChild() {
 		return
 	}
 	logLine("start")
-	s := NewServer(Hooks{OnCall: func(tool string) { logLine("call " + tool) }, OnCrash: func() { os.Exit(3) }})
+	// A careless server logs its credential, in pieces and without a last newline: the proxy must
+	// redact it out of its own stderr.
+	fmt.Fprint(os.Stderr, "mcptest: starting with token "+Secret[:7])
+	fmt.Fprintln(os.Stderr, Secret[7:])
+	s := NewServer(Hooks{OnCall: func(tool string) {
+		logLine("call " + tool)
+		if tool == "secret_lookup" {
+			fmt.Fprint(os.Stderr, "mcptest: answered db="+Secret[:3])
+			fmt.Fprintln(os.Stderr, Secret[3:])
+		}
+	}, OnCrash: func() { os.Exit(3) }})
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		fmt.Fprintln(os.Stderr, "mcptest:", err)
 		os.Exit(1)
 	}
+	fmt.Fprint(os.Stderr, "mcptest: bye "+Secret)
 	os.Exit(0)
 }
 
