@@ -154,6 +154,15 @@ type SessionRecording struct {
 	// +kubebuilder:validation:Minimum=0
 	Bytes *int64 `json:"bytes,omitempty"`
 
+	// addedBytes is what the session adds to the store beside its parent: its log, meta and vault,
+	// and the blobs its parent's lines do not reference (a fork shares the rest with its parent, and
+	// the store keeps each blob once). Equal to bytes for a session that is not a fork. A
+	// StorageBudget counts a fork's addedBytes while its parent is in the namespace, its bytes
+	// otherwise.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	AddedBytes *int64 `json:"addedBytes,omitempty"`
+
 	// usage is the token and cost total of the recorded model calls.
 	// +required
 	Usage Usage `json:"usage,omitzero"`
@@ -199,7 +208,8 @@ type RedactionCount struct {
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][A-Za-z0-9_.-]*$`
 	Pattern string `json:"pattern,omitempty"`
 
-	// count is how many occurrences of a secret the pattern replaced.
+	// count is how many occurrences of a secret the pattern replaced in what the recording stores:
+	// a message the agent repeats in every later request is stored, and counted, once.
 	// +required
 	// +kubebuilder:validation:Minimum=0
 	Count *int64 `json:"count,omitempty"`

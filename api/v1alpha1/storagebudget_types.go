@@ -40,7 +40,9 @@ type StorageBudgetSpec struct {
 
 // StorageUsage is what one kind of object keeps in the store against its limit.
 type StorageUsage struct {
-	// usedBytes is the sum of the kind's stored bytes in the namespace.
+	// usedBytes is the sum of the kind's stored bytes in the namespace, each object counting what it
+	// adds: a session its recording.bytes (a fork whose parent is in the namespace, its
+	// recording.addedBytes), a checkpoint its snapshot.incrementalBytes.
 	// +required
 	// +kubebuilder:validation:Minimum=0
 	UsedBytes *int64 `json:"usedBytes,omitempty"`

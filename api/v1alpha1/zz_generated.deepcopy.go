@@ -1079,6 +1079,11 @@ func (in *SessionRecording) DeepCopyInto(out *SessionRecording) {
 		*out = new(int64)
 		**out = **in
 	}
+	if in.AddedBytes != nil {
+		in, out := &in.AddedBytes, &out.AddedBytes
+		*out = new(int64)
+		**out = **in
+	}
 	in.Usage.DeepCopyInto(&out.Usage)
 	if in.RedactedSecrets != nil {
 		in, out := &in.RedactedSecrets, &out.RedactedSecrets

@@ -206,16 +206,21 @@ func describeSession(dir string, v *task.VerifyResult) error {
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
+	inherited := inheritedBlobs(s)
 	for _, e := range entries {
 		if info, err := e.Info(); err == nil && info.Mode().IsRegular() {
 			v.Blobs++
 			v.Bytes += info.Size()
+			if !inherited[e.Name()] {
+				v.AddedBytes += info.Size()
+			}
 		}
 	}
 	// Bytes is the session's stored size: the blobs it references, and its log, meta.json and vault.
 	for _, name := range []string{session.MetaFile, session.EventsFile, session.VaultFile} {
 		if info, err := os.Stat(filepath.Join(dir, name)); err == nil && info.Mode().IsRegular() {
 			v.Bytes += info.Size()
+			v.AddedBytes += info.Size()
 		}
 	}
 	for name, n := range m.Redaction.Counts {
@@ -225,6 +230,25 @@ func describeSession(dir string, v *task.VerifyResult) error {
 	_, err = os.Stat(filepath.Join(dir, session.VaultFile))
 	v.Vault = err == nil
 	return nil
+}
+
+// inheritedBlobs is the set of blobs a fork's inherited steps reference: its parent's lines hold
+// them, so the store keeps them for the parent already. Empty for a session that is not a fork.
+func inheritedBlobs(s *session.Session) map[string]bool {
+	if s.Meta.Parent == "" || len(s.Meta.InheritedSteps) == 0 {
+		return nil
+	}
+	var lines []session.Event
+	for _, ev := range s.Events {
+		if s.Meta.Inherited(ev.Step) {
+			lines = append(lines, ev)
+		}
+	}
+	set := map[string]bool{}
+	for _, h := range session.Blobs(lines) {
+		set[h] = true
+	}
+	return set
 }
 
 // jobCheckpointAuthor is who a checkpoint taken by an engine Job is minted by. The Job runs for a

@@ -66,6 +66,9 @@ func SessionRecording(v *task.VerifyResult) v1alpha1.SessionRecording {
 			CostMicroUSD:             new(u.CostMicroUSD),
 		},
 	}
+	if v.AddedBytes > 0 { // a result from before addedBytes has none: a session's log alone is more than 0
+		rec.AddedBytes = new(v.AddedBytes)
+	}
 	rec.SchemaVersion = int32(min(max(v.SchemaVersion, 0), maxSchemaVersion))
 	rec.Vault = v1alpha1.VaultAbsent
 	if v.Vault {

@@ -18,14 +18,18 @@ import (
 func TestSessionRecordingKeepsTheCacheSplitAndTheLogState(t *testing.T) {
 	v := &task.VerifyResult{EventsHash: strings.Repeat("c", 64), Intact: true, Ended: false, Events: 12, Steps: 10, ModelCalls: 5, ToolCalls: 4,
 		Usage: task.Usage{InputTokens: 900, OutputTokens: 120, CacheCreationInputTokens: 100, CacheReadInputTokens: 500, CostMicroUSD: 4100}, Blobs: 3, Bytes: 81234,
-		SchemaVersion: 2, Redactions: []task.PatternCount{}}
+		AddedBytes: 1234, SchemaVersion: 2, Redactions: []task.PatternCount{}}
 	want := v1alpha1.SessionRecording{EventsHash: v.EventsHash, LogState: v1alpha1.LogOpen, Events: new(int64(12)), Steps: new(int64(10)),
 		ModelCalls: new(int64(5)), ToolCalls: new(int64(4)), Blobs: new(int64(3)), Bytes: new(int64(81234)),
-		Usage: v1alpha1.Usage{InputTokens: new(int64(900)), OutputTokens: new(int64(120)), CacheCreationInputTokens: new(int64(100)),
+		AddedBytes: new(int64(1234)), Usage: v1alpha1.Usage{InputTokens: new(int64(900)), OutputTokens: new(int64(120)), CacheCreationInputTokens: new(int64(100)),
 			CacheReadInputTokens: new(int64(500)), TotalTokens: new(int64(1020)), CostMicroUSD: new(int64(4100))},
 		SchemaVersion: 2, RedactedSecrets: new(int64(0)), RedactedPatterns: new(int32(0)), Vault: v1alpha1.VaultAbsent}
 	if d := cmp.Diff(want, SessionRecording(v)); d != "" {
 		t.Errorf("recording (-want +got):\n%s", d)
+	}
+	v.AddedBytes = 0 // a Job of a version before addedBytes: unknown, not nothing
+	if got := SessionRecording(v).AddedBytes; got != nil {
+		t.Errorf("a result without addedBytes maps to %d, want none", *got)
 	}
 	v.Ended = true
 	if got := SessionRecording(v).LogState; got != v1alpha1.LogClosed {

@@ -135,7 +135,7 @@ func TestVerifyWritesTheRecordingAndJudgesTheSession(t *testing.T) {
 	want := v1alpha1.SessionRecording{
 		EventsHash: s.Status.Recording.EventsHash, LogState: v1alpha1.LogClosed,
 		Events: new(int64(4)), Steps: new(int64(4)), ModelCalls: new(int64(1)), ToolCalls: new(int64(1)), Blobs: new(int64(1)),
-		Bytes: s.Status.Recording.Bytes,
+		Bytes: s.Status.Recording.Bytes, AddedBytes: s.Status.Recording.Bytes, // not a fork: all of it is its own
 		Usage: v1alpha1.Usage{InputTokens: new(int64(900)), OutputTokens: new(int64(120)), CacheCreationInputTokens: new(int64(100)),
 			CacheReadInputTokens: new(int64(500)), TotalTokens: new(int64(1020)), CostMicroUSD: new(int64(4100))},
 		SchemaVersion: session.CurrentSchemaVersion, RedactedSecrets: new(int64(0)), RedactedPatterns: new(int32(0)), Vault: v1alpha1.VaultAbsent,

@@ -21,14 +21,26 @@ type namespaceStorage struct {
 	sessions, checkpoints storageUsage
 }
 
-// sumStorage adds up the bytes the sessions and checkpoints of a namespace report in their status:
-// a session's recording.bytes, a checkpoint's snapshot.incrementalBytes (what it added after
-// deduplication, so a file many checkpoints share counts once). An object reporting none yet counts
-// as an object of no bytes; a sum that would pass 2^63-1 stays there.
+// sumStorage adds up the bytes the sessions and checkpoints of a namespace report in their status,
+// each counting what it adds to the store, so that what many share counts once: a checkpoint's
+// snapshot.incrementalBytes (a file many checkpoints share counts once); a fork's
+// recording.addedBytes while its parent is among the sessions (the blobs of the steps it inherited
+// are its parent's), its recording.bytes otherwise (it alone keeps them then); any other session's
+// recording.bytes. An object reporting none yet counts as an object of no bytes; a sum that would
+// pass 2^63-1 stays there.
 func sumStorage(sessions []v1alpha1.AgentSession, checkpoints []v1alpha1.Checkpoint) namespaceStorage {
 	var out namespaceStorage
+	present := make(map[string]bool, len(sessions))
 	for i := range sessions {
-		out.sessions.add(sessions[i].Status.Recording.Bytes)
+		present[sessions[i].Name] = true
+	}
+	for i := range sessions {
+		rec, parent := sessions[i].Status.Recording, sessions[i].Spec.ParentRef.Name
+		if parent != "" && present[parent] && rec.AddedBytes != nil {
+			out.sessions.add(rec.AddedBytes)
+		} else {
+			out.sessions.add(rec.Bytes)
+		}
 	}
 	for i := range checkpoints {
 		out.checkpoints.add(checkpoints[i].Status.Snapshot.IncrementalBytes)

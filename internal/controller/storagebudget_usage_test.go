@@ -25,6 +25,35 @@ func TestSumStorageAddsWhatEachObjectReportsAndCountsTheRest(t *testing.T) {
 	}
 }
 
+func TestSumStorageCountsAForkWhatItAddsWhileItsParentIsThere(t *testing.T) {
+	session := func(name, parent string, bytes, added *int64) v1alpha1.AgentSession {
+		s := v1alpha1.AgentSession{}
+		s.Name, s.Spec.ParentRef.Name = name, parent
+		s.Status.Recording.Bytes, s.Status.Recording.AddedBytes = bytes, added
+		return s
+	}
+	parent := session("run", "", ptrTo[int64](1000), ptrTo[int64](1000))
+	fork := session("run-fix", "run", ptrTo[int64](1100), ptrTo[int64](150)) // 950 bytes are the parent's blobs
+	forkOfFork := session("run-fix-2", "run-fix", ptrTo[int64](1200), ptrTo[int64](120))
+	orphan := session("gone-fix", "gone", ptrTo[int64](900), ptrTo[int64](40)) // its parent was deleted: it alone keeps them
+	older := session("old-fix", "run", ptrTo[int64](1050), nil)                // a result from before addedBytes
+	for _, c := range []struct {
+		what     string
+		sessions []v1alpha1.AgentSession
+		want     int64
+	}{
+		{"parent and fork", []v1alpha1.AgentSession{parent, fork}, 1000 + 150},
+		{"a chain of forks", []v1alpha1.AgentSession{parent, fork, forkOfFork}, 1000 + 150 + 120},
+		{"a fork without its parent", []v1alpha1.AgentSession{orphan}, 900},
+		{"a fork whose parent went, under a fork that stays", []v1alpha1.AgentSession{fork, forkOfFork}, 1100 + 120},
+		{"a fork without addedBytes", []v1alpha1.AgentSession{parent, older}, 1000 + 1050},
+	} {
+		if got := sumStorage(c.sessions, nil).sessions.bytes; got != c.want {
+			t.Errorf("%s: %d bytes, want %d", c.what, got, c.want)
+		}
+	}
+}
+
 func TestEvaluateBudgetSaysWhichKindIsOverItsLimit(t *testing.T) {
 	q := func(s string) *resource.Quantity { v := resource.MustParse(s); return &v }
 	usage := namespaceStorage{sessions: storageUsage{bytes: 2 << 30, objects: 4}, checkpoints: storageUsage{bytes: 500 << 20, objects: 9}}

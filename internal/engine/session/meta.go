@@ -28,8 +28,9 @@ type StepRange struct {
 	To   int64 `json:"to"`
 }
 
-// inherited reports whether step is one of m's inherited steps.
-func (m *Meta) inherited(step int64) bool {
+// Inherited reports whether step is one of m's inherited steps: a fork's step stored as its parent's
+// line.
+func (m *Meta) Inherited(step int64) bool {
 	for _, r := range m.InheritedSteps {
 		if step >= r.From && step <= r.To {
 			return true
@@ -41,7 +42,7 @@ func (m *Meta) inherited(step int64) bool {
 // RestoreProvenance gives ev the provenance its stored line leaves out: "recorded" for a boundary
 // event at an inherited step. Readers of a log call it on every event (Open does).
 func (m *Meta) RestoreProvenance(ev *Event) {
-	if ev.Provenance == "" && ev.Kind.IsBoundary() && len(m.InheritedSteps) > 0 && m.inherited(ev.Step) {
+	if ev.Provenance == "" && ev.Kind.IsBoundary() && len(m.InheritedSteps) > 0 && m.Inherited(ev.Step) {
 		ev.Provenance = ProvenanceRecorded
 	}
 }

@@ -148,14 +148,17 @@ type VerifyResult struct {
 	// ProblemKind says what kind of problem Problem is, for a controller's condition reason.
 	ProblemKind ProblemKind `json:"problemKind,omitempty"`
 	// Ended is true when the log closes with session_end; a crashed run is intact but not ended.
-	Ended      bool           `json:"ended"`
-	Events     int64          `json:"events"`
-	Steps      int64          `json:"steps"`
-	ModelCalls int64          `json:"modelCalls"`
-	ToolCalls  int64          `json:"toolCalls"`
-	Usage      Usage          `json:"usage"`
-	Blobs      int64          `json:"blobs"`
-	Bytes      int64          `json:"bytes"`
+	Ended      bool  `json:"ended"`
+	Events     int64 `json:"events"`
+	Steps      int64 `json:"steps"`
+	ModelCalls int64 `json:"modelCalls"`
+	ToolCalls  int64 `json:"toolCalls"`
+	Usage      Usage `json:"usage"`
+	Blobs      int64 `json:"blobs"`
+	Bytes      int64 `json:"bytes"`
+	// AddedBytes is Bytes without the blobs a fork's inherited lines reference: what it adds to the
+	// store beside its parent. Equal to Bytes for a session that is not a fork.
+	AddedBytes int64          `json:"addedBytes"`
 	Redactions []PatternCount `json:"redactions"`
 	Vault      bool           `json:"vault"`
 	// Anchors are the latest MaxReportedAnchors anchors the recorder minted in the log, in log order
