@@ -80,7 +80,22 @@ type proxyProcess struct {
 
 // startProxy runs the built binary with args (whose --listen and --health-listen are replaced by free
 // loopback ports) and waits for /readyz, on the health port when there is one, as the kubelet probes.
+// A free port is free only until another process takes it: a proxy that could not bind one is
+// started again on others.
 func startProxy(t *testing.T, args, env []string) *proxyProcess {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		p, err := tryStartProxy(t, args, env)
+		if err == nil {
+			return p
+		}
+		if attempt == 3 || !strings.Contains(p.output.String(), "address already in use") {
+			t.Fatalf("%v\n%s", err, p.output)
+		}
+	}
+}
+
+func tryStartProxy(t *testing.T, args, env []string) (*proxyProcess, error) {
 	t.Helper()
 	freeAddr := func() string {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -118,17 +133,17 @@ func startProxy(t *testing.T, args, env []string) *proxyProcess {
 		if resp, err := http.Get(probeURL + "/readyz"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return p
+				return p, nil
 			}
 		}
 		select {
 		case <-p.exited:
-			t.Fatalf("the proxy exited before it was ready: %v\n%s", p.cmd.ProcessState, p.output)
+			return p, fmt.Errorf("the proxy exited before it was ready: %v", p.cmd.ProcessState)
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
 	t.Fatalf("the proxy was not ready after 20s:\n%s", p.output)
-	return nil
+	return nil, nil
 }
 
 // stop sends SIGTERM, as the kubelet does to a sidecar once the main containers exited, and returns
