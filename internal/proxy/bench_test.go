@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -151,8 +152,14 @@ func BenchmarkProxyReplayVsGoVCR(b *testing.B) {
 	}
 }
 
-// goVCRBudget is how long a go-vcr side may take for one pass over the calls.
-const goVCRBudget = time.Minute
+// goVCRBudget is how long a go-vcr side may take for one pass over the calls: a minute, or
+// ARW_GOVCR_BUDGET (a Go duration, such as 40m) to let it run to the end and measure, not extrapolate.
+var goVCRBudget = func() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("ARW_GOVCR_BUDGET")); err == nil && d > 0 {
+		return d
+	}
+	return time.Minute
+}()
 
 // vcrRun is how long a go-vcr side took for n calls.
 type vcrRun struct {
