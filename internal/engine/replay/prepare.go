@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash"
+	"maps"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -36,8 +37,10 @@ import (
 //     the messages one after another in one SHA-256 and cloning the state after each lets the next
 //     request resume at the last message it shares.
 //
-// Anything the memo does not cover (a request without messages, a codec whose StripVolatile changes
-// messages, a structural path into the messages, any error) is prepared from scratch.
+// The canonical form after the messages follows from the request's head, which a lane's requests
+// usually repeat, so the memo keeps it with the head (a codec's StripVolatile must not strip the head
+// by what the messages say; the codecs here strip fixed params). Anything the memo does not cover (a
+// request without messages, a codec whose StripVolatile changes messages, a structural path into the messages, any error) is prepared from scratch.
 
 // messagesOpen is how the canonical form of a request with messages begins.
 var messagesOpen = []byte(`{"messages":[`)
@@ -48,7 +51,11 @@ type requestMemo struct {
 	// head is the request without its messages as JSON, as the caller gave it, and storedHead its
 	// redacted form.
 	head, storedHead []byte
-	messages         []memoMessage
+	// storedHeadReq is storedHead decoded, and restTail the canonical form of the stored request
+	// after its messages (`]` excluded), or nil until a request computed it: both follow from the head.
+	storedHeadReq session.Request
+	restTail      []byte
+	messages      []memoMessage
 	// stored holds the messages' redacted forms. Stored requests share its backing array, so it is
 	// only ever appended to; a request that changes an earlier message gets a new array.
 	stored []session.Message
@@ -216,15 +223,22 @@ func (r *runner) redactHead(memo *requestMemo, parts *[]storedPart, req session.
 	if err != nil {
 		return req, err
 	}
-	red := memo.storedHead
-	if memo.head == nil || !bytes.Equal(doc, memo.head) {
-		if red, err = r.redactPart(parts, "head", doc); err != nil {
-			return req, err
-		}
+	if memo.head != nil && bytes.Equal(doc, memo.head) {
+		stored := memo.storedHeadReq
+		stored.Params = maps.Clone(stored.Params) // each stored request owns its params
+		return stored, nil
 	}
-	memo.head, memo.storedHead = doc, red
+	red, err := r.redactPart(parts, "head", doc)
+	if err != nil {
+		return req, err
+	}
 	var stored session.Request
-	return stored, json.Unmarshal(red, &stored)
+	if err := json.Unmarshal(red, &stored); err != nil {
+		return req, err
+	}
+	memo.head, memo.storedHead, memo.storedHeadReq, memo.restTail = doc, red, stored, nil
+	stored.Params = maps.Clone(stored.Params)
+	return stored, nil
 }
 
 // redactMessage redacts one message on its own.
@@ -289,18 +303,21 @@ func (r *runner) resumeFingerprint(memo *requestMemo, from int, stripped session
 			return "", false
 		}
 	}
-	rest := stripped
-	rest.Messages = []session.Message{}
-	canon, err := fingerprint.Canonical(rest, opts)
-	if err != nil {
-		return "", false
-	}
-	tail, ok := bytes.CutPrefix(canon, []byte(`{"messages":[]`))
-	if !ok {
-		return "", false
+	if memo.restTail == nil {
+		rest := stripped
+		rest.Messages = []session.Message{}
+		canon, err := fingerprint.Canonical(rest, opts)
+		if err != nil {
+			return "", false
+		}
+		tail, ok := bytes.CutPrefix(canon, []byte(`{"messages":[]`))
+		if !ok {
+			return "", false
+		}
+		memo.restTail = tail
 	}
 	h.Write([]byte{']'})
-	h.Write(tail)
+	h.Write(memo.restTail)
 	return hex.EncodeToString(h.Sum(nil)), true
 }
 

@@ -85,11 +85,11 @@ func syntaxError(op string, err error) *CodecError {
 
 // checkJSON validates a whole body, so later decoding can assume well-formed input.
 func checkJSON(op string, body []byte) error {
-	var v json.RawMessage
-	if err := json.Unmarshal(body, &v); err != nil {
-		return syntaxError(op, err)
+	if json.Valid(body) {
+		return nil
 	}
-	return nil
+	var v json.RawMessage
+	return syntaxError(op, json.Unmarshal(body, &v)) // for the decoder's offset and message
 }
 
 // parseBody validates a body and reads it as an object. A body that is valid JSON but not an object
@@ -98,7 +98,7 @@ func parseBody(op string, body []byte) (*jsonobj.Object, error) {
 	if err := checkJSON(op, body); err != nil {
 		return nil, err
 	}
-	o, err := jsonobj.Parse(body)
+	o, err := jsonobj.ParseValid(body)
 	if err != nil {
 		return nil, &CodecError{Op: op, Offset: firstByte(body), Err: fmt.Errorf("%w: the body is not a JSON object", ErrWrongType)}
 	}

@@ -58,8 +58,8 @@ func requiredString(op string, o *jsonobj.Object, key, field string) (string, er
 	if !ok {
 		return "", fieldError(op, field, ErrMissing)
 	}
-	var s string
-	if jsonobj.Kind(raw) != '"' || json.Unmarshal(raw, &s) != nil {
+	s, ok := jsonobj.String(raw)
+	if !ok {
 		return "", fieldError(op, field, ErrWrongType)
 	}
 	return s, nil
@@ -70,8 +70,8 @@ func normalizeMessages(op string, top *jsonobj.Object) ([]session.Message, error
 	if !ok {
 		return nil, fieldError(op, "messages", ErrMissing)
 	}
-	var items []json.RawMessage
-	if jsonobj.Kind(raw) != '[' || json.Unmarshal(raw, &items) != nil {
+	items, ok := jsonobj.SplitArray(raw)
+	if !ok {
 		return nil, fieldError(op, "messages", ErrWrongType)
 	}
 	msgs := make([]session.Message, 0, len(items))

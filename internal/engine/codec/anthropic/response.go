@@ -123,7 +123,7 @@ func envelope(op string, raw json.RawMessage) (*jsonobj.Object, error) {
 	if !json.Valid(raw) {
 		return nil, fieldError(op, "raw", ErrNotJSON)
 	}
-	env, err := jsonobj.Parse(raw)
+	env, err := jsonobj.ParseValid(raw)
 	if err != nil {
 		return nil, fieldError(op, "raw", ErrWrongType)
 	}

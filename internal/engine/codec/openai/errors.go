@@ -86,11 +86,11 @@ func syntaxError(op string, err error) *CodecError {
 // parseBody validates a body and reads it as an object. A body that is valid JSON but not an object
 // is reported at its first byte.
 func parseBody(op string, body []byte) (*jsonobj.Object, error) {
-	var v json.RawMessage
-	if err := json.Unmarshal(body, &v); err != nil {
-		return nil, syntaxError(op, err)
+	if !json.Valid(body) {
+		var v json.RawMessage
+		return nil, syntaxError(op, json.Unmarshal(body, &v)) // for the decoder's offset and message
 	}
-	o, err := jsonobj.Parse(body)
+	o, err := jsonobj.ParseValid(body)
 	if err != nil {
 		return nil, &CodecError{Op: op, Offset: firstByte(body), Err: fmt.Errorf("%w: the body is not a JSON object", ErrWrongType)}
 	}

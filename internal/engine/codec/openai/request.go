@@ -74,8 +74,8 @@ func requiredString(op string, o *jsonobj.Object, key, field string) (string, er
 	if !ok {
 		return "", fieldError(op, field, ErrMissing)
 	}
-	var s string
-	if jsonobj.Kind(raw) != '"' || json.Unmarshal(raw, &s) != nil {
+	s, ok := jsonobj.String(raw)
+	if !ok {
 		return "", fieldError(op, field, ErrWrongType)
 	}
 	return s, nil
@@ -87,8 +87,8 @@ func messageObjects(op string, top *jsonobj.Object) ([]*jsonobj.Object, error) {
 	if !ok {
 		return nil, fieldError(op, "messages", ErrMissing)
 	}
-	var items []json.RawMessage
-	if jsonobj.Kind(raw) != '[' || json.Unmarshal(raw, &items) != nil {
+	items, ok := jsonobj.SplitArray(raw)
+	if !ok {
 		return nil, fieldError(op, "messages", ErrWrongType)
 	}
 	msgs := make([]*jsonobj.Object, 0, len(items))

@@ -25,10 +25,26 @@ var ErrNotObject = errors.New("not a JSON object")
 // New is an empty object.
 func New() *Object { return &Object{Vals: map[string]json.RawMessage{}} }
 
-// Parse reads a JSON object whose validity the caller has already checked. Member values are
-// compacted, so the neutral form does not depend on the wire's whitespace. A duplicate key keeps its
-// first position and its last value, as encoding/json would decode it.
+// Parse reads a JSON object. Member values are compacted, so the neutral form does not depend on the
+// wire's whitespace. A duplicate key keeps its first position and its last value, as encoding/json
+// would decode it.
 func Parse(raw []byte) (*Object, error) {
+	if !json.Valid(raw) {
+		return decodeObject(raw) // for the decoder's error
+	}
+	return ParseValid(raw)
+}
+
+// ParseValid is Parse for a document the caller has just checked with json.Valid.
+func ParseValid(raw []byte) (*Object, error) {
+	if o, ok := scanObject(raw); ok {
+		return o, nil
+	}
+	return decodeObject(raw)
+}
+
+// decodeObject is Parse through encoding/json's decoder: the reference the scan is held to.
+func decodeObject(raw []byte) (*Object, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return nil, ErrNotObject
