@@ -151,7 +151,8 @@ bench: ## Run the benchmarks side by side with their peers (compare the ratios, 
 	@# 1,000, 10,000 and 100,000 calls, printed as proxy/go-vcr-<matcher>. go-vcr's scan is quadratic: a side is
 	@# cut off after a minute (the ratio is then a lower bound, proxy/go-vcr-<matcher>-at-least) and not run
 	@# where predicted to need over ten. Then the latency a replayed call adds over the fake upstream
-	@# answering directly, and record-mode overhead (short requests, and a distinct 20 KiB message in each), each
+	@# answering directly, and record-mode overhead (short requests, a distinct 20 KiB message in each, and the short
+	@# requests with the fake taking 20 ms to answer, still far faster than a hosted model), each
 	@# beside a bare httputil.ReverseProxy hop to the same fake (bare-hop-*: what any proxy costs;
 	@# over-bare-hop-% is what recording adds on top of it).
 	go test -run '^$$' -bench 'ProxyReplayVsGoVCR/calls=1000$$' -benchtime 3x ./internal/proxy/
