@@ -48,18 +48,11 @@ func scanObject(raw []byte) (*Object, bool) {
 			return nil, false
 		}
 		o.Set(key, member(buf, start, end, spaced))
-		i = skipSpace(buf, end)
-		if i >= len(buf) {
-			return nil, false
+		next, closed, ok := afterValue(buf, end, '}')
+		if closed || !ok {
+			return o, ok
 		}
-		switch buf[i] {
-		case ',':
-			i = skipSpace(buf, i+1)
-		case '}':
-			return o, skipSpace(buf, i+1) == len(buf)
-		default:
-			return nil, false
-		}
+		i = next
 	}
 }
 
@@ -103,19 +96,25 @@ func scanArray(raw []byte) ([]json.RawMessage, bool) {
 			return nil, false
 		}
 		items = append(items, member(buf, i, end, spaced))
-		i = skipSpace(buf, end)
-		if i >= len(buf) {
-			return nil, false
+		next, closed, ok := afterValue(buf, end, ']')
+		if closed || !ok {
+			return items, ok
 		}
-		switch buf[i] {
-		case ',':
-			i = skipSpace(buf, i+1)
-		case ']':
-			return items, skipSpace(buf, i+1) == len(buf)
-		default:
-			return nil, false
-		}
+		i = next
 	}
+}
+
+// afterValue reads what follows a member or element ending at end: a comma, after which the next
+// one starts at next, or closer, which must end the document (closed); ok is false for anything else.
+func afterValue(buf []byte, end int, closer byte) (next int, closed, ok bool) {
+	i := skipSpace(buf, end)
+	switch {
+	case i < len(buf) && buf[i] == ',':
+		return skipSpace(buf, i+1), false, true
+	case i < len(buf) && buf[i] == closer:
+		return 0, true, skipSpace(buf, i+1) == len(buf)
+	}
+	return 0, false, false
 }
 
 // String is the text of a compact JSON string value, and false when raw is not one: a plain ASCII
