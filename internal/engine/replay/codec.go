@@ -20,7 +20,9 @@ import (
 type Codec interface {
 	// Name is the provider name recorded on model calls.
 	Name() string
-	// StripVolatile returns a copy of req without fields that vary between identical calls.
+	// StripVolatile returns a copy of req without fields that vary between identical calls. What it
+	// strips from the request's head (everything but the messages) must follow from the head alone: a
+	// lane keeps the canonical form of an unchanged head from one request to the next.
 	StripVolatile(req session.Request) session.Request
 	// VolatilePaths are the dot paths structural fingerprints mask.
 	VolatilePaths() []string

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash"
-	"maps"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -225,7 +224,7 @@ func (r *runner) redactHead(memo *requestMemo, parts *[]storedPart, req session.
 	}
 	if memo.head != nil && bytes.Equal(doc, memo.head) {
 		stored := memo.storedHeadReq
-		stored.Params = maps.Clone(stored.Params) // each stored request owns its params
+		stored.Params = ownParams(stored.Params)
 		return stored, nil
 	}
 	red, err := r.redactPart(parts, "head", doc)
@@ -237,8 +236,22 @@ func (r *runner) redactHead(memo *requestMemo, parts *[]storedPart, req session.
 		return req, err
 	}
 	memo.head, memo.storedHead, memo.storedHeadReq, memo.restTail = doc, red, stored, nil
-	stored.Params = maps.Clone(stored.Params)
+	stored.Params = ownParams(stored.Params)
 	return stored, nil
+}
+
+// ownParams copies params and their values: each stored request owns its params, as it did when
+// every request decoded its head anew, so a caller writing into one's changes neither another's nor
+// the memo (whose restTail was hashed from them).
+func ownParams(params map[string]json.RawMessage) map[string]json.RawMessage {
+	if params == nil {
+		return nil
+	}
+	out := make(map[string]json.RawMessage, len(params))
+	for k, v := range params {
+		out[k] = bytes.Clone(v)
+	}
+	return out
 }
 
 // redactMessage redacts one message on its own.

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -292,5 +293,48 @@ func TestARequestPreparedAgainCountsItsRedactionsOnce(t *testing.T) {
 	}
 	if got := cfg.Redactor.Counts(); got["bearer-token"] != 2 || len(got) != 1 {
 		t.Fatalf("counts %v, want bearer-token 2 (the system prompt and the message)", got)
+	}
+}
+
+// TestAStoredRequestOwnsItsParams: requests with the same head share its redaction and canonical form
+// through the lane's memo, but each stored request has params of its own. A caller writing into one
+// request's params — map or value bytes, in place or by append — changes no other stored request, nor
+// what the lane stores and fingerprints next.
+func TestAStoredRequestOwnsItsParams(t *testing.T) {
+	r := newRunner(Config{})
+	scratch := Config{}.withDefaults()
+	ln := newLane("0")
+	params := func() map[string]json.RawMessage {
+		return map[string]json.RawMessage{"tools": json.RawMessage(`[{"name":"aa"}]`), "max_tokens": json.RawMessage(`100`)}
+	}
+	var msgs []session.Message
+	next := func() session.Request {
+		msgs = append(msgs, session.Message{Role: "user", Content: json.RawMessage(fmt.Sprintf(`"turn %d"`, len(msgs)))})
+		return session.Request{Model: "m", System: "s", Messages: slices.Clone(msgs), Params: params()}
+	}
+	var stored []session.Request
+	for range 3 {
+		got, _, err := r.prepareRequest(call{lane: ln}, next())
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored = append(stored, got)
+	}
+	copy(stored[0].Params["tools"], `[{"name":"ZZ"}]`)
+	_ = append(stored[0].Params["max_tokens"], '9', '9', '9', '9', '9', '9', '9', '9')
+	stored[0].Params["extra"] = json.RawMessage(`true`)
+	for i, s := range stored[1:] {
+		if string(s.Params["tools"]) != `[{"name":"aa"}]` || string(s.Params["max_tokens"]) != `100` || s.Params["extra"] != nil {
+			t.Errorf("stored request %d after writes into the first: %s", i+1, s.Params)
+		}
+	}
+	req := next()
+	got, fp, err := r.prepareRequest(call{lane: ln}, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, wantFP, _ := prepareFromScratch(scratch, req)
+	if fp != wantFP || !reflect.DeepEqual(got, want) {
+		t.Errorf("the next request after the writes: fingerprint %s, stored %s; from scratch %s, %s", fp, got.Params, wantFP, want.Params)
 	}
 }

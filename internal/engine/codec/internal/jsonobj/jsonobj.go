@@ -35,7 +35,8 @@ func Parse(raw []byte) (*Object, error) {
 	return ParseValid(raw)
 }
 
-// ParseValid is Parse for a document the caller has just checked with json.Valid.
+// ParseValid is Parse for a document the caller has just checked with json.Valid. It does not check
+// again: given anything else, it may accept what Parse refuses.
 func ParseValid(raw []byte) (*Object, error) {
 	if o, ok := scanObject(raw); ok {
 		return o, nil
