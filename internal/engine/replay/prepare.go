@@ -47,14 +47,13 @@ var messagesOpen = []byte(`{"messages":[`)
 // requestMemo is what a lane's last request leaves for its next one.
 type requestMemo struct {
 	generation uint64 // the redactor's, when the messages were redacted
-	// head is the request without its messages as JSON, as the caller gave it, and storedHead its
-	// redacted form.
-	head, storedHead []byte
-	// storedHeadReq is storedHead decoded, and restTail the canonical form of the stored request
-	// after its messages (`]` excluded), or nil until a request computed it: both follow from the head.
-	storedHeadReq session.Request
-	restTail      []byte
-	messages      []memoMessage
+	// head is the request without its messages as JSON, as the caller gave it, storedHead its
+	// redacted form decoded, and restTail the canonical form of the stored request after its
+	// messages (`]` excluded), or nil until a request computed it: both follow from head.
+	head       []byte
+	storedHead session.Request
+	restTail   []byte
+	messages   []memoMessage
 	// stored holds the messages' redacted forms. Stored requests share its backing array, so it is
 	// only ever appended to; a request that changes an earlier message gets a new array.
 	stored []session.Message
@@ -223,7 +222,7 @@ func (r *runner) redactHead(memo *requestMemo, parts *[]storedPart, req session.
 		return req, err
 	}
 	if memo.head != nil && bytes.Equal(doc, memo.head) {
-		stored := memo.storedHeadReq
+		stored := memo.storedHead
 		stored.Params = ownParams(stored.Params)
 		return stored, nil
 	}
@@ -235,7 +234,7 @@ func (r *runner) redactHead(memo *requestMemo, parts *[]storedPart, req session.
 	if err := json.Unmarshal(red, &stored); err != nil {
 		return req, err
 	}
-	memo.head, memo.storedHead, memo.storedHeadReq, memo.restTail = doc, red, stored, nil
+	memo.head, memo.storedHead, memo.restTail = doc, stored, nil
 	stored.Params = ownParams(stored.Params)
 	return stored, nil
 }

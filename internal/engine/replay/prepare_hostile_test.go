@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -400,7 +401,7 @@ func TestHostileConcurrentLanes(t *testing.T) {
 					c = c[:len(c)/2]
 				}
 				c = append(c, msg("user", fmt.Sprintf(`{"g":%d,"i":%d,"t":"%s"}`, g%3, i%5, strings.Repeat("z", i%4))))
-				req := conv(slicesClone(c)...)
+				req := conv(slices.Clone(c)...)
 				s, fp, err := r.prepareRequest(call{lane: l}, req)
 				if err != nil {
 					t.Error(err)
@@ -427,8 +428,6 @@ func TestHostileConcurrentLanes(t *testing.T) {
 	}
 }
 
-func slicesClone(m []session.Message) []session.Message { return append([]session.Message(nil), m...) }
-
 // Fork overrides rewrite a tail request's messages (RequestPatches on /messages/0/content, a
 // System, a Transform that edits the last message): the memo must not serve the unpatched prefix.
 func TestHostileForkOverridesRewriteMessages(t *testing.T) {
@@ -440,7 +439,7 @@ func TestHostileForkOverridesRewriteMessages(t *testing.T) {
 		},
 		Transform: func(req session.Request, step int64) (session.Request, error) {
 			if step%2 == 1 && len(req.Messages) > 1 {
-				req.Messages = slicesClone(req.Messages)
+				req.Messages = slices.Clone(req.Messages)
 				req.Messages[len(req.Messages)-1].Content = json.RawMessage(`"odd step"`)
 			}
 			return req, nil
@@ -451,7 +450,7 @@ func TestHostileForkOverridesRewriteMessages(t *testing.T) {
 	var c []session.Message
 	for step := int64(0); step < 12; step++ {
 		c = append(c, msg("user", fmt.Sprintf(`"turn %d"`, step)))
-		raw := conv(slicesClone(c)...)
+		raw := conv(slices.Clone(c)...)
 		w.step(l, raw) // the served prefix, unpatched
 		patched, err := o.Apply(raw, step)
 		if err != nil {
