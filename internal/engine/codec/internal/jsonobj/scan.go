@@ -61,22 +61,7 @@ func SplitArray(raw []byte) ([]json.RawMessage, bool) {
 	if !json.Valid(raw) {
 		return nil, false
 	}
-	if items, ok := scanArray(raw); ok {
-		return items, true
-	}
-	return decodeArray(raw)
-}
-
-// decodeArray is SplitArray through encoding/json: the reference the scan is held to.
-func decodeArray(raw []byte) ([]json.RawMessage, bool) {
-	var items []json.RawMessage
-	if Kind(bytes.TrimLeft(raw, " \t\r\n")) != '[' || json.Unmarshal(raw, &items) != nil {
-		return nil, false
-	}
-	for i := range items {
-		items[i] = Compact(items[i])
-	}
-	return items, true
+	return scanArray(raw) // on a valid document the walk fails only where raw is not an array
 }
 
 func scanArray(raw []byte) ([]json.RawMessage, bool) {

@@ -1,6 +1,7 @@
 package jsonobj
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
 
@@ -19,6 +20,19 @@ var scanSeeds = []string{
 	`[1,"two",{"three":3},[4],null]`, `[ {"role":"user","content":"hi"} , {"role":"assistant"} ]`,
 	`{"a":1} {"b":2}`, `{"a":1}x`, `{"a"}`, `{"a":}`, `{,}`, `[1,]`, `"s"`, `1`, ``, `{"a":tru}`,
 	`{"a":"unterminated}`, `"plain"`, `"esc\"aped"`, "\"bad\xff\"", `"unterminated`, `"a"b"`, `{"a":[1,2}`, "{\"a\":\"\x01\"}",
+}
+
+// decodeArray is SplitArray through encoding/json, as the codecs split arrays before the walk:
+// the reference the walk is held to.
+func decodeArray(raw []byte) ([]json.RawMessage, bool) {
+	var items []json.RawMessage
+	if Kind(bytes.TrimLeft(raw, " \t\r\n")) != '[' || json.Unmarshal(raw, &items) != nil {
+		return nil, false
+	}
+	for i := range items {
+		items[i] = Compact(items[i])
+	}
+	return items, true
 }
 
 // FuzzScanAgreesWithTheDecoder: Parse, String and SplitArray give what encoding/json's decoder gives, for any
@@ -74,13 +88,13 @@ func TestAParsedValueCannotOverwriteItsNeighbour(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, _ := o.Get("a")
-	_ = append(a, 'X', 'X', 'X')
-	copy(body, `{"a":[9],"b":[9]}`) // nor may the caller's buffer, reused, change them
+	_ = append(a, 'X', 'X', 'X', 'X', 'X', 'X', 'X', 'X') // past `,"b":` into b's value, were a not capped
+	copy(body, `{"a":[9],"b":[9]}`)                       // nor may the caller's buffer, reused, change them
 	if got := string(o.Marshal()); got != `{"a":[1],"b":[2]}` {
 		t.Fatalf("after an append to a and a reuse of the body: %s", got)
 	}
 	items, _ := SplitArray([]byte(`[[1],[2]]`))
-	_ = append(items[0], 'X')
+	_ = append(items[0], 'X', 'X', 'X') // past the comma into the second element, were it not capped
 	if string(items[1]) != `[2]` {
 		t.Fatalf("after an append to the first element, the second is %s", items[1])
 	}
