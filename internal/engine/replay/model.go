@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentrewind/agentrewind/internal/engine/redact"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
@@ -93,7 +94,16 @@ func (r *runner) serveModel(ctx context.Context, c call, rec *session.Event, emi
 	if rec.Response == nil {
 		return nil, fmt.Errorf("step %d: the recorded model call has neither a response nor an error", rec.Step)
 	}
-	doc, err := marshalNoEscape(rec.Response)
+	if resp, ok := r.servedByField(rec.Response); ok {
+		return resp, nil
+	}
+	return r.servedByRoundTrip(rec.Response)
+}
+
+// servedByRoundTrip is the recorded response as the agent is served it: encoded, in the canonical
+// spelling, its secrets restored, and decoded again.
+func (r *runner) servedByRoundTrip(rec *session.Response) (*session.Response, error) {
+	doc, err := marshalNoEscape(rec)
 	if err != nil {
 		return nil, err
 	}
@@ -106,6 +116,54 @@ func (r *runner) serveModel(ctx context.Context, c call, rec *session.Event, emi
 		return nil, err
 	}
 	return &resp, nil
+}
+
+// servedByField gives what servedByRoundTrip gives, a field at a time, without encoding and decoding
+// the whole response: each JSON field compacted (as the encoder does), respelled and restored on its
+// own, which is the same because the respelling and the restoring go value by value. ok is false
+// where the round trip may change or refuse what this would not: a stop reason that is not valid
+// UTF-8 (the encoder replaces each bad byte), a field that is not JSON (the round trip's error is
+// the one to report). TestServingByFieldEqualsTheRoundTrip holds the two to the same result.
+func (r *runner) servedByField(rec *session.Response) (*session.Response, bool) {
+	if !utf8.ValidString(rec.StopReason) {
+		return nil, false
+	}
+	resp := &session.Response{StopReason: rec.StopReason}
+	if r.vault != nil {
+		resp.StopReason = r.vault.Restore(rec.StopReason)
+	}
+	if rec.Usage != nil {
+		u := *rec.Usage
+		resp.Usage = &u
+	}
+	content := rec.Content
+	if content == nil {
+		content = json.RawMessage("null") // what the encoder writes for it, decoded as it is
+	}
+	var ok bool
+	if resp.Content, ok = r.servedJSON(content); !ok {
+		return nil, false
+	}
+	if len(rec.Raw) > 0 { // an empty Raw is omitted, and decodes as nil
+		if resp.Raw, ok = r.servedJSON(rec.Raw); !ok {
+			return nil, false
+		}
+	}
+	return resp, true
+}
+
+// servedJSON is one JSON field of a recorded response as it is served: compacted, respelled and
+// restored, in a buffer of its own.
+func (r *runner) servedJSON(field json.RawMessage) (json.RawMessage, bool) {
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, field); err != nil {
+		return nil, false
+	}
+	doc, err := r.restore(unescapeHTML(compact.Bytes()))
+	if err != nil {
+		return nil, false
+	}
+	return doc, true
 }
 
 // replayStream re-emits recorded chunks, instantly or with their recorded timing.
