@@ -265,8 +265,22 @@ func (r *runner) redactMessage(parts *[]storedPart, m session.Message) (session.
 	if err != nil {
 		return out, err
 	}
+	if bytes.Equal(red, doc) {
+		// Nothing was redacted or respelled: decoding would give the role back (checkRequestText has
+		// refused one that is not valid UTF-8, which the encoder would have changed) and the content
+		// as the encoder wrote it, the value that ends the document
+		// (`{"role":"…","content":…}`; inside the quoted role every '"' is escaped, so the first
+		// `,"content":` is the member's own).
+		if i := bytes.Index(doc, contentMember); i >= 0 && doc[len(doc)-1] == '}' {
+			content := doc[i+len(contentMember) : len(doc)-1]
+			return session.Message{Role: m.Role, Content: content[:len(content):len(content)]}, nil
+		}
+	}
 	return out, json.Unmarshal(red, &out)
 }
+
+// contentMember is what precedes a message's content in its JSON.
+var contentMember = []byte(`,"content":`)
 
 // fingerprintStored fingerprints the stored request, hashing only the messages from index from on
 // when the memo's states cover the rest.
