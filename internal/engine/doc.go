@@ -5,6 +5,7 @@
 //
 //   - session: the event model, the on-disk session format and forward schema migrations
 //   - fingerprint: canonical JSON and the request fingerprints replay matches on
+//   - jsonscan: json.Valid's and json.Compact's verdicts, without encoding/json's state machine
 //   - redact: secret redaction into deterministic tokens and the encrypted vault that restores them
 //   - replay: the matcher, replay with drift policies, the fork engine and the Go harness API
 //   - bundle: packing a session into a .rewind archive and unpacking one safely
