@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/agentrewind/agentrewind/internal/engine/codec/internal/jsonobj"
+	"github.com/agentrewind/agentrewind/internal/engine/jsonscan"
 )
 
 // accumulator assembles the final Message of a stream from its events, over raw JSON so that members
@@ -286,7 +287,7 @@ func (b *block) finish() json.RawMessage {
 			b.obj.Set(k, jsonobj.Quote(buf.String()))
 		}
 	}
-	if json.Valid(b.input) {
+	if jsonscan.Valid(b.input) {
 		b.obj.Set("input", jsonobj.Compact(b.input))
 	}
 	if len(b.citations) > 0 {

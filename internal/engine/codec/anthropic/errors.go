@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/agentrewind/agentrewind/internal/engine/codec/internal/jsonobj"
+	"github.com/agentrewind/agentrewind/internal/engine/jsonscan"
 )
 
 // CodecError reports input the codec cannot map. It names where the problem is: Field is the JSON
@@ -85,7 +86,7 @@ func syntaxError(op string, err error) *CodecError {
 
 // checkJSON validates a whole body, so later decoding can assume well-formed input.
 func checkJSON(op string, body []byte) error {
-	if json.Valid(body) {
+	if jsonscan.Valid(body) {
 		return nil
 	}
 	var v json.RawMessage

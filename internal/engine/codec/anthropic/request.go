@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/agentrewind/agentrewind/internal/engine/codec/internal/jsonobj"
+	"github.com/agentrewind/agentrewind/internal/engine/jsonscan"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
 
@@ -161,7 +162,7 @@ func (Codec) DenormalizeRequest(req session.Request) ([]byte, error) {
 		switch {
 		case k == "model" || k == "messages":
 			return nil, fieldError(op, "params."+k, ErrReserved)
-		case !json.Valid(v):
+		case !jsonscan.Valid(v):
 			return nil, fieldError(op, "params."+k, ErrNotJSON)
 		case k != "system": // placed by denormalizeSystem
 			body.Set(k, jsonobj.Compact(v))
@@ -180,7 +181,7 @@ func denormalizeMessages(op string, msgs []session.Message) (json.RawMessage, er
 		o := jsonobj.New()
 		o.Set("role", jsonobj.Quote(m.Role))
 		if m.Content != nil {
-			if !json.Valid(m.Content) {
+			if !jsonscan.Valid(m.Content) {
 				return nil, fieldError(op, path+".content", ErrNotJSON)
 			}
 			o.Set("content", jsonobj.Compact(m.Content))

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/agentrewind/agentrewind/internal/engine/codec/internal/jsonobj"
+	"github.com/agentrewind/agentrewind/internal/engine/jsonscan"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
 
@@ -100,7 +101,7 @@ func (Codec) DenormalizeResponse(resp session.Response) ([]byte, error) {
 	if content == nil {
 		content = json.RawMessage("[]")
 	}
-	if !json.Valid(content) {
+	if !jsonscan.Valid(content) {
 		return nil, fieldError(op, "content", ErrNotJSON)
 	}
 	env.SetAfter("content", jsonobj.Compact(content), "model", "role", "type", "id")
@@ -120,7 +121,7 @@ func envelope(op string, raw json.RawMessage) (*jsonobj.Object, error) {
 		env.Set("role", jsonobj.Quote("assistant"))
 		return env, nil
 	}
-	if !json.Valid(raw) {
+	if !jsonscan.Valid(raw) {
 		return nil, fieldError(op, "raw", ErrNotJSON)
 	}
 	env, err := jsonobj.ParseValid(raw)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentrewind/agentrewind/internal/engine/codec/internal/jsonobj"
 	"github.com/agentrewind/agentrewind/internal/engine/codec/internal/sse"
+	"github.com/agentrewind/agentrewind/internal/engine/jsonscan"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
 
@@ -76,7 +77,7 @@ func eventData(op string, ev sse.Event) (json.RawMessage, error) {
 	if ev.Data == nil {
 		return nil, nil
 	}
-	if !json.Valid(ev.Data) {
+	if !jsonscan.Valid(ev.Data) {
 		return nil, &CodecError{Op: op, Offset: ev.Offset, Err: fmt.Errorf("%w: data of event %q", ErrNotJSON, ev.Name)}
 	}
 	return jsonobj.Compact(ev.Data), nil

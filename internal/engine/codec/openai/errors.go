@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/agentrewind/agentrewind/internal/engine/codec/internal/jsonobj"
+	"github.com/agentrewind/agentrewind/internal/engine/jsonscan"
 )
 
 // CodecError reports input the codec cannot map. It names where the problem is: Field is the JSON
@@ -86,7 +87,7 @@ func syntaxError(op string, err error) *CodecError {
 // parseBody validates a body and reads it as an object. A body that is valid JSON but not an object
 // is reported at its first byte.
 func parseBody(op string, body []byte) (*jsonobj.Object, error) {
-	if !json.Valid(body) {
+	if !jsonscan.Valid(body) {
 		var v json.RawMessage
 		return nil, syntaxError(op, json.Unmarshal(body, &v)) // for the decoder's offset and message
 	}

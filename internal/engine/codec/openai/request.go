@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/agentrewind/agentrewind/internal/engine/codec/internal/jsonobj"
+	"github.com/agentrewind/agentrewind/internal/engine/jsonscan"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
 
@@ -202,7 +203,7 @@ func (Codec) DenormalizeRequest(req session.Request) ([]byte, error) {
 		case k == "model" || k == "messages":
 			return nil, fieldError(op, "params."+k, ErrReserved)
 		case k == "system": // placed by denormalizeSystem
-		case !json.Valid(v):
+		case !jsonscan.Valid(v):
 			return nil, fieldError(op, "params."+k, ErrNotJSON)
 		default:
 			body.Set(k, jsonobj.Compact(v))
@@ -225,7 +226,7 @@ func denormalizeMessages(op string, sys json.RawMessage, msgs []session.Message)
 		o.Set("role", jsonobj.Quote(m.Role))
 		switch {
 		case m.Content == nil:
-		case !json.Valid(m.Content):
+		case !jsonscan.Valid(m.Content):
 			return nil, fieldError(op, path+".content", ErrNotJSON)
 		case jsonobj.Kind(jsonobj.Compact(m.Content)) == '{':
 			members, _ := jsonobj.Parse(m.Content)
@@ -252,7 +253,7 @@ func denormalizeSystem(op string, req session.Request) (json.RawMessage, error) 
 	raw, hasKept := req.Params["system"]
 	var kept *jsonobj.Object
 	if hasKept {
-		if !json.Valid(raw) {
+		if !jsonscan.Valid(raw) {
 			return nil, fieldError(op, "params.system", ErrNotJSON)
 		}
 		var err error

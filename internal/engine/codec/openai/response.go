@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/agentrewind/agentrewind/internal/engine/codec/internal/jsonobj"
+	"github.com/agentrewind/agentrewind/internal/engine/jsonscan"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
 
@@ -137,7 +138,7 @@ func (Codec) DenormalizeResponse(resp session.Response) ([]byte, error) {
 			return nil, fieldError(op, "raw.choices[0]", ErrWrongType)
 		}
 		if resp.Content != nil {
-			if !json.Valid(resp.Content) {
+			if !jsonscan.Valid(resp.Content) {
 				return nil, fieldError(op, "content", ErrNotJSON)
 			}
 			msg := jsonobj.Compact(resp.Content)
@@ -165,7 +166,7 @@ func envelope(op string, raw json.RawMessage) (*jsonobj.Object, error) {
 		env.Set("choices", json.RawMessage(`[{"index":0,"finish_reason":null}]`))
 		return env, nil
 	}
-	if !json.Valid(raw) {
+	if !jsonscan.Valid(raw) {
 		return nil, fieldError(op, "raw", ErrNotJSON)
 	}
 	env, err := jsonobj.ParseValid(raw)

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/agentrewind/agentrewind/internal/engine/codec/internal/jsonobj"
+	"github.com/agentrewind/agentrewind/internal/engine/jsonscan"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
 
@@ -180,7 +181,7 @@ func (ResponsesCodec) DenormalizeRequest(req session.Request) ([]byte, error) {
 	switch {
 	case req.System != "":
 		body.Set("instructions", jsonobj.Quote(req.System))
-	case hasKept && !json.Valid(kept):
+	case hasKept && !jsonscan.Valid(kept):
 		return nil, fieldError(op, "params.instructions", ErrNotJSON)
 	case hasKept:
 		body.Set("instructions", jsonobj.Compact(kept))
@@ -203,7 +204,7 @@ func (ResponsesCodec) DenormalizeRequest(req session.Request) ([]byte, error) {
 		case k == "model":
 			return nil, fieldError(op, "params."+k, ErrReserved)
 		case k == "instructions" || k == "input": // placed above
-		case !json.Valid(v):
+		case !jsonscan.Valid(v):
 			return nil, fieldError(op, "params."+k, ErrNotJSON)
 		default:
 			body.Set(k, jsonobj.Compact(v))
@@ -215,7 +216,7 @@ func (ResponsesCodec) DenormalizeRequest(req session.Request) ([]byte, error) {
 // denormalizeInput is the wire's input for req, nil for none.
 func denormalizeInput(op string, req session.Request) (json.RawMessage, error) {
 	if kept, ok := req.Params["input"]; ok {
-		if !json.Valid(kept) {
+		if !jsonscan.Valid(kept) {
 			return nil, fieldError(op, "params.input", ErrNotJSON)
 		}
 		kept = jsonobj.Compact(kept)
@@ -246,7 +247,7 @@ func messageItem(op, path string, m session.Message) (json.RawMessage, error) {
 	if m.Role == "" {
 		return nil, fieldError(op, path+".role", ErrMissing)
 	}
-	if m.Content != nil && !json.Valid(m.Content) {
+	if m.Content != nil && !jsonscan.Valid(m.Content) {
 		return nil, fieldError(op, path+".content", ErrNotJSON)
 	}
 	content := jsonobj.Compact(m.Content)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/agentrewind/agentrewind/internal/engine/codec/internal/jsonobj"
+	"github.com/agentrewind/agentrewind/internal/engine/jsonscan"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
 
@@ -81,7 +82,7 @@ func (ResponsesCodec) DenormalizeResponse(resp session.Response) ([]byte, error)
 	const op = "DenormalizeResponse"
 	env := jsonobj.New()
 	if len(resp.Raw) > 0 {
-		if !json.Valid(resp.Raw) {
+		if !jsonscan.Valid(resp.Raw) {
 			return nil, fieldError(op, "raw", ErrNotJSON)
 		}
 		var err error
@@ -92,7 +93,7 @@ func (ResponsesCodec) DenormalizeResponse(resp session.Response) ([]byte, error)
 		env.Set("object", jsonobj.Quote("response"))
 	}
 	if resp.Content != nil {
-		if !json.Valid(resp.Content) {
+		if !jsonscan.Valid(resp.Content) {
 			return nil, fieldError(op, "content", ErrNotJSON)
 		}
 		out := jsonobj.Compact(resp.Content)

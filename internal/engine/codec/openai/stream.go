@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentrewind/agentrewind/internal/engine/codec/internal/jsonobj"
 	"github.com/agentrewind/agentrewind/internal/engine/codec/internal/sse"
+	"github.com/agentrewind/agentrewind/internal/engine/jsonscan"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
 
@@ -91,7 +92,7 @@ func eventChunks(op string, body []byte, onDone func(), apply func(data json.Raw
 		case string(ev.Data) == done:
 			cd.Done = true
 			onDone()
-		case !json.Valid(ev.Data):
+		case !jsonscan.Valid(ev.Data):
 			return nil, &CodecError{Op: op, Offset: ev.Offset, Err: fmt.Errorf("%w: data of the event is neither JSON nor %s", ErrNotJSON, done)}
 		default:
 			cd.Data = jsonobj.Compact(ev.Data)

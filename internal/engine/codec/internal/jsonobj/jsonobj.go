@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+
+	"github.com/agentrewind/agentrewind/internal/engine/jsonscan"
 )
 
 // Object is a JSON object that remembers the order of its keys. Rebuilt bodies keep the layout the
@@ -29,14 +31,14 @@ func New() *Object { return &Object{Vals: map[string]json.RawMessage{}} }
 // wire's whitespace. A duplicate key keeps its first position and its last value, as encoding/json
 // would decode it.
 func Parse(raw []byte) (*Object, error) {
-	if !json.Valid(raw) {
+	if !jsonscan.Valid(raw) {
 		return decodeObject(raw) // for the decoder's error
 	}
 	return ParseValid(raw)
 }
 
-// ParseValid is Parse for a document the caller has just checked with json.Valid. It does not check
-// again: given anything else, it may accept what Parse refuses.
+// ParseValid is Parse for a document the caller has just checked with jsonscan.Valid (json.Valid's
+// verdict). It does not check again: given anything else, it may accept what Parse refuses.
 func ParseValid(raw []byte) (*Object, error) {
 	if o, ok := scanObject(raw); ok {
 		return o, nil
@@ -147,6 +149,10 @@ func (o *Object) Marshal() json.RawMessage {
 // Quote encodes s as a JSON string without HTML escaping: the server leaves <, > and & literal, and
 // so do the codecs, so rebuilt bodies differ from recorded ones as little as possible.
 func Quote(s string) json.RawMessage {
+	if plainASCII(s) { // what the encoder writes as it is, quoted: the usual key or value
+		b := make(json.RawMessage, 0, len(s)+2)
+		return append(append(append(b, '"'), s...), '"')
+	}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
@@ -154,8 +160,22 @@ func Quote(s string) json.RawMessage {
 	return bytes.TrimSuffix(b.Bytes(), []byte{'\n'})
 }
 
+// plainASCII reports whether s is printable ASCII without a quote or a backslash: the encoder escapes only
+// those, control characters, invalid UTF-8 and U+2028 and U+2029 (HTML escaping aside).
+func plainASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
 // Compact strips insignificant whitespace from valid JSON; string contents and escapes are kept.
 func Compact(raw []byte) json.RawMessage {
+	if jsonscan.Compact(raw) { // as recorded answers and SDK requests are: only a copy to make
+		return bytes.Clone(raw)
+	}
 	var b bytes.Buffer
 	if err := json.Compact(&b, raw); err != nil {
 		return append(json.RawMessage(nil), raw...)

@@ -1,6 +1,8 @@
 package jsonobj
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"testing"
 )
@@ -39,4 +41,24 @@ func TestObjectsKeepTheWiresOrderAndValues(t *testing.T) {
 			t.Errorf("Parse(%s) = %v, want ErrNotObject", bad, err)
 		}
 	}
+}
+
+// FuzzQuoteIsTheEncoders holds Quote's plain-ASCII shortcut to what the encoder writes without HTML
+// escaping, for any string.
+func FuzzQuoteIsTheEncoders(f *testing.F) {
+	for _, s := range []string{"", "end_turn", "a<b>&c", `say "hi"`, `back\slash`, "tab\there", "\x7f", "\x1f",
+		"caf\u00e9", "\u2028\u2029", "bad\xff", "\x00", " ~", "\ud7ff"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(s); err != nil {
+			t.Fatal(err)
+		}
+		if want, got := bytes.TrimSuffix(b.Bytes(), []byte{'\n'}), Quote(s); !bytes.Equal(want, got) {
+			t.Fatalf("Quote(%q) = %s, the encoder writes %s", s, got, want)
+		}
+	})
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"unicode/utf8"
+
+	"github.com/agentrewind/agentrewind/internal/engine/jsonscan"
 )
 
 // The codecs parse every request and every replayed answer, so Parse and SplitArray walk a valid
@@ -58,7 +60,7 @@ func scanObject(raw []byte) (*Object, bool) {
 
 // SplitArray returns the compact elements of a JSON array, and false when raw is not one.
 func SplitArray(raw []byte) ([]json.RawMessage, bool) {
-	if !json.Valid(raw) {
+	if !jsonscan.Valid(raw) {
 		return nil, false
 	}
 	return scanArray(raw) // on a valid document the walk fails only where raw is not an array
