@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentrewind/agentrewind/internal/engine/jsonscan"
 	"github.com/agentrewind/agentrewind/internal/engine/redact"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
@@ -155,11 +156,15 @@ func (r *runner) servedByField(rec *session.Response) (*session.Response, bool) 
 // servedJSON is one JSON field of a recorded response as it is served: compacted, respelled and
 // restored, in a buffer of its own.
 func (r *runner) servedJSON(field json.RawMessage) (json.RawMessage, bool) {
-	var compact bytes.Buffer
-	if err := json.Compact(&compact, field); err != nil {
-		return nil, false
+	compact := bytes.Clone(field) // as a recorded field is, having been written by the encoder
+	if !jsonscan.Compact(field) {
+		var b bytes.Buffer
+		if err := json.Compact(&b, field); err != nil {
+			return nil, false
+		}
+		compact = b.Bytes()
 	}
-	doc, err := r.restore(unescapeHTML(compact.Bytes()))
+	doc, err := r.restore(unescapeHTML(compact))
 	if err != nil {
 		return nil, false
 	}
