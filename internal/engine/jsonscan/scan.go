@@ -97,19 +97,8 @@ func (s *scanner) object(depth int) bool {
 		}
 		s.i++
 		s.space()
-		if !s.value(depth) {
-			return false
-		}
-		s.space()
-		switch s.next() {
-		case ',':
-			s.i++
-			s.space()
-		case '}':
-			s.i++
-			return true
-		default:
-			return false
+		if closed, ok := s.valueThen(depth, '}'); !ok || closed {
+			return ok
 		}
 	}
 }
@@ -125,21 +114,29 @@ func (s *scanner) array(depth int) bool {
 		return true
 	}
 	for {
-		if !s.value(depth) {
-			return false
-		}
-		s.space()
-		switch s.next() {
-		case ',':
-			s.i++
-			s.space()
-		case ']':
-			s.i++
-			return true
-		default:
-			return false
+		if closed, ok := s.valueThen(depth, ']'); !ok || closed {
+			return ok
 		}
 	}
+}
+
+// valueThen reads a member's or an element's value and what follows it: a comma, more to come, or
+// closer, the end of its object or array.
+func (s *scanner) valueThen(depth int, closer byte) (closed, ok bool) {
+	if !s.value(depth) {
+		return false, false
+	}
+	s.space()
+	switch s.next() {
+	case ',':
+		s.i++
+		s.space()
+		return false, true
+	case closer:
+		s.i++
+		return true, true
+	}
+	return false, false
 }
 
 // str reads a string from its opening quote.
