@@ -8,25 +8,28 @@ const maxDepth = 10000
 // Valid reports whether b is exactly one JSON value, surrounded by whitespace or not: json.Valid.
 // Like it, it does not look at the UTF-8 inside strings.
 func Valid(b []byte) bool {
-	ok, _ := check(b)
-	return ok
+	valid, _ := Check(b, 0)
+	return valid
 }
 
 // Compact reports whether b is one JSON value without whitespace outside its strings: a value
 // json.Compact returns unchanged.
 func Compact(b []byte) bool {
-	ok, spaced := check(b)
-	return ok && !spaced
+	valid, compact := Check(b, 0)
+	return valid && compact
 }
 
-func check(b []byte) (ok, spaced bool) {
+// Check reports whether b is one JSON value that json.Valid would accept inside enclosing arrays
+// and objects (as a document's member is inside one: its own depth is the document's limit less
+// those), and whether it is compact as well.
+func Check(b []byte, enclosing int) (valid, compact bool) {
 	s := scanner{b: b}
 	s.space()
-	if !s.value(0) {
+	if !s.value(enclosing) {
 		return false, false
 	}
 	s.space()
-	return s.i == len(b), s.spaced
+	return s.i == len(b), !s.spaced
 }
 
 // scanner walks b from i; spaced says whether it met whitespace between tokens.

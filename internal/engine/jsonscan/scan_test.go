@@ -19,6 +19,12 @@ func agreesWithEncodingJSON(t *testing.T, b []byte) {
 	if got := Compact(b); got != wantCompact {
 		t.Fatalf("Compact(%q) = %v, json.Compact leaves it unchanged: %v", b, got, wantCompact)
 	}
+	// Inside an array, as a member of a document is: its depth counts the array too. (A value that
+	// is not one alone could still make an array's elements; it is refused.)
+	inside := want && json.Valid(append(append([]byte("["), b...), ']'))
+	if got, _ := Check(b, 1); got != inside {
+		t.Fatalf("Check(%q, 1) = %v, json.Valid of it inside an array says %v", b, got, inside)
+	}
 }
 
 var seeds = []string{

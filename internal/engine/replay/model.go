@@ -131,7 +131,10 @@ func (r *runner) servedByField(rec *session.Response) (*session.Response, bool) 
 	}
 	resp := &session.Response{StopReason: rec.StopReason}
 	if r.vault != nil {
-		resp.StopReason = r.vault.Restore(rec.StopReason)
+		// A secret restored into it must be valid UTF-8 too: the encoder would replace a bad byte.
+		if resp.StopReason = r.vault.Restore(rec.StopReason); !utf8.ValidString(resp.StopReason) {
+			return nil, false
+		}
 	}
 	if rec.Usage != nil {
 		u := *rec.Usage
@@ -156,15 +159,20 @@ func (r *runner) servedByField(rec *session.Response) (*session.Response, bool) 
 // servedJSON is one JSON field of a recorded response as it is served: compacted, respelled and
 // restored, in a buffer of its own.
 func (r *runner) servedJSON(field json.RawMessage) (json.RawMessage, bool) {
-	compact := bytes.Clone(field) // as a recorded field is, having been written by the encoder
-	if !jsonscan.Compact(field) {
+	// The round trip decodes the field inside the response: one level deeper than on its own.
+	valid, compact := jsonscan.Check(field, 1)
+	if !valid {
+		return nil, false
+	}
+	doc := bytes.Clone(field) // as a recorded field is, having been written by the encoder
+	if !compact {
 		var b bytes.Buffer
 		if err := json.Compact(&b, field); err != nil {
 			return nil, false
 		}
-		compact = b.Bytes()
+		doc = b.Bytes()
 	}
-	doc, err := r.restore(unescapeHTML(compact))
+	doc, err := r.restore(unescapeHTML(doc))
 	if err != nil {
 		return nil, false
 	}

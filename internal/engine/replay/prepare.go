@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentrewind/agentrewind/internal/engine/fingerprint"
+	"github.com/agentrewind/agentrewind/internal/engine/jsonscan"
 	"github.com/agentrewind/agentrewind/internal/engine/redact"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 	"golang.org/x/text/unicode/norm"
@@ -265,7 +266,7 @@ func (r *runner) redactMessage(parts *[]storedPart, m session.Message) (session.
 	if err != nil {
 		return out, err
 	}
-	if bytes.Equal(red, doc) {
+	if bytes.Equal(red, doc) && jsonscan.Valid(doc) { // Valid: decoding refuses content nested too deep in it
 		// Nothing was redacted or respelled: decoding would give the role back (checkRequestText has
 		// refused one that is not valid UTF-8, which the encoder would have changed) and the content
 		// as the encoder wrote it, the value that ends the document

@@ -18,8 +18,9 @@ import (
 func TestServingByFieldEqualsTheRoundTrip(t *testing.T) {
 	token := redact.TokenPrefix + strings.Repeat("ab", redact.TokenHexLen/2)
 	legacy := redact.TokenPrefix + strings.Repeat("c", redact.LegacyTokenHexLen)
+	badSecret := redact.TokenPrefix + strings.Repeat("de", redact.TokenHexLen/2) // stands for invalid UTF-8
 	vault := redact.NewVault()
-	if err := vault.Merge(map[string]string{token: "sk-ant-secret<&>", legacy: "p\u2028w\"d"}); err != nil {
+	if err := vault.Merge(map[string]string{token: "sk-ant-secret<&>", legacy: "p\u2028w\"d", badSecret: "bad\xffsecret"}); err != nil {
 		t.Fatal(err)
 	}
 	contents := []json.RawMessage{
@@ -38,35 +39,52 @@ func TestServingByFieldEqualsTheRoundTrip(t *testing.T) {
 		json.RawMessage(`[1,2] [3]`),
 	}
 	raws := []json.RawMessage{nil, {}, json.RawMessage(`{"id":"msg_1","stop_reason":"end_turn","x":"\u003c"}`), json.RawMessage(`{"a": [ ` + "\"" + token + `" ] }`), json.RawMessage(`nope`)}
-	stops := []string{"", "end_turn", "a<b&c", `\u003c`, "\u2028", token, "bad\xffutf8", "ctl\x01"}
+	stops := []string{"", "end_turn", "a<b&c", `\u003c`, "\u2028", token, "bad\xffutf8", "ctl\x01", badSecret}
 	usages := []*session.Usage{nil, {}, {InputTokens: 1 << 62, OutputTokens: 7, CacheReadInputTokens: 3, CostMicroUSD: -1}}
 	var cases int
-	for _, v := range []*redact.Vault{nil, redact.NewVault(), vault} {
+	compare := func(v *redact.Vault, rec *session.Response) {
+		t.Helper()
 		r := &runner{vault: v}
+		want, wantErr := r.servedByRoundTrip(rec)
+		got, ok := r.servedByField(rec)
+		cases++
+		if !ok {
+			return // served by the round trip itself
+		}
+		name := fmt.Sprintf("vault %v, content %.200q, raw %.200q, stop %q, usage %+v", v != nil, rec.Content, rec.Raw, rec.StopReason, rec.Usage)
+		if wantErr != nil {
+			t.Fatalf("%s: the round trip fails (%v) where the field path serves %.200v", name, wantErr, got)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("%s: (-round trip +by field):\n%.2000s", name, diff)
+		}
+		if want.Usage != nil && got.Usage == rec.Usage {
+			t.Fatalf("%s: the served usage is the recording's own", name)
+		}
+	}
+	vaults := []*redact.Vault{nil, redact.NewVault(), vault}
+	for _, v := range vaults {
 		for _, c := range contents {
 			for _, raw := range raws {
 				for _, stop := range stops {
 					for _, u := range usages {
-						rec := &session.Response{Content: c, Raw: raw, StopReason: stop, Usage: u}
-						want, wantErr := r.servedByRoundTrip(rec)
-						got, ok := r.servedByField(rec)
-						cases++
-						name := fmt.Sprintf("vault %v, content %q, raw %q, stop %q, usage %+v", v != nil, c, raw, stop, u)
-						if !ok {
-							continue // served by the round trip itself
-						}
-						if wantErr != nil {
-							t.Fatalf("%s: the round trip fails (%v) where the field path serves %+v", name, wantErr, got)
-						}
-						if diff := cmp.Diff(want, got); diff != "" {
-							t.Fatalf("%s: (-round trip +by field):\n%s", name, diff)
-						}
-						if want.Usage != nil && got.Usage == rec.Usage {
-							t.Fatalf("%s: the served usage is the recording's own", name)
-						}
+						compare(v, &session.Response{Content: c, Raw: raw, StopReason: stop, Usage: u})
 					}
 				}
 			}
+		}
+		// encoding/json's depth limit, 10,000, counts the response around a field: 9,999 deep is the
+		// most either field may be.
+		for _, deep := range []json.RawMessage{
+			json.RawMessage(strings.Repeat("[", 9999) + strings.Repeat("]", 9999)),
+			json.RawMessage(strings.Repeat("[", 10000) + strings.Repeat("]", 10000)),
+			json.RawMessage(strings.Repeat(`{"a":`, 9999) + "1" + strings.Repeat("}", 9999)),
+			json.RawMessage(strings.Repeat(`{"a":`, 10000) + "1" + strings.Repeat("}", 10000)),
+			json.RawMessage(strings.Repeat(`[{"a":`, 5000) + "1" + strings.Repeat("}]", 5000)),
+			json.RawMessage(" " + strings.Repeat("[ ", 10000) + strings.Repeat("] ", 10000)),
+		} {
+			compare(v, &session.Response{Content: deep, Raw: raws[2], StopReason: "end_turn"})
+			compare(v, &session.Response{Content: contents[2], Raw: deep, StopReason: "end_turn"})
 		}
 	}
 	// The field path must be the one taken for an ordinary answer, or the test above proves nothing.
