@@ -123,8 +123,9 @@ func (r *runner) servedByRoundTrip(rec *session.Response) (*session.Response, er
 // the whole response: each JSON field compacted (as the encoder does), respelled and restored on its
 // own, which is the same because the respelling and the restoring go value by value. ok is false
 // where the round trip may change or refuse what this would not: a stop reason that is not valid
-// UTF-8 (the encoder replaces each bad byte), a field that is not JSON (the round trip's error is
-// the one to report). TestServingByFieldEqualsTheRoundTrip holds the two to the same result.
+// UTF-8, or restored to a secret that is not (the encoder replaces each bad byte); a field that is
+// not JSON, or only within the depth limit on its own (the round trip's error is the one to report).
+// TestServingByFieldEqualsTheRoundTrip holds the two to the same result.
 func (r *runner) servedByField(rec *session.Response) (*session.Response, bool) {
 	if !utf8.ValidString(rec.StopReason) {
 		return nil, false
