@@ -6,7 +6,6 @@ import (
 	"errors"
 
 	"github.com/agentrewind/agentrewind/internal/engine/codec/internal/jsonobj"
-	"github.com/agentrewind/agentrewind/internal/engine/jsonscan"
 )
 
 // accumulator assembles the final Message of a stream from its events, over raw JSON so that members
@@ -287,8 +286,8 @@ func (b *block) finish() json.RawMessage {
 			b.obj.Set(k, jsonobj.Quote(buf.String()))
 		}
 	}
-	if jsonscan.Valid(b.input) {
-		b.obj.Set("input", jsonobj.Compact(b.input))
+	if input, ok := jsonobj.CompactValid(b.input); ok {
+		b.obj.Set("input", input)
 	}
 	if len(b.citations) > 0 {
 		cs := []byte{'['}

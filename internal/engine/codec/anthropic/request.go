@@ -181,10 +181,11 @@ func denormalizeMessages(op string, msgs []session.Message) (json.RawMessage, er
 		o := jsonobj.New()
 		o.Set("role", jsonobj.Quote(m.Role))
 		if m.Content != nil {
-			if !jsonscan.Valid(m.Content) {
+			content, ok := jsonobj.CompactValid(m.Content)
+			if !ok {
 				return nil, fieldError(op, path+".content", ErrNotJSON)
 			}
-			o.Set("content", jsonobj.Compact(m.Content))
+			o.Set("content", content)
 		}
 		if i > 0 {
 			b = append(b, ',')

@@ -101,10 +101,11 @@ func (Codec) DenormalizeResponse(resp session.Response) ([]byte, error) {
 	if content == nil {
 		content = json.RawMessage("[]")
 	}
-	if !jsonscan.Valid(content) {
+	content, ok := jsonobj.CompactValid(content)
+	if !ok {
 		return nil, fieldError(op, "content", ErrNotJSON)
 	}
-	env.SetAfter("content", jsonobj.Compact(content), "model", "role", "type", "id")
+	env.SetAfter("content", content, "model", "role", "type", "id")
 	if cur, _ := stopReasonOf(op, env); cur != resp.StopReason {
 		env.SetAfter("stop_reason", nullableString(resp.StopReason), "content")
 	}

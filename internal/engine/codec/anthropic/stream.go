@@ -8,7 +8,6 @@ import (
 
 	"github.com/agentrewind/agentrewind/internal/engine/codec/internal/jsonobj"
 	"github.com/agentrewind/agentrewind/internal/engine/codec/internal/sse"
-	"github.com/agentrewind/agentrewind/internal/engine/jsonscan"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
 
@@ -77,10 +76,11 @@ func eventData(op string, ev sse.Event) (json.RawMessage, error) {
 	if ev.Data == nil {
 		return nil, nil
 	}
-	if !jsonscan.Valid(ev.Data) {
+	data, ok := jsonobj.CompactValid(ev.Data)
+	if !ok {
 		return nil, &CodecError{Op: op, Offset: ev.Offset, Err: fmt.Errorf("%w: data of event %q", ErrNotJSON, ev.Name)}
 	}
-	return jsonobj.Compact(ev.Data), nil
+	return data, nil
 }
 
 // RebuildStream plays chunks back as a text/event-stream body: for each, an "event:" line when it

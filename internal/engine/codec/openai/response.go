@@ -138,10 +138,10 @@ func (Codec) DenormalizeResponse(resp session.Response) ([]byte, error) {
 			return nil, fieldError(op, "raw.choices[0]", ErrWrongType)
 		}
 		if resp.Content != nil {
-			if !jsonscan.Valid(resp.Content) {
+			msg, ok := jsonobj.CompactValid(resp.Content)
+			if !ok {
 				return nil, fieldError(op, "content", ErrNotJSON)
 			}
-			msg := jsonobj.Compact(resp.Content)
 			if jsonobj.Kind(msg) != '{' {
 				return nil, fieldError(op, "content", ErrWrongType)
 			}

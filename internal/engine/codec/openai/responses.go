@@ -216,10 +216,9 @@ func (ResponsesCodec) DenormalizeRequest(req session.Request) ([]byte, error) {
 // denormalizeInput is the wire's input for req, nil for none.
 func denormalizeInput(op string, req session.Request) (json.RawMessage, error) {
 	if kept, ok := req.Params["input"]; ok {
-		if !jsonscan.Valid(kept) {
+		if kept, ok = jsonobj.CompactValid(kept); !ok {
 			return nil, fieldError(op, "params.input", ErrNotJSON)
 		}
-		kept = jsonobj.Compact(kept)
 		switch {
 		case jsonobj.Kind(kept) == '"' && len(req.Messages) == 1 && req.Messages[0].Role == "user" &&
 			string(jsonobj.Compact(req.Messages[0].Content)) == string(kept):
@@ -247,10 +246,13 @@ func messageItem(op, path string, m session.Message) (json.RawMessage, error) {
 	if m.Role == "" {
 		return nil, fieldError(op, path+".role", ErrMissing)
 	}
-	if m.Content != nil && !jsonscan.Valid(m.Content) {
-		return nil, fieldError(op, path+".content", ErrNotJSON)
+	var content json.RawMessage // nil stays nil
+	if m.Content != nil {
+		var ok bool
+		if content, ok = jsonobj.CompactValid(m.Content); !ok {
+			return nil, fieldError(op, path+".content", ErrNotJSON)
+		}
 	}
-	content := jsonobj.Compact(m.Content)
 	if jsonobj.Kind(content) == '{' {
 		members, err := jsonobj.Parse(content)
 		if err != nil {

@@ -93,10 +93,10 @@ func (ResponsesCodec) DenormalizeResponse(resp session.Response) ([]byte, error)
 		env.Set("object", jsonobj.Quote("response"))
 	}
 	if resp.Content != nil {
-		if !jsonscan.Valid(resp.Content) {
+		out, ok := jsonobj.CompactValid(resp.Content)
+		if !ok {
 			return nil, fieldError(op, "content", ErrNotJSON)
 		}
-		out := jsonobj.Compact(resp.Content)
 		if jsonobj.Kind(out) != '[' {
 			return nil, fieldError(op, "content", ErrWrongType)
 		}

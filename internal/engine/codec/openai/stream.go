@@ -9,7 +9,6 @@ import (
 
 	"github.com/agentrewind/agentrewind/internal/engine/codec/internal/jsonobj"
 	"github.com/agentrewind/agentrewind/internal/engine/codec/internal/sse"
-	"github.com/agentrewind/agentrewind/internal/engine/jsonscan"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
 
@@ -92,10 +91,11 @@ func eventChunks(op string, body []byte, onDone func(), apply func(data json.Raw
 		case string(ev.Data) == done:
 			cd.Done = true
 			onDone()
-		case !jsonscan.Valid(ev.Data):
-			return nil, &CodecError{Op: op, Offset: ev.Offset, Err: fmt.Errorf("%w: data of the event is neither JSON nor %s", ErrNotJSON, done)}
 		default:
-			cd.Data = jsonobj.Compact(ev.Data)
+			var ok bool
+			if cd.Data, ok = jsonobj.CompactValid(ev.Data); !ok {
+				return nil, &CodecError{Op: op, Offset: ev.Offset, Err: fmt.Errorf("%w: data of the event is neither JSON nor %s", ErrNotJSON, done)}
+			}
 			if err := apply(cd.Data); err != nil {
 				err.Op, err.Offset = op, ev.Offset
 				return nil, err

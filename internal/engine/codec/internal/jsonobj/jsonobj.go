@@ -172,15 +172,26 @@ func plainASCII(s string) bool {
 }
 
 // Compact strips insignificant whitespace from valid JSON; string contents and escapes are kept.
+// Anything else is copied as it is.
 func Compact(raw []byte) json.RawMessage {
-	if jsonscan.Compact(raw) { // as recorded answers and SDK requests are: only a copy to make
-		return bytes.Clone(raw)
+	if c, ok := CompactValid(raw); ok {
+		return c
+	}
+	return append(json.RawMessage(nil), raw...)
+}
+
+// CompactValid checks raw and compacts it in one pass: the compacted copy, or false when raw is not
+// JSON (json.Valid's verdict).
+func CompactValid(raw []byte) (json.RawMessage, bool) {
+	switch valid, compact := jsonscan.Check(raw, 0); {
+	case !valid:
+		return nil, false
+	case compact: // as recorded answers and SDK requests are: only a copy to make
+		return bytes.Clone(raw), true
 	}
 	var b bytes.Buffer
-	if err := json.Compact(&b, raw); err != nil {
-		return append(json.RawMessage(nil), raw...)
-	}
-	return b.Bytes()
+	_ = json.Compact(&b, raw) // valid, so it cannot fail
+	return b.Bytes(), true
 }
 
 // IsNull reports whether raw is absent or the JSON null.

@@ -62,3 +62,30 @@ func FuzzQuoteIsTheEncoders(f *testing.F) {
 		}
 	})
 }
+
+// FuzzCompactValidIsValidThenCompact holds CompactValid's one pass to the two it replaces, json.Valid
+// and then json.Compact, and to a copy: what it returns never shares raw's bytes.
+func FuzzCompactValidIsValidThenCompact(f *testing.F) {
+	for _, s := range []string{``, `{}`, ` { "a" : [ 1 , 2 ] } `, `{"a":"<&>\u2028"}`, `[1,]`, `"\ud800"`, "\"\xff\"", `1 2`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		got, ok := CompactValid(raw)
+		if want := json.Valid(raw); ok != want {
+			t.Fatalf("CompactValid(%q) says %v, json.Valid %v", raw, ok, want)
+		}
+		if !ok {
+			return
+		}
+		var want bytes.Buffer
+		if err := json.Compact(&want, raw); err != nil || !bytes.Equal(got, want.Bytes()) {
+			t.Fatalf("CompactValid(%q) = %q, json.Compact gives %q (%v)", raw, got, want.Bytes(), err)
+		}
+		if len(got) > 0 && len(raw) > 0 {
+			got[0] ^= 0xff
+			if raw[0] == got[0] {
+				t.Fatalf("CompactValid(%q) shares raw's bytes", raw)
+			}
+		}
+	})
+}
