@@ -40,7 +40,8 @@ import (
 // The canonical form after the messages follows from the request's head, which a lane's requests
 // usually repeat, so the memo keeps it with the head (a codec's StripVolatile must not strip the head
 // by what the messages say; the codecs here strip fixed params). Anything the memo does not cover (a
-// request without messages, a codec whose StripVolatile changes messages, a structural path into the messages, any error) is prepared from scratch.
+// request without messages, a codec whose StripVolatile changes messages, a structural path into
+// the messages, any error) is prepared from scratch.
 
 // messagesOpen is how the canonical form of a request with messages begins.
 var messagesOpen = []byte(`{"messages":[`)
