@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentrewind/agentrewind/internal/testenv"
 )
 
 // TestPagedEndpointsReportTheOffsetTheyServed: a page asked for past the end (or from a hand-edited
@@ -49,26 +50,17 @@ func TestForkPageCostsItsOwnSize(t *testing.T) {
 	child.Meta.ForkedAtStep = &at
 	page, whole := time.Duration(math.MaxInt64), time.Duration(math.MaxInt64)
 	for range 5 {
-		start := cpuTime(t)
+		start := testenv.CPUTime(t)
 		if v := forkView("big", "fork", parent, child, 30_000, 10); len(v.Rows) != 10 || v.Rows[0].Parent == nil || v.Rows[0].Child == nil {
 			t.Fatalf("the page: %+v", v.Rows)
 		}
-		mid := cpuTime(t)
+		mid := testenv.CPUTime(t)
 		rowsOf(parent, parent.Events)
-		page, whole = min(page, mid-start), min(whole, cpuTime(t)-mid)
+		page, whole = min(page, mid-start), min(whole, testenv.CPUTime(t)-mid)
 	}
 	ratio := float64(page) / float64(whole)
 	t.Logf("a fork page of 10 steps: %v CPU; every row of the log: %v (%.2f)", page, whole, ratio)
 	if ratio > 1 {
 		t.Errorf("a fork page of 10 steps costs %.2f of building every row of the log (%v against %v of CPU); want under 1", ratio, page, whole)
 	}
-}
-
-// cpuTime is the CPU time this process has used, user and system.
-func cpuTime(t testing.TB) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		t.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

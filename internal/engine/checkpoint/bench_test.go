@@ -8,9 +8,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentrewind/agentrewind/internal/testenv"
 )
 
 // benchTree writes files pseudo-random files totalling about total bytes (no two alike, so nothing
@@ -163,12 +164,12 @@ func BenchmarkIncrementalCapture(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			start, cpu0 := time.Now(), cpuTime(b)
+			start, cpu0 := time.Now(), testenv.CPUTime(b)
 			c, err := store.Create(ctx, ws, CaptureOptions{Anchor: recorderAnchor(int64(i + 1))})
 			if err != nil {
 				b.Fatal(err)
 			}
-			times, cpu = append(times, time.Since(start)), append(cpu, cpuTime(b)-cpu0)
+			times, cpu = append(times, time.Since(start)), append(cpu, testenv.CPUTime(b)-cpu0)
 			last = c
 			hashed += int64(c.Stats.Hashed)
 			uploaded += c.Stats.IncrementalBytes
@@ -182,12 +183,12 @@ func BenchmarkIncrementalCapture(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		start, cpu0 := time.Now(), cpuTime(b)
+		start, cpu0 := time.Now(), testenv.CPUTime(b)
 		if _, err := OpenStore(storeDir(store)).Create(ctx, ws, CaptureOptions{Anchor: recorderAnchor(21)}); err != nil {
 			b.Fatal(err)
 		}
 		b.ReportMetric(time.Since(start).Seconds(), "cold-s")
-		b.ReportMetric((cpuTime(b) - cpu0).Seconds(), "cold-cpu-s")
+		b.ReportMetric((testenv.CPUTime(b) - cpu0).Seconds(), "cold-cpu-s")
 		slices.Sort(times)
 		slices.Sort(cpu)
 		p50, p95 := times[len(times)/2], times[len(times)*95/100]
@@ -202,13 +203,4 @@ func BenchmarkIncrementalCapture(b *testing.B) {
 		b.ReportMetric(p50.Seconds()/finds[1].Seconds(), "p50/find")
 		b.ReportMetric(float64(full.Stats.Hashed), "files-read-full")
 	}
-}
-
-// cpuTime is the CPU time (user and system) this process has used.
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
