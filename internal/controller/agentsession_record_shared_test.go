@@ -55,8 +55,18 @@ func TestOneRecordingPerSessionID(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if n, _ := recordJobs("x", "y", "z"); n != 1 {
-		t.Fatalf("session burst: %d recording Jobs, want 1", n)
+	// The burst's Job may come after those 3 s on a busy machine; once it is there, it stays the only one.
+	e.eventually("one recording Job for session burst", func() (bool, string) {
+		n, who := recordJobs("x", "y", "z")
+		if n > 1 {
+			t.Fatalf("session burst: %d recording Jobs (%s), want 1", n, who)
+		}
+		return n == 1, fmt.Sprintf("%d recording Jobs", n)
+	})
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if n, who := recordJobs("x", "y", "z"); n != 1 {
+			t.Fatalf("session burst: %d recording Jobs (%s) after the first, want 1", n, who)
+		}
 	}
 	if msg := conditionMessage(e.session("second").Status.Conditions, v1alpha1.ConditionReconciling); !strings.Contains(msg, e.ns+"/first records session shared") {
 		t.Errorf("second's Reconciling says %q, want who records", msg)
