@@ -61,6 +61,11 @@ var gcSweepLock = func(cmd *cobra.Command) (blobsweep.Lock, error) {
 	return &controller.LeaseLock{Client: c, Namespace: namespace, Name: name, Duration: duration, Clock: clock.RealClock{}}, nil
 }
 
+// sweepClock is the time source of a sweep: its start, from which --margin counts back, is read from
+// it. Tests fix it, so that a blob's age against the margin does not depend on how long the requests
+// before the sweep took on a busy machine.
+var sweepClock = time.Now
+
 // sweepOptions are the flags of a sweep, shared by engine gc-sweep and gc report.
 type sweepOptions struct {
 	store  storeFlags
@@ -87,7 +92,7 @@ func (o *sweepOptions) sweep(ctx context.Context, store *blobstore.SessionStore,
 		return nil, fmt.Errorf("the store %T cannot list in pages or delete in batches", store.Objects())
 	}
 	return blobsweep.Run(ctx, objects, blobsweep.Options{Layout: store.Layout(), Margin: o.margin, DryRun: dryRun,
-		Lock: lock, Holder: holder, Parallelism: o.store.parallel})
+		Lock: lock, Holder: holder, Parallelism: o.store.parallel, Clock: sweepClock})
 }
 
 // newGCSweepTaskCommand is `agentrewind engine gc-sweep`, the blob sweep the GC controller's Job runs.

@@ -22,7 +22,10 @@ import (
 )
 
 // gcStore is a store with one session, an orphan blob older than a 2s margin and a young orphan.
-// It returns the keys of both orphans and of the session's blob.
+// It returns the keys of both orphans and of the session's blob. Until the test ends every sweep
+// begins one second after the time the store stamped the young orphan with, however long the test's
+// commands take on a busy machine: the young orphan is within the 2s margin, yet a sweep that ignored
+// the margin would delete it; the old one, stored 3.5s before it by the store's clock, is past it.
 func gcStore(t *testing.T, srv *testenv.S3Server, store string) (oldOrphan, youngOrphan, sessionBlob string) {
 	t.Helper()
 	if _, _, err := runStoreCommand(t, newPushCommand, storeFixture(t, "run-1"), "--store", store, "--create-bucket"); err != nil {
@@ -48,6 +51,13 @@ func gcStore(t *testing.T, srv *testenv.S3Server, store string) (oldOrphan, youn
 	oldOrphan = put("the blob of a session the GC deleted")
 	time.Sleep(3500 * time.Millisecond) // past the 2s margin the tests sweep with
 	youngOrphan = put("a blob uploaded a moment ago")
+	young, err := client.StatObject(context.Background(), bucket, youngOrphan, minio.StatObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev := sweepClock
+	t.Cleanup(func() { sweepClock = prev })
+	sweepClock = func() time.Time { return young.LastModified.Add(time.Second) }
 	return oldOrphan, youngOrphan, sessionBlob
 }
 
