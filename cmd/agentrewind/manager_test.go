@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -43,21 +45,31 @@ func TestManagerServesProbesAndMetricsAndLeadsThroughALease(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	metricsAddr, probeAddr := testenv.FreeLoopbackAddr(t), testenv.FreeLoopbackAddr(t)
 	// The controllers run too; the store is only opened when a session needs it.
 	t.Setenv("AWS_ACCESS_KEY_ID", "manager-test")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "manager-test-secret")
-	cmd := newRootCommand()
-	cmd.SetArgs([]string{"manager", "--kubeconfig", kubeconfigPath,
-		"--engine-image", "registry.example/agentrewind:test", "--store-endpoint", "http://127.0.0.1:1", "--store-bucket", "operator-store",
-		"--metrics-bind-address", metricsAddr, "--metrics-secure=false",
-		"--health-probe-bind-address", probeAddr,
-		"--leader-elect", "--leader-election-namespace", "default", "--leader-election-id", "manager-test"})
-	cmd.SetOut(io.Discard)
-	ctx, cancel := context.WithCancel(context.Background())
+	var (
+		metricsAddr, probeAddr string
+		ctx                    context.Context
+		cancel                 context.CancelFunc
+		done                   <-chan error
+	)
+	// controller-runtime binds the metrics and probe addresses it is given and reports neither port it
+	// bound, so the test picks two free ports; another process can take one before the manager binds
+	// it, and then the manager is started again on two others.
+	for attempt := 1; ; attempt++ {
+		metricsAddr, probeAddr = twoFreeLoopbackAddrs(t)
+		ctx, cancel = context.WithCancel(context.Background())
+		var err error
+		if done, err = startManagerUntilServing(ctx, kubeconfigPath, metricsAddr, probeAddr); err == nil {
+			break
+		}
+		cancel()
+		if attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+			t.Fatal(err)
+		}
+	}
 	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- cmd.ExecuteContext(ctx) }()
 
 	for _, path := range []string{"/healthz", "/readyz"} {
 		if body := waitForHTTP200(t, done, "http://"+probeAddr+path); body != "ok" {
@@ -90,6 +102,60 @@ func TestManagerServesProbesAndMetricsAndLeadsThroughALease(t *testing.T) {
 	if lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity != "" {
 		t.Errorf("the Lease is still held by %q after shutdown; it should be released", *lease.Spec.HolderIdentity)
 	}
+}
+
+// twoFreeLoopbackAddrs returns two distinct 127.0.0.1 addresses whose ports were free a moment ago:
+// both are held open until both are chosen, so the system cannot hand out the same port twice.
+func twoFreeLoopbackAddrs(t *testing.T) (string, string) {
+	t.Helper()
+	var addrs [2]string
+	for i := range addrs {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		addrs[i] = ln.Addr().String()
+	}
+	return addrs[0], addrs[1]
+}
+
+// startManagerUntilServing runs `agentrewind manager` with leader election against the API server of
+// kubeconfig, serving metrics (plain HTTP) and probes on the given addresses, and returns once both
+// answer. If the manager exits first (it could not bind one of them), it returns why.
+func startManagerUntilServing(ctx context.Context, kubeconfig, metricsAddr, probeAddr string) (<-chan error, error) {
+	cmd := newRootCommand()
+	cmd.SetArgs([]string{"manager", "--kubeconfig", kubeconfig,
+		"--engine-image", "registry.example/agentrewind:test", "--store-endpoint", "http://127.0.0.1:1", "--store-bucket", "operator-store",
+		"--metrics-bind-address", metricsAddr, "--metrics-secure=false",
+		"--health-probe-bind-address", probeAddr,
+		"--leader-elect", "--leader-election-namespace", "default", "--leader-election-id", "manager-test"})
+	cmd.SetOut(io.Discard)
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	// A port lost to another process may be held by one that accepts and never answers: each look
+	// gives up after a second, so that the manager's exit is seen.
+	look := &http.Client{Timeout: time.Second}
+	answers := func(url string) bool {
+		resp, err := look.Get(url)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !answers("http://"+probeAddr+"/healthz") || !answers("http://"+metricsAddr+"/metrics") {
+		select {
+		case err := <-done:
+			return nil, fmt.Errorf("the manager exited before serving metrics on %s and probes on %s: %v", metricsAddr, probeAddr, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("the manager did not serve metrics on %s and probes on %s within 30s", metricsAddr, probeAddr)
+		}
+	}
+	return done, nil
 }
 
 // waitFor polls cond until it holds, failing if the manager exits first or 30s pass.

@@ -236,7 +236,10 @@ func (o *proxyOptions) run(cmd *cobra.Command) error {
 		health := &http.Server{Handler: srv.HealthHandler(), ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = health.Serve(hln) }()
 		defer health.Close()
+		fmt.Fprintf(cmd.ErrOrStderr(), "agentrewind proxy serving probes on %s\n", hln.Addr())
 	}
+	// The bound addresses, not the flags (a port given as 0 is the one the system chose), printed once
+	// every listener is bound: whoever reads this line can connect.
 	fmt.Fprintf(cmd.ErrOrStderr(), "agentrewind proxy (%s) listening on %s\n", opts.Mode, ln.Addr())
 	out := srv.Run(ctx) // within --shutdown-timeout of the signal
 	// Run waited for (or cut) the calls in flight; what is left is answers being written.

@@ -1,16 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -24,48 +23,65 @@ import (
 	"github.com/agentrewind/agentrewind/internal/engine/task"
 	"github.com/agentrewind/agentrewind/internal/engine/verdict/ledger"
 	"github.com/agentrewind/agentrewind/internal/fakellm"
+	"github.com/agentrewind/agentrewind/internal/syncbuf"
 )
 
 // proxyRun is agentrewind proxy running in-process; stop is its SIGTERM.
 type proxyRun struct {
-	url    string
-	cancel context.CancelFunc
-	done   chan error
-	stderr *bytes.Buffer
+	url string
+	// healthURL is the --health-listen server's, when the run has one.
+	healthURL string
+	cancel    context.CancelFunc
+	done      chan error
+	stderr    *syncbuf.Buffer
 }
 
+// The lines the proxy prints once its listeners are bound, with the addresses they bound.
+var (
+	proxyListensOn      = regexp.MustCompile(`(?m)^agentrewind proxy \(\w+\) listening on (\S+)$`)
+	proxyServesProbesOn = regexp.MustCompile(`(?m)^agentrewind proxy serving probes on (\S+)$`)
+)
+
+// startProxyCommand runs agentrewind proxy with args on a loopback port the system picks, and returns
+// once it is ready at the address it printed. A port the test chose and the proxy bound later could
+// be taken by another process in between; a --health-listen of 127.0.0.1:0 is read the same way.
 func startProxyCommand(t *testing.T, args ...string) *proxyRun {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
 	ctx, cancel := context.WithCancel(context.Background())
-	run := &proxyRun{url: "http://" + addr, cancel: cancel, done: make(chan error, 1), stderr: &bytes.Buffer{}}
+	run := &proxyRun{cancel: cancel, done: make(chan error, 1), stderr: &syncbuf.Buffer{}}
 	cmd := newRootCommand()
-	cmd.SetArgs(append([]string{"proxy", "--listen", addr}, args...))
+	cmd.SetArgs(append([]string{"proxy", "--listen", "127.0.0.1:0"}, args...))
 	cmd.SetOut(io.Discard)
 	cmd.SetErr(run.stderr)
 	go func() { run.done <- cmd.ExecuteContext(ctx) }()
 	t.Cleanup(cancel)
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		resp, err := http.Get(run.url + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return run
+		if run.url == "" {
+			printed := run.stderr.String()
+			if m := proxyListensOn.FindStringSubmatch(printed); m != nil {
+				run.url = "http://" + m[1]
+				if m := proxyServesProbesOn.FindStringSubmatch(printed); m != nil {
+					run.healthURL = "http://" + m[1]
+				}
+			}
+		}
+		if run.url != "" {
+			resp, err := http.Get(run.url + "/readyz")
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					return run
+				}
 			}
 		}
 		select {
 		case err := <-run.done:
-			t.Fatalf("the proxy exited: %v", err)
+			t.Fatalf("the proxy exited: %v\n%s", err, run.stderr)
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	t.Fatal("the proxy did not become ready")
+	t.Fatalf("the proxy did not become ready\n%s", run.stderr)
 	return nil
 }
 
@@ -332,17 +348,14 @@ func TestProxyCommandRefusesAWorkspaceHeadItCannotStamp(t *testing.T) {
 func TestTheHealthPortServesProbesButNotTheModelAPI(t *testing.T) {
 	t.Setenv("ANTHROPIC_API_KEY", "")
 	_, upstream := fakeLLM(t, hiThere)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	health := ln.Addr().String()
-	ln.Close()
 	rec := startProxyCommand(t, "--mode", "record", "--session-dir", t.TempDir(), "--session-id", "run-h",
-		"--anthropic-upstream", upstream, "--health-listen", health)
+		"--anthropic-upstream", upstream, "--health-listen", "127.0.0.1:0")
 	defer func() { _ = rec.stop(t) }()
+	if rec.healthURL == "" {
+		t.Fatalf("the proxy printed no --health-listen address:\n%s", rec.stderr)
+	}
 	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
-		resp, err := http.Get("http://" + health + path)
+		resp, err := http.Get(rec.healthURL + path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -351,7 +364,7 @@ func TestTheHealthPortServesProbesButNotTheModelAPI(t *testing.T) {
 			t.Fatalf("health port %s: %d", path, resp.StatusCode)
 		}
 	}
-	if _, err := askProxy(t, "http://"+health, "hello"); err == nil {
+	if _, err := askProxy(t, rec.healthURL, "hello"); err == nil {
 		t.Fatal("the health port answered a model request")
 	}
 	if msg, err := askProxy(t, rec.url, "hello"); err != nil || msg.Content[0].Text != "Hi there" {
