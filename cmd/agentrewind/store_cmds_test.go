@@ -427,7 +427,10 @@ func TestStoreSilentEndpointFailsWithinTheStatedTime(t *testing.T) {
 	stated := blobstore.Config{RequestTimeout: 200 * time.Millisecond}.NoAnswerBudget()
 	start := time.Now()
 	_, _, err = runStoreCommand(t, newLsCommand, "--store", "s3://bucket", "--endpoint", "http://"+l.Addr().String(), "--request-timeout", "200ms")
-	if elapsed := time.Since(start); err == nil || elapsed > stated+300*time.Millisecond {
+	// The attempts are counted exactly below; the clock only has to tell a command that waits 200ms
+	// per attempt from one that ignores --request-timeout and waits the default 30s, so it gets 2s of
+	// slack for the scheduling jitter of a loaded machine.
+	if elapsed := time.Since(start); err == nil || elapsed > stated+2*time.Second {
 		t.Fatalf("ls against a silent endpoint: %v after %s, want a failure within the stated %s", err, elapsed, stated)
 	}
 	if !strings.Contains(err.Error(), "gave up after 5 attempts") || !strings.Contains(err.Error(), "no complete answer within 200ms") {
