@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/agentrewind/agentrewind/internal/engine/session"
+	"github.com/agentrewind/agentrewind/internal/fakellm"
 )
 
 // ---------- secrets ----------
@@ -343,18 +344,42 @@ func TestMalformedBodiesGetTheProviderErrorShape(t *testing.T) {
 }
 
 // SIGTERM during a slow but finite stream: the committed session is complete and replays the stream.
+// The upstream pauses after its first event until the run has been told to stop, so the call is in
+// flight at the signal however slowly the machine runs; a call that arrived after it would be refused
+// with 503 and recorded nowhere.
 func TestAStreamInFlightAtShutdownIsCommittedAndReplayed(t *testing.T) {
-	fake, up := hFake(t, "chunkSize: 2\nturns:\n- text: "+strings.Repeat("abcdefghij", 5)+"\n  faults: [{kind: slow, eventDelay: 20ms}]\n")
-	_ = fake
+	script, err := fakellm.Parse([]byte("chunkSize: 2\nturns:\n- text: " + strings.Repeat("abcdefghij", 5) + "\n  faults: [{kind: slow, eventDelay: 20ms}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := fakellm.New(script)
+	paused, resume := make(chan struct{}), make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		fake.ServeHTTP(&pausingWriter{ResponseWriter: w, r: req, paused: paused, resume: resume}, req)
+	}))
+	t.Cleanup(up.Close)
 	dir := filepath.Join(t.TempDir(), "s")
-	r := hStart(t, Options{Mode: Record, Dir: dir, ID: "s", Upstreams: map[string]string{"anthropic": up}})
+	r := hStart(t, Options{Mode: Record, Dir: dir, ID: "s", Upstreams: map[string]string{"anthropic": up.URL}})
 	got := make(chan hResp, 1)
 	go func() {
 		got <- hDo(t, r.ts.URL, "/v1/messages", map[string]string{"x-api-key": "agent-key-xyz"}, hMsg(true, "x"))
 	}()
-	time.Sleep(100 * time.Millisecond)
+	select {
+	case <-paused: // the proxy admitted the call: it reaches the upstream only after that
+	case res := <-got:
+		t.Fatalf("the call ended before its stream began: %d %.200s", res.status, res.body)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call did not reach the upstream within 10s")
+	}
+	r.cancel()
+	close(resume)
 	o := r.stop()
-	live := <-got
+	var live hResp
+	select {
+	case live = <-got:
+	case <-time.After(10 * time.Second): // hDo failed the test, or the proxy never ended the stream
+		t.Fatal("the agent's call did not end within 10s of the run's end")
+	}
 	if o.Err != nil {
 		t.Fatalf("record: %v", o.Err)
 	}
@@ -364,6 +389,29 @@ func TestAStreamInFlightAtShutdownIsCommittedAndReplayed(t *testing.T) {
 	p.stop()
 	if !bytes.Equal(live.body, rep.body) {
 		t.Errorf("replay of a stream in flight at SIGTERM differs:%s", hDiff(string(live.body), string(rep.body)))
+	}
+}
+
+// pausingWriter flushes the first event of a stream, says so by closing paused, and holds the rest
+// until resume is closed or the client goes away. It serves one request: paused is closed once.
+type pausingWriter struct {
+	http.ResponseWriter
+	r              *http.Request
+	paused         chan<- struct{}
+	resume         <-chan struct{}
+	flushedAlready bool
+}
+
+func (p *pausingWriter) Flush() {
+	_ = http.NewResponseController(p.ResponseWriter).Flush()
+	if p.flushedAlready {
+		return
+	}
+	p.flushedAlready = true
+	close(p.paused)
+	select {
+	case <-p.resume:
+	case <-p.r.Context().Done():
 	}
 }
 
@@ -393,7 +441,10 @@ func TestAClientDisconnectingAnywhereLeavesAReplayableSession(t *testing.T) {
 				}
 			}
 			cancel()
-			time.Sleep(50 * time.Millisecond)
+			// the proxy has given the cut call up before the next one begins
+			if !r.srv.waitInflight(10 * time.Second) {
+				t.Fatal("the proxy still holds the call 10s after its agent left")
+			}
 			// a second, complete call afterwards on the same lane
 			after := hDo(t, r.ts.URL, "/v1/messages", map[string]string{"x-api-key": "agent-key-xyz"}, hMsg(false, "y"))
 			o := r.stop()
@@ -428,19 +479,22 @@ func TestDriftAndLanesUnderWarnAndStrict(t *testing.T) {
 	}
 	ses := hOpen(t, dir)
 
-	// replay: lanes concurrently in reverse order, then the same request twice, then a third time
+	// replay: the lanes in the reverse of their recorded order, lb answered before la is even sent
+	// (one lane never waits for another), then the same request twice, then a third time
 	p := hStart(t, Options{Mode: Replay, Session: ses, DriftPolicy: "Warn"})
-	done := make(chan hResp, 2)
+	answeredB := make(chan hResp, 1)
 	go func() {
-		time.Sleep(30 * time.Millisecond)
-		done <- hDo(t, p.ts.URL, "/v1/messages", map[string]string{HeaderLane: "la"}, hMsg(false, "A"))
+		answeredB <- hDo(t, p.ts.URL, "/v1/messages", map[string]string{HeaderLane: "lb"}, hMsg(false, "B"))
 	}()
-	go func() {
-		done <- hDo(t, p.ts.URL, "/v1/messages", map[string]string{HeaderLane: "lb"}, hMsg(false, "B"))
-	}()
-	a, b := <-done, <-done
-	if !(bytes.Equal(a.body, recB.body) && bytes.Equal(b.body, recA.body)) {
-		t.Errorf("lanes in another order: %d %.80s / %d %.80s", b.status, b.body, a.status, a.body)
+	var b hResp
+	select {
+	case b = <-answeredB:
+	case <-time.After(10 * time.Second):
+		t.Fatal("lane lb was not answered within 10s while lane la, recorded before it, had not called")
+	}
+	a := hDo(t, p.ts.URL, "/v1/messages", map[string]string{HeaderLane: "la"}, hMsg(false, "A"))
+	if !bytes.Equal(b.body, recB.body) || !bytes.Equal(a.body, recA.body) {
+		t.Errorf("lanes in another order: lb got %d %.80s / la got %d %.80s", b.status, b.body, a.status, a.body)
 	}
 	r1 := hDo(t, p.ts.URL, "/v1/messages", nil, hMsg(false, "same"))
 	r2 := hDo(t, p.ts.URL, "/v1/messages", nil, hMsg(false, "same"))
@@ -549,8 +603,8 @@ func TestMetricsLeakNoNamesAndTwoProxiesOnOneDirectory(t *testing.T) {
 		t.Logf("a second proxy opened the same session dir for recording")
 	case o := <-out2:
 		t.Logf("second proxy refused: %v", o.Err)
-	case <-time.After(3 * time.Second):
-		t.Errorf("second proxy neither ready nor refused")
+	case <-time.After(10 * time.Second):
+		t.Errorf("second proxy neither ready nor refused within 10s")
 	}
 	for i := 0; i < 3; i++ {
 		hDo(t, r1.ts.URL, "/v1/messages", map[string]string{"x-api-key": "placeholder", HeaderLane: fmt.Sprintf("lane%d", i), HeaderSite: "site-" + hLearned}, hMsg(false, fmt.Sprint("m", i)))
@@ -667,14 +721,24 @@ func TestHTMLCharactersReplayAsRecorded(t *testing.T) {
 	}
 }
 
-// Slowloris: a body that never finishes must not hold the commit.
+// Slowloris: a body that never finishes must not hold the commit. The run is told to stop once the
+// proxy has read the start of the body, so the request is open in the proxy at the signal; a run
+// that waited for it would return after half its shutdown timeout (15s by default), or at the body
+// read timeout (1 minute).
 func TestATrickledBodyDoesNotBlockTheCommit(t *testing.T) {
 	_, up := hFake(t, "turns:\n- text: ok\n")
 	dir := filepath.Join(t.TempDir(), "s")
 	r := hStart(t, Options{Mode: Record, Dir: dir, ID: "s", Upstreams: map[string]string{"anthropic": up}})
+	bodyStarted := make(chan struct{})
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		req.Body = &firstReadSignal{ReadCloser: req.Body, read: bodyStarted}
+		r.srv.Handler().ServeHTTP(w, req)
+	}))
+	defer front.Close()
 	pr, pw := io.Pipe()
+	defer pw.CloseWithError(io.ErrUnexpectedEOF) // runs before front.Close, which waits for the request
 	go func() {
-		req, _ := http.NewRequest("POST", r.ts.URL+"/v1/messages", pr)
+		req, _ := http.NewRequest("POST", front.URL+"/v1/messages", pr)
 		req.Header.Set("x-api-key", "agent-key-xyz")
 		resp, err := http.DefaultClient.Do(req)
 		if err == nil {
@@ -682,16 +746,35 @@ func TestATrickledBodyDoesNotBlockTheCommit(t *testing.T) {
 		}
 	}()
 	pw.Write([]byte(`{"model":"claude-x","max_tokens":1,"messages":[`))
-	time.Sleep(100 * time.Millisecond)
+	select {
+	case <-bodyStarted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the proxy did not start reading the body within 10s")
+	}
 	t0 := time.Now()
 	r.cancel()
 	select {
 	case <-r.out:
 		t.Logf("Run returned in %v with a slowloris request open", time.Since(t0))
-	case <-time.After(5 * time.Second):
-		t.Errorf("slowloris blocks the commit")
+	case <-time.After(10 * time.Second):
+		t.Errorf("slowloris blocks the commit: Run has not returned 10s after the signal")
 	}
-	pw.CloseWithError(io.ErrUnexpectedEOF)
+}
+
+// firstReadSignal is a request body that closes read when its first bytes have been read.
+type firstReadSignal struct {
+	io.ReadCloser
+	read      chan<- struct{}
+	signalled bool
+}
+
+func (b *firstReadSignal) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 && !b.signalled {
+		b.signalled = true
+		close(b.read)
+	}
+	return n, err
 }
 
 func TestConcurrentLanesReplayInAnyOrder(t *testing.T) {
