@@ -112,6 +112,23 @@ func (e *s3env) putBlob(t testing.TB, data []byte) string {
 	return key
 }
 
+// lastModified is the modification time of the object at key as a listing, the sweep's source,
+// reports it.
+func (e *s3env) lastModified(t testing.TB, key string) time.Time {
+	t.Helper()
+	infos, err := e.objects.List(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range infos {
+		if o.Key == key {
+			return o.LastModified
+		}
+	}
+	t.Fatalf("%s is not listed", key)
+	return time.Time{}
+}
+
 func (e *s3env) keys(t testing.TB) []string {
 	t.Helper()
 	infos, err := e.objects.List(context.Background(), e.layout.Prefix()+"/")

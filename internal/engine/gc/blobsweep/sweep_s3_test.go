@@ -78,10 +78,16 @@ func TestSweepLeavesExactlyTheReferencedAndYoungBlobs(t *testing.T) {
 	doomed := population(t, e)
 	age()
 	young := e.putBlob(t, []byte("an orphan uploaded just now"))
+	// Every sweep here starts one second after the young orphan's modification time as the listing
+	// shows it, not at the real time: the orphan stays inside the margin however long a loaded
+	// machine takes over the sweeps and pulls in between, yet a sweep that ignored the margin would
+	// delete it. The blobs stored before age() are older than the cutoff by more than a second.
+	sweepStart := e.lastModified(t, young).Add(time.Second)
+	clock := func() time.Time { return sweepStart }
 	before := e.keys(t)
 
 	// A dry run reports the same deletions and deletes nothing.
-	dry, err := blobsweep.Run(context.Background(), e.objects, blobsweep.Options{Layout: e.layout, Margin: margin, DryRun: true})
+	dry, err := blobsweep.Run(context.Background(), e.objects, blobsweep.Options{Layout: e.layout, Margin: margin, DryRun: true, Clock: clock})
 	must(t, err)
 	var wouldDelete []string
 	for _, d := range dry.Plan.Unreferenced {
@@ -97,7 +103,7 @@ func TestSweepLeavesExactlyTheReferencedAndYoungBlobs(t *testing.T) {
 	}
 
 	lock := &blobsweep.MemLock{}
-	rep, err := blobsweep.Run(context.Background(), e.objects, blobsweep.Options{Layout: e.layout, Margin: margin, Lock: lock, Holder: "sweep-1"})
+	rep, err := blobsweep.Run(context.Background(), e.objects, blobsweep.Options{Layout: e.layout, Margin: margin, Lock: lock, Holder: "sweep-1", Clock: clock})
 	must(t, err)
 	// The sweep leaves its mark cache beside what it kept.
 	if diff := cmp.Diff(sorted(append(without(before, doomed...), e.layout.SweepMarks())), e.keys(t)); diff != "" {
@@ -122,7 +128,7 @@ func TestSweepLeavesExactlyTheReferencedAndYoungBlobs(t *testing.T) {
 	}
 	// A second sweep finds nothing more to delete, and reads no root again: the mark cache holds
 	// the references of the three logs' segments.json and the manifest (one GET, the cache itself).
-	again, err := blobsweep.Run(context.Background(), e.objects, blobsweep.Options{Layout: e.layout, Margin: margin, Lock: lock, Holder: "sweep-2"})
+	again, err := blobsweep.Run(context.Background(), e.objects, blobsweep.Options{Layout: e.layout, Margin: margin, Lock: lock, Holder: "sweep-2", Clock: clock})
 	must(t, err)
 	if again.Deleted != 0 || again.Cached != 4 || again.Requests.Get != 1 || again.CacheProblem != "" {
 		t.Errorf("second sweep: deleted %d, %d roots from the cache, %d GETs, cache problem %q; want 0, 4, 1, none",
