@@ -27,7 +27,7 @@ const (
 	faultStall             // hold the request past the client's timeout
 	faultFalseOK           // answer 200 with an empty body without forwarding: an upload lost unseen
 	faultFlip              // forward, then alter the body of a GET's answer: damage on the way down
-	faultTrickle           // forward, then send a GET's body one byte per trickle interval
+	faultTrickle           // forward, then send a GET's body trickleBytes per trickle interval
 	faultAlterUpload       // alter the body of a PUT before forwarding it: damage on the way up
 	numFaults
 )
@@ -48,7 +48,8 @@ type faultProxy struct {
 	weights       [numFaults]int // relative weights; faultNone's weight is the chance of no fault
 	maxPerRequest int
 	stall         time.Duration
-	trickle       time.Duration // between two bytes of a trickled body
+	trickle       time.Duration // between two writes of a trickled body
+	trickleBytes  int           // bytes per write of a trickled body (default 1)
 	// only, when set, limits the faults to the requests it accepts.
 	only func(r *http.Request) bool
 	// flip alters a body for faultFlip and faultAlterUpload (default: one bit of its middle byte).
@@ -203,15 +204,18 @@ func (p *faultProxy) forward(w http.ResponseWriter, r *http.Request, f fault) {
 	}
 	w.WriteHeader(resp.StatusCode)
 	if f == faultTrickle && ok {
-		one := make([]byte, 1)
+		chunk := make([]byte, max(p.trickleBytes, 1))
 		for {
-			if _, err := io.ReadFull(resp.Body, one); err != nil {
+			n, err := io.ReadFull(resp.Body, chunk)
+			if n > 0 { // the body's last chunk may be short
+				if _, err := w.Write(chunk[:n]); err != nil {
+					return
+				}
+				w.(http.Flusher).Flush()
+			}
+			if err != nil {
 				return
 			}
-			if _, err := w.Write(one); err != nil {
-				return
-			}
-			w.(http.Flusher).Flush()
 			select {
 			case <-time.After(p.trickle):
 			case <-r.Context().Done():

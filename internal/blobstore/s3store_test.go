@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestS3ObjectStoreBasics runs the primitive operations against versitygw: put with size, get,
@@ -84,13 +83,13 @@ func TestS3OverTLSWithACustomCA(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.TLS.CAFile = ""
-	start := time.Now()
 	_, err = Open(context.Background(), cfg)
 	if err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Fatalf("open over TLS without the CA: %v, want a certificate error", err)
 	}
+	// One attempt is what "at once" means; a wall-clock bound would add nothing but load-dependence.
 	var op *OpError
-	if !errors.As(err, &op) || op.Attempts != 1 || time.Since(start) > 2*time.Second {
+	if !errors.As(err, &op) || op.Attempts != 1 {
 		t.Errorf("a certificate error was retried: %v", err)
 	}
 	cfg.TLS.InsecureSkipVerify = true
