@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"path"
 	"regexp"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
@@ -21,6 +23,7 @@ import (
 //	<prefix>/checkpoints/<id>/manifest.json
 //	<prefix>/results/<uid>.json
 //	<prefix>/gc/marks.bin                    the blob sweep's cache of what each session and manifest references
+//	<prefix>/gc/windows/<opened>-<n>s-<holder>  a sweep's delete window, recorded before it re-marks (fence.go)
 //
 // vault.enc is AES-256-GCM ciphertext: forks and replays in the cluster fetch it to restore redacted
 // secrets. Its key lives in a Kubernetes Secret or a local key file and has no key here, by design.
@@ -161,4 +164,36 @@ func (l Layout) BlobHashFromKey(key string) (string, bool) {
 		return "", false
 	}
 	return h, true
+}
+
+// SweepWindowsPrefix is the key prefix of the records of sweeps' delete windows.
+func (l Layout) SweepWindowsPrefix() string { return l.join(gcDir, "windows") + "/" }
+
+// SweepWindow is the key of the record of a delete window a sweep opened. The record is empty: its
+// name says when the window opened, how long it lasts and whose it is, so that one listing tells a
+// writer every window, with no read. holder must pass ValidateID.
+func (l Layout) SweepWindow(w DeleteWindow, holder string) string {
+	return l.SweepWindowsPrefix() + fmt.Sprintf("%s-%ds-%s", w.Opened.UTC().Format(amzDate), int64(w.Length/time.Second), holder)
+}
+
+// SweepWindowFromKey reads a window record's key back into the window it records.
+func (l Layout) SweepWindowFromKey(key string) (DeleteWindow, bool) {
+	rest, ok := strings.CutPrefix(key, l.SweepWindowsPrefix())
+	if !ok {
+		return DeleteWindow{}, false
+	}
+	parts := strings.SplitN(rest, "-", 3)
+	if len(parts) != 3 || ValidateID(parts[2]) != nil {
+		return DeleteWindow{}, false
+	}
+	opened, err := time.Parse(amzDate, parts[0])
+	if err != nil {
+		return DeleteWindow{}, false
+	}
+	secs, ok := strings.CutSuffix(parts[1], "s")
+	n, err := strconv.ParseInt(secs, 10, 32)
+	if !ok || err != nil || n < 1 {
+		return DeleteWindow{}, false
+	}
+	return DeleteWindow{Opened: opened, Length: time.Duration(n) * time.Second}, true
 }

@@ -21,7 +21,17 @@ type MemObjectStore struct {
 	objects map[string]memObject
 	// BeforePut, when set, runs before each Put; an error it returns fails the Put and stores nothing.
 	BeforePut func(key string) error
-	puts      map[string]int
+	// Clock, when set, is the store's clock: modification times, delete windows and ServerTime
+	// read it. Tests set it to play out interleavings without sleeping.
+	Clock func() time.Time
+	puts  map[string]int
+}
+
+func (m *MemObjectStore) now() time.Time {
+	if m.Clock != nil {
+		return m.Clock()
+	}
+	return time.Now()
 }
 
 type memObject struct {
@@ -52,7 +62,7 @@ func (m *MemObjectStore) Put(ctx context.Context, key string, r io.Reader, size 
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.objects[key] = memObject{data: data, modified: time.Now()}
+	m.objects[key] = memObject{data: data, modified: m.now()}
 	m.puts[key]++
 	return nil
 }
@@ -128,7 +138,7 @@ func (m *MemObjectStore) Bytes(key string) (data []byte, ok bool) {
 func (m *MemObjectStore) Set(key string, data []byte) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.objects[key] = memObject{data: bytes.Clone(data), modified: time.Now()}
+	m.objects[key] = memObject{data: bytes.Clone(data), modified: m.now()}
 }
 
 func (o memObject) info(key string) ObjectInfo {

@@ -34,6 +34,9 @@ type PushResult struct {
 	Segments, SegmentsUploaded, SegmentsSkipped int
 	// SegmentBytesUploaded counts the bytes of the segments sent.
 	SegmentBytesUploaded int64
+	// ObjectsRestored counts blobs and segments stored again before the commit because a blob sweep
+	// deleted them while the push ran (they are counted as uploaded or skipped as well).
+	ObjectsRestored int
 	// BytesSent is everything this push sent: blobs, segments and their index, the vault and meta.json.
 	BytesSent int64
 	// AlreadyCommitted says the store held this session before the push. A meta.json or
@@ -103,6 +106,13 @@ type localBlob struct {
 func (s *SessionStore) Push(ctx context.Context, dir string) (*PushResult, error) {
 	// Which blobs the store holds is asked while openLocal verifies the session: a HEAD uploads
 	// nothing, and the verification is CPU while the question is round trips.
+	since, err := s.storeTime(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.hooks.step(ctx, PushStarted); err != nil {
+		return nil, err
+	}
 	stats := s.statBlobsAhead(ctx, dir)
 	defer stats.cancel()
 	local, err := openLocal(dir)
@@ -124,11 +134,24 @@ func (s *SessionStore) Push(ctx context.Context, dir string) (*PushResult, error
 	if err := s.pushBlobs(ctx, local, stats.wait(), res, t); err != nil {
 		return nil, err
 	}
+	if err := s.hooks.step(ctx, PushBlobsStored); err != nil {
+		return nil, err
+	}
 	if res.EventsUploaded, err = s.pushEvents(ctx, local, res, t); err != nil {
+		return nil, err
+	}
+	if err := s.hooks.step(ctx, PushIndexStored); err != nil {
 		return nil, err
 	}
 	if res.VaultUploaded, err = s.pushVault(ctx, local, res, t); err != nil {
 		return nil, err
+	}
+	if !res.AlreadyCommitted {
+		// A committed session's index kept every sweep off its objects; a new one's may have
+		// been missed by a sweep that was deleting meanwhile.
+		if err := s.settle(ctx, since, local, res); err != nil {
+			return nil, fmt.Errorf("checking session %s's objects against the blob sweeps before committing it (nothing was committed; push again): %w", id, err)
+		}
 	}
 	res.BytesSent = res.BytesUploaded + res.SegmentBytesUploaded
 	if res.EventsUploaded {
@@ -424,10 +447,7 @@ func (s *SessionStore) pushEach(ctx context.Context, local *localSession, list [
 // has it, when it can.
 func (s *SessionStore) pushBlob(ctx context.Context, dir string, b localBlob, stats blobStats) (uploaded bool, err error) {
 	key := s.layout.Blob(b.hash)
-	path := filepath.Join(dir, session.BlobsDir, b.hash)
-	if b.inLog {
-		path = filepath.Join(dir, session.EventsFile)
-	}
+	path := blobPath(dir, b)
 	var info ObjectInfo
 	if size, ok := stats[b.hash]; !ok {
 		info, err = s.objects.Stat(ctx, key)
@@ -442,8 +462,8 @@ func (s *SessionStore) pushBlob(ctx context.Context, dir string, b localBlob, st
 			return false, verr
 		}
 		if intact {
-			// Not sent, but renewed: a blob sweep may have listed it as old and unreferenced.
-			return false, s.refresh(ctx, key, b.size, func() error { return s.uploadBlob(ctx, path, key, b) })
+			// Not sent: a sweep that deletes it before the commit is caught by settle.
+			return false, nil
 		}
 	}
 	if err != nil && !errors.Is(err, ErrNotFound) {
@@ -453,6 +473,14 @@ func (s *SessionStore) pushBlob(ctx context.Context, dir string, b localBlob, st
 		return false, err
 	}
 	return true, s.confirm(ctx, key, b.size)
+}
+
+// blobPath is the local file that holds b: its file under blobs/, or events.jsonl for a segment.
+func blobPath(dir string, b localBlob) string {
+	if b.inLog {
+		return filepath.Join(dir, session.EventsFile)
+	}
+	return filepath.Join(dir, session.BlobsDir, b.hash)
 }
 
 // uploadBlob sends the blob at path to key, verified as it is sent: bytes stored under a hash they

@@ -24,6 +24,7 @@ type SessionStore struct {
 	parallel int
 	progress func(Progress)
 	verify   bool
+	hooks    PushHooks
 }
 
 // StoreOptions tune a SessionStore.
@@ -36,6 +37,8 @@ type StoreOptions struct {
 	// upload it again when it does not match. A skip otherwise trusts an object of the right size, so
 	// this is how a store damaged at rest is repaired from an intact local copy.
 	VerifyStored bool
+	// PushHooks act at fixed points of a push, for tests that play out interleavings with a sweep.
+	PushHooks PushHooks
 }
 
 // NewSessionStore returns the session store over objects with the given layout.
@@ -43,7 +46,8 @@ func NewSessionStore(objects ObjectStore, layout Layout, opts StoreOptions) *Ses
 	if opts.Parallelism <= 0 {
 		opts.Parallelism = 8
 	}
-	return &SessionStore{objects: objects, layout: layout, parallel: opts.Parallelism, progress: opts.Progress, verify: opts.VerifyStored}
+	return &SessionStore{objects: objects, layout: layout, parallel: opts.Parallelism, progress: opts.Progress, verify: opts.VerifyStored,
+		hooks: opts.PushHooks}
 }
 
 // Layout is the key layout the store writes.

@@ -66,7 +66,7 @@ func (m *MemObjectStore) Touch(ctx context.Context, key string, _ int64) (bool, 
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
-	return m.SetModified(key, time.Now()), nil
+	return m.SetModified(key, m.now()), nil
 }
 
 // refresh renews the modification time of a blob a push or a capture found already stored and did not
