@@ -58,7 +58,9 @@ func (e *s3Env) countingStore(t testing.TB, opts StoreOptions) (*SessionStore, *
 // an extra round trip per object cannot creep in unnoticed. A push of a new session: one GET for
 // the commit marker (missing, so its record is not asked for), per blob and per segment of the log a
 // HEAD (is it stored?), a PUT and a HEAD confirming it, the same PUT and confirming HEAD for the log's
-// index (segments.json) and the vault, then PUT and HEAD for meta.json.sha256 and meta.json. A pull:
+// index (segments.json) and the vault, then PUT and HEAD for meta.json.sha256 and meta.json; and the
+// settle: a HEAD of the bucket for the store's time before and after one GET listing the sweeps'
+// delete windows (none, so nothing is checked again). A pull:
 // meta.json and its record, segments.json, every segment, every blob and the vault, one GET each and
 // nothing else.
 func TestS3RequestsPerPushAndPull(t *testing.T) {
@@ -77,8 +79,8 @@ func TestS3RequestsPerPushAndPull(t *testing.T) {
 		t.Fatalf("the log is %d segments, want at least 2 (session_start is a segment of its own)", segs)
 	}
 	assertRequests(t, "push", counter.take(), map[string]int{
-		http.MethodGet:  1,
-		http.MethodHead: 2*blobs + 2*segs + 2 + 2,
+		http.MethodGet:  1 + 1,
+		http.MethodHead: 2*blobs + 2*segs + 2 + 2 + 2,
 		http.MethodPut:  blobs + segs + 2 + 2,
 	})
 	out := filepath.Join(t.TempDir(), "pulled")
