@@ -28,9 +28,22 @@ type Objects interface {
 	Get(ctx context.Context, key string) (io.ReadCloser, error)
 	// DeleteKeys removes keys in batches of at most blobstore.ListPageSize.
 	DeleteKeys(ctx context.Context, keys []string) error
-	// Put stores an object (the mark cache).
+	// Put stores an object (the mark cache, the record of a delete window).
 	Put(ctx context.Context, key string, r io.Reader, size int64) error
+	// Delete removes one object (an expired window record).
+	Delete(ctx context.Context, key string) error
+	// OpenDeleteWindow signs deletes the store accepts for length by its own clock; DeleteKeysIn
+	// sends them, failing with blobstore.ErrWindowClosed once the window has closed.
+	OpenDeleteWindow(ctx context.Context, length time.Duration) (blobstore.DeleteWindow, error)
+	DeleteKeysIn(ctx context.Context, w blobstore.DeleteWindow, keys []string) error
+	// ServerTime is a lower bound of the store's clock now.
+	ServerTime(ctx context.Context) (time.Time, error)
 }
+
+// DefaultWindow is how long the store accepts the deletes of one round of a sweep. A push that
+// finds a round's window open when it commits waits for it to close, so it is short; a sweep with
+// more to delete than fits in one window opens another.
+const DefaultWindow = time.Minute
 
 // Options configure a sweep.
 type Options struct {
@@ -52,6 +65,8 @@ type Options struct {
 	// NoCache makes the sweep read every root object instead of reusing the mark cache
 	// (Layout.SweepMarks) for those an earlier sweep read, and leave the cache as it is.
 	NoCache bool
+	// Window is how long each round's delete window lasts (default DefaultWindow).
+	Window time.Duration
 	// Hooks let tests act at fixed points of a sweep.
 	Hooks Hooks
 }
@@ -60,9 +75,13 @@ type Options struct {
 type Hooks struct {
 	// AfterMark runs when the mark phase is complete, before blobs/ is listed.
 	AfterMark func(ctx context.Context) error
-	// AfterList runs when blobs/ is listed, before the re-mark that finds sessions and checkpoints
-	// stored during the sweep.
+	// AfterList runs when blobs/ is listed, before the first round of deletions.
 	AfterList func(ctx context.Context) error
+	// AfterWindowRecorded runs when a round's delete window is signed and its record stored, before
+	// the re-mark; AfterRemark before the round's deletes; AfterDelete after each batch sent.
+	AfterWindowRecorded func(ctx context.Context) error
+	AfterRemark         func(ctx context.Context) error
+	AfterDelete         func(ctx context.Context) error
 }
 
 // Requests counts the S3 requests a sweep sent (attempts the store retried count once).
@@ -104,7 +123,10 @@ type Report struct {
 	Plan   gc.SweepPlan `json:"-"`
 	// Rescued counts candidates the re-mark found referenced by a session or checkpoint stored
 	// during the sweep.
-	Rescued    int64         `json:"rescued"`
+	Rescued int64 `json:"rescued"`
+	// Windows counts the delete windows opened; a round whose window closed before its deletes
+	// were sent goes on in a new one.
+	Windows    int64         `json:"windows"`
 	Deleted    int64         `json:"deleted"`
 	FreedBytes int64         `json:"freedBytes"`
 	Requests   Requests      `json:"requests"`
@@ -127,17 +149,18 @@ func (r *Report) Result() *task.GCSweepResult {
 //     again; a chunk shared by several manifests is read once);
 //  3. list blobs/ a page at a time and let gc.Sweep pick the unreferenced blobs older than the margin
 //     before the start time;
-//  4. re-mark: list sessions/ and checkpoints/ again and read every events.jsonl and manifest that
-//     is new or changed since step 2, dropping the candidates they reference;
-//  5. check the lock is still held, save the mark cache, and delete the candidates in batches,
-//     checking the lock before each.
+//  4. check the lock is still held and, while candidates are left, run a round: sign a delete window
+//     the store enforces (Options.Window) and store its record under gc/windows/, re-mark (list
+//     sessions/ and checkpoints/ again and read every root new or changed since, dropping the
+//     candidates they reference), save the mark cache after the first, and delete the rest in
+//     batches inside the window, checking the lock before each. A window that closes with
+//     candidates left starts another round.
 //
-// Any failure before step 5 deletes nothing. A session prefix without meta.json is a root like a
-// committed one: its events.jsonl, once stored, is marked; the blobs a push stores before its
-// events.jsonl are younger than the margin while the push runs. What stays open is a push that
-// found an old unreferenced blob already stored, skipped its upload, and stores its events.jsonl
-// after step 4's listing: closing it needs the writer to refresh such a blob's modification time
-// (then the margin covers it), which push does not do yet.
+// Any failure before step 4 deletes nothing. A session prefix without meta.json is a root like a
+// committed one. A push that stores its index after a round's re-mark lists the windows, waits
+// for the round's window to close by the store's clock, and stores again whatever the round
+// deleted before it commits (blobstore's settle.go): the store refuses a round's deletes once its
+// window has closed, however long the sweep was paused.
 func Run(ctx context.Context, objects Objects, opts Options) (*Report, error) {
 	if opts.Clock == nil {
 		opts.Clock = time.Now
@@ -152,7 +175,8 @@ func Run(ctx context.Context, objects Objects, opts Options) (*Report, error) {
 		return nil, errors.New("a sweep that deletes needs a lock: two sweeps must never run at once")
 	}
 	c := &counting{Objects: objects}
-	s := &sweep{objects: c, opts: opts, marked: gc.Marked{}, refs: map[string]rootRefs{}, chunkRefs: map[string][]string{}, damaged: map[string]bool{}}
+	s := &sweep{objects: c, opts: opts, marked: gc.Marked{}, refs: map[string]rootRefs{}, chunkRefs: map[string][]string{}, damaged: map[string]bool{},
+		deleted: map[string]bool{}}
 	rep := &Report{DryRun: opts.DryRun}
 	defer func() { rep.Requests = c.snapshot() }()
 
@@ -173,12 +197,12 @@ func Run(ctx context.Context, objects Objects, opts Options) (*Report, error) {
 			return rep, fmt.Errorf("reading the mark cache (nothing was deleted): %w", err)
 		}
 	}
-	roots, err := s.mark(ctx)
+	found, err := s.mark(ctx)
 	if err != nil {
 		return rep, fmt.Errorf("marking (nothing was deleted): %w", err)
 	}
-	rep.Sessions, rep.Uncommitted, rep.Checkpoints, rep.Damaged = roots.sessions, roots.uncommitted, roots.checkpoints, roots.damaged
-	rep.Cached = roots.cached
+	rep.Sessions, rep.Uncommitted, rep.Checkpoints, rep.Damaged = found.sessions, found.uncommitted, found.checkpoints, found.damaged
+	rep.Cached = found.cached
 	if err := run(ctx, opts.Hooks.AfterMark); err != nil {
 		return rep, err
 	}
@@ -201,16 +225,70 @@ func Run(ctx context.Context, objects Objects, opts Options) (*Report, error) {
 		return rep, err
 	}
 
-	final, err := s.mark(ctx)
-	if err != nil {
-		return rep, fmt.Errorf("re-marking what was stored during the sweep (nothing was deleted): %w", err)
+	if !opts.DryRun {
+		if err := lease.Check(ctx); err != nil {
+			return rep, fmt.Errorf("nothing was deleted: %w", err)
+		}
+		s.dropExpiredWindows(ctx)
+	}
+	byKey := map[string]int64{}
+	for _, d := range rep.Plan.Unreferenced {
+		byKey[d.Key] = d.Size
+	}
+	var final roots
+	for first := true; ; first = false {
+		var w blobstore.DeleteWindow
+		if !opts.DryRun && len(s.doomed(rep)) > 0 {
+			if w, err = s.openWindow(ctx); err != nil {
+				return rep, fmt.Errorf("deleted %d unreferenced blobs, then: %w", rep.Deleted, err)
+			}
+			rep.Windows++
+			if err := run(ctx, opts.Hooks.AfterWindowRecorded); err != nil {
+				return rep, err
+			}
+		}
+		if final, err = s.mark(ctx); err != nil {
+			return rep, fmt.Errorf("re-marking what was stored during the sweep (deleted %d): %w", rep.Deleted, err)
+		}
+		s.rescue(rep)
+		if err := run(ctx, opts.Hooks.AfterRemark); err != nil {
+			return rep, err
+		}
+		if opts.DryRun {
+			break
+		}
+		if first && !opts.NoCache {
+			s.saveCache(ctx, final.listed, rep)
+		}
+		closed, err := s.deleteIn(ctx, w, lease, rep, byKey)
+		if err != nil {
+			return rep, err
+		}
+		if !closed {
+			break
+		}
 	}
 	rep.Marked = int64(len(s.marked))
 	for id := range s.damaged {
 		rep.DamagedCheckpoints = append(rep.DamagedCheckpoints, id)
 	}
 	slices.Sort(rep.DamagedCheckpoints)
-	var doomed []string
+	return rep, nil
+}
+
+// doomed are the candidates still to delete.
+func (s *sweep) doomed(rep *Report) []string {
+	var keys []string
+	for _, d := range rep.Plan.Unreferenced {
+		if d.Delete && !s.deleted[d.Key] {
+			keys = append(keys, d.Key)
+		}
+	}
+	return keys
+}
+
+// rescue drops the candidates that the roots marked since they were chosen reference.
+func (s *sweep) rescue(rep *Report) {
 	for i, d := range rep.Plan.Unreferenced {
 		if d.Delete && s.marked.Has(d.Hash) {
 			rep.Plan.Unreferenced[i].Delete, rep.Plan.Unreferenced[i].Reason = false, gc.BlobReferenced
@@ -219,39 +297,78 @@ func Run(ctx context.Context, objects Objects, opts Options) (*Report, error) {
 			rep.Plan.Candidates--
 			rep.Plan.Referenced++
 			rep.Plan.FreedBytes -= d.Size
-			continue
-		}
-		if d.Delete {
-			doomed = append(doomed, d.Key)
 		}
 	}
-	if opts.DryRun {
-		return rep, nil
+}
+
+// openWindow signs a round's delete window and stores its record, which writers read to know until
+// when the round can delete. The record is stored before the re-mark: a root stored after the
+// record is listed by the re-mark, and a writer that lists the windows after storing its root sees
+// every window whose re-mark may have missed it.
+func (s *sweep) openWindow(ctx context.Context) (blobstore.DeleteWindow, error) {
+	length := s.opts.Window
+	if length <= 0 {
+		length = DefaultWindow
 	}
-	if err := lease.Check(ctx); err != nil {
-		return rep, fmt.Errorf("nothing was deleted: %w", err)
+	w, err := s.objects.OpenDeleteWindow(ctx, length)
+	if err != nil {
+		return w, err
 	}
-	if !opts.NoCache {
-		s.saveCache(ctx, final.listed, rep)
+	holder := s.opts.Holder
+	if blobstore.ValidateID(holder) != nil {
+		holder = "sweep"
 	}
-	byKey := map[string]int64{}
-	for _, d := range rep.Plan.Unreferenced {
-		byKey[d.Key] = d.Size
+	if err := s.objects.Put(ctx, s.opts.Layout.SweepWindow(w, holder), strings.NewReader(""), 0); err != nil {
+		return w, fmt.Errorf("recording the delete window: %w", err)
 	}
+	return w, nil
+}
+
+// deleteIn deletes the candidates in batches inside w, checking the lock before each. closed says
+// the window closed with candidates left: the caller opens another and re-marks first.
+func (s *sweep) deleteIn(ctx context.Context, w blobstore.DeleteWindow, lease Lease, rep *Report, byKey map[string]int64) (closed bool, err error) {
+	doomed := s.doomed(rep)
 	for start := 0; start < len(doomed); start += blobstore.ListPageSize {
 		batch := doomed[start:min(start+blobstore.ListPageSize, len(doomed))]
 		if err := lease.Check(ctx); err != nil {
-			return rep, fmt.Errorf("deleted %d of %d unreferenced blobs, then stopped: %w", rep.Deleted, len(doomed), err)
+			return false, fmt.Errorf("deleted %d unreferenced blobs, %d left, then stopped: %w", rep.Deleted, len(doomed)-start, err)
 		}
-		if err := c.DeleteKeys(ctx, batch); err != nil {
-			return rep, fmt.Errorf("deleted %d of %d unreferenced blobs, then: %w", rep.Deleted, len(doomed), err)
+		err := s.objects.DeleteKeysIn(ctx, w, batch)
+		if errors.Is(err, blobstore.ErrWindowClosed) {
+			return true, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("deleted %d unreferenced blobs, %d left, then: %w", rep.Deleted, len(doomed)-start, err)
 		}
 		rep.Deleted += int64(len(batch))
 		for _, k := range batch {
+			s.deleted[k] = true
 			rep.FreedBytes += byKey[k]
 		}
+		if err := run(ctx, s.opts.Hooks.AfterDelete); err != nil {
+			return false, err
+		}
 	}
-	return rep, nil
+	return false, nil
+}
+
+// dropExpiredWindows removes the records of windows closed more than blobstore.WindowRetention ago
+// by the store's clock. A failure leaves them for the next sweep.
+func (s *sweep) dropExpiredWindows(ctx context.Context) {
+	now, err := s.objects.ServerTime(ctx)
+	if err != nil {
+		return
+	}
+	_ = s.objects.ListPages(ctx, s.opts.Layout.SweepWindowsPrefix(), func(page []blobstore.ObjectInfo) error {
+		for _, o := range page {
+			if w, ok := s.opts.Layout.SweepWindowFromKey(o.Key); ok && w.Closes().Add(blobstore.WindowRetention).Before(now) {
+				if err := s.objects.Delete(ctx, o.Key); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
 }
 
 func run(ctx context.Context, hook func(context.Context) error) error {
@@ -275,6 +392,8 @@ type sweep struct {
 	// damaged the checkpoints with such a chunk.
 	chunkRefs map[string][]string
 	damaged   map[string]bool
+	// deleted are the candidates deleted so far.
+	deleted map[string]bool
 }
 
 type roots struct {
@@ -583,9 +702,9 @@ func (c *counting) Put(ctx context.Context, key string, r io.Reader, size int64)
 	return c.Objects.Put(ctx, key, r, size)
 }
 
-func (c *counting) DeleteKeys(ctx context.Context, keys []string) error {
+func (c *counting) DeleteKeysIn(ctx context.Context, w blobstore.DeleteWindow, keys []string) error {
 	c.del.Add(int64((len(keys) + blobstore.ListPageSize - 1) / blobstore.ListPageSize))
-	return c.Objects.DeleteKeys(ctx, keys)
+	return c.Objects.DeleteKeysIn(ctx, w, keys)
 }
 
 func (c *counting) snapshot() Requests {

@@ -105,8 +105,23 @@ func TestSweepLeavesExactlyTheReferencedAndYoungBlobs(t *testing.T) {
 	lock := &blobsweep.MemLock{}
 	rep, err := blobsweep.Run(context.Background(), e.objects, blobsweep.Options{Layout: e.layout, Margin: margin, Lock: lock, Holder: "sweep-1", Clock: clock})
 	must(t, err)
-	// The sweep leaves its mark cache beside what it kept.
-	if diff := cmp.Diff(sorted(append(without(before, doomed...), e.layout.SweepMarks())), e.keys(t)); diff != "" {
+	// The sweep leaves its mark cache and the record of its one delete window beside what it kept.
+	windows := 0
+	for _, k := range e.keys(t) {
+		if _, ok := e.layout.SweepWindowFromKey(k); ok && strings.HasSuffix(k, "-sweep-1") {
+			windows++
+		}
+	}
+	if windows != 1 || rep.Windows != 1 {
+		t.Errorf("the sweep recorded %d delete windows and reports %d, want one", windows, rep.Windows)
+	}
+	kept := without(e.keys(t), e.layout.SweepWindowsPrefix())
+	for _, k := range e.keys(t) {
+		if strings.HasPrefix(k, e.layout.SweepWindowsPrefix()) {
+			kept = without(kept, k)
+		}
+	}
+	if diff := cmp.Diff(sorted(append(without(before, doomed...), e.layout.SweepMarks())), kept); diff != "" {
 		t.Errorf("keys after the sweep (-want +got):\n%s", diff)
 	}
 	if !contains(e.keys(t), young) {
