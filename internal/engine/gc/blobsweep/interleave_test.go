@@ -311,4 +311,3 @@ func TestTheInterleavingHarnessFindsALossWithoutTheFence(t *testing.T) {
 		})
 	}
 }
-
