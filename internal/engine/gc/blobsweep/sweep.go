@@ -26,8 +26,6 @@ type Objects interface {
 	ListPages(ctx context.Context, prefix string, fn func([]blobstore.ObjectInfo) error) error
 	// Get opens an object; a missing one is an error wrapping blobstore.ErrNotFound.
 	Get(ctx context.Context, key string) (io.ReadCloser, error)
-	// DeleteKeys removes keys in batches of at most blobstore.ListPageSize.
-	DeleteKeys(ctx context.Context, keys []string) error
 	// Put stores an object (the mark cache, the record of a delete window).
 	Put(ctx context.Context, key string, r io.Reader, size int64) error
 	// Delete removes one object (an expired window record).

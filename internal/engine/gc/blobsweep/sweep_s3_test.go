@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agentrewind/agentrewind/internal/blobstore"
 	"github.com/agentrewind/agentrewind/internal/engine/checkpoint"
 	"github.com/agentrewind/agentrewind/internal/engine/gc/blobsweep"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
@@ -191,9 +192,14 @@ func (w *interrupting) Get(ctx context.Context, key string) (io.ReadCloser, erro
 	return w.Objects.Get(ctx, key)
 }
 
-func (w *interrupting) DeleteKeys(ctx context.Context, keys []string) error {
+func (w *interrupting) DeleteKeysIn(ctx context.Context, win blobstore.DeleteWindow, keys []string) error {
 	w.deletes.Add(int64(len(keys)))
-	return w.Objects.DeleteKeys(ctx, keys)
+	return w.Objects.DeleteKeysIn(ctx, win, keys)
+}
+
+func (w *interrupting) Delete(ctx context.Context, key string) error {
+	w.deletes.Add(1)
+	return w.Objects.Delete(ctx, key)
 }
 
 func TestSweepInterruptedWhileMarkingDeletesNothing(t *testing.T) {
