@@ -46,6 +46,7 @@ var readerErrors = map[string]struct {
 	"blobstore.ErrBucketNotFound":      {blobstore.ErrBucketNotFound, exitError},
 	"blobstore.ErrDestinationNotEmpty": {blobstore.ErrDestinationNotEmpty, exitError},
 	"blobstore.ErrTooSlow":             {blobstore.ErrTooSlow, exitError},
+	"blobstore.ErrWindowClosed":        {blobstore.ErrWindowClosed, exitError},
 	"blobstore.TooSlowError":           {&blobstore.TooSlowError{}, exitError},
 	"blobstore.OpError":                {&blobstore.OpError{Op: "get", Object: "s3://b/k", Err: errors.New("connection reset")}, exitError},
 	"blobstore.ConflictError":          {&blobstore.ConflictError{ID: "s"}, exitError},

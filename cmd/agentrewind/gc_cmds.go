@@ -70,17 +70,23 @@ var sweepClock = time.Now
 type sweepOptions struct {
 	store  storeFlags
 	margin time.Duration
+	window time.Duration
 }
 
 func (o *sweepOptions) register(cmd *cobra.Command) {
 	o.store.register(cmd, true)
 	cmd.Flags().DurationVar(&o.margin, "margin", defaultSweepMargin,
 		"safety margin: an unreferenced blob stored less than this before the sweep began is kept (it may belong to an upload in flight)")
+	cmd.Flags().DurationVar(&o.window, "delete-window", blobsweep.DefaultWindow,
+		"how long the store accepts each round of deletions; a push that overlaps a round waits for it to close, so keep it short, but longer than re-marking takes")
 }
 
 func (o *sweepOptions) validate() error {
 	if o.margin < 0 {
 		return fmt.Errorf("--margin %s is negative", o.margin)
+	}
+	if o.window < time.Second || o.window > 10*time.Minute {
+		return fmt.Errorf("--delete-window %s is not between 1s and 10m (a push waits at most 15m for a window to close)", o.window)
 	}
 	return nil
 }
@@ -92,7 +98,7 @@ func (o *sweepOptions) sweep(ctx context.Context, store *blobstore.SessionStore,
 		return nil, fmt.Errorf("the store %T cannot list in pages or delete in batches", store.Objects())
 	}
 	return blobsweep.Run(ctx, objects, blobsweep.Options{Layout: store.Layout(), Margin: o.margin, DryRun: dryRun,
-		Lock: lock, Holder: holder, Parallelism: o.store.parallel, Clock: sweepClock})
+		Lock: lock, Holder: holder, Parallelism: o.store.parallel, Clock: sweepClock, Window: o.window})
 }
 
 // newGCSweepTaskCommand is `agentrewind engine gc-sweep`, the blob sweep the GC controller's Job runs.

@@ -257,8 +257,6 @@ func Open(ctx context.Context, cfg Config) (*S3ObjectStore, error) {
 	if cfg.wrapTransport != nil {
 		rt = cfg.wrapTransport(rt)
 	}
-	clock := &storeClock{next: rt}
-	rt = clock
 	client, err := minio.New(host, &minio.Options{
 		Creds:     credentials.NewStaticV4(creds.AccessKeyID, creds.SecretAccessKey.Reveal(), creds.SessionToken.Reveal()),
 		Secure:    secure,
@@ -272,7 +270,7 @@ func Open(ctx context.Context, cfg Config) (*S3ObjectStore, error) {
 	}
 	s := &S3ObjectStore{client: client, core: minio.Core{Client: client}, bucket: cfg.Bucket,
 		timeout: cfg.RequestTimeout, minThroughput: cfg.MinThroughput, retry: cfg.Retry,
-		http: &http.Client{Transport: rt}, clock: clock}
+		http: &http.Client{Transport: rt}}
 	if err := s.ensureBucket(ctx, cfg.Region, cfg.CreateBucket); err != nil {
 		return nil, err
 	}

@@ -13,7 +13,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -166,51 +165,35 @@ func deleteResultErrors(data []byte) error {
 	return errors.Join(errs...)
 }
 
-// ServerTime is a lower bound of the store's clock now: the latest Date the store answered with,
-// after asking it once more. Deadlines a store enforces (a delete window's end) are compared with
-// it, never with this host's clock, which may be skewed or may have stood still while suspended.
+// ServerTime is the store's clock now, in whole seconds: the Date of its answer to a request sent
+// for the purpose. Deadlines a store enforces (a delete window's end) are compared with it, never
+// with this host's clock, which may be skewed or may have stood still while suspended. Only the
+// fresh answer counts: one answer with a Date far ahead (a proxy, another node) must not stay.
 func (s *S3ObjectStore) ServerTime(ctx context.Context) (time.Time, error) {
+	var date time.Time
 	err := s.do(ctx, "check bucket", "", 0, s.retry.MaxAttempts, func(ctx context.Context) error {
-		_, err := s.client.BucketExists(ctx, s.bucket)
-		return err
-	})
-	if err != nil {
-		return time.Time{}, err
-	}
-	t := s.clock.latest()
-	if t.IsZero() {
-		return t, fmt.Errorf("the store at %s answers without a Date header, so its clock cannot be read", s.URL(""))
-	}
-	return t, nil
-}
-
-// storeClock remembers the latest Date header the store answered with.
-type storeClock struct {
-	next http.RoundTripper
-	unix atomic.Int64
-}
-
-func (c *storeClock) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := c.next.RoundTrip(req)
-	if err == nil {
-		if d, perr := http.ParseTime(resp.Header.Get("Date")); perr == nil {
-			for {
-				old := c.unix.Load()
-				if d.Unix() <= old || c.unix.CompareAndSwap(old, d.Unix()) {
-					break
-				}
-			}
+		u, err := s.client.Presign(ctx, http.MethodHead, s.bucket, "", time.Minute, nil)
+		if err != nil {
+			return err
 		}
-	}
-	return resp, err
-}
-
-func (c *storeClock) latest() time.Time {
-	u := c.unix.Load()
-	if u == 0 {
-		return time.Time{}
-	}
-	return time.Unix(u, 0).UTC()
+		req, err := http.NewRequestWithContext(ctx, http.MethodHead, u.String(), nil)
+		if err != nil {
+			return err
+		}
+		resp, err := s.http.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return minio.ErrorResponse{StatusCode: resp.StatusCode, Code: resp.Status, Message: "the bucket's HEAD was refused"}
+		}
+		if date, err = http.ParseTime(resp.Header.Get("Date")); err != nil {
+			return fmt.Errorf("the store at %s answers without a Date header, so its clock cannot be read", s.URL(""))
+		}
+		return nil
+	})
+	return date.UTC(), err
 }
 
 // OpenDeleteWindow opens a window of length from the store's clock now.

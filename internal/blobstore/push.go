@@ -146,8 +146,8 @@ func (s *SessionStore) Push(ctx context.Context, dir string) (*PushResult, error
 	if res.VaultUploaded, err = s.pushVault(ctx, local, res, t); err != nil {
 		return nil, err
 	}
-	if !res.AlreadyCommitted {
-		// A committed session's index kept every sweep off its objects; a new one's may have
+	if !res.AlreadyCommitted || res.EventsUploaded {
+		// An index stored by this push (a new session's, or a damaged one's repaired) may have
 		// been missed by a sweep that was deleting meanwhile.
 		if err := s.settle(ctx, since, local, res); err != nil {
 			return nil, fmt.Errorf("checking session %s's objects against the blob sweeps before committing it (nothing was committed; push again): %w", id, err)

@@ -29,10 +29,9 @@ type S3ObjectStore struct {
 	signed atomic.Bool
 	// copyRenews is whether a same-key copy renews an object's modification time (see Touch).
 	copyRenews atomic.Int32
-	// http sends the requests minio-go does not make (presigned deletes, fence.go) through the same
-	// transport; clock reads the store's time off every answer.
-	http  *http.Client
-	clock *storeClock
+	// http sends the requests minio-go does not make (presigned deletes and clock reads, fence.go)
+	// through the same transport.
+	http *http.Client
 }
 
 // partSize is the size above which minio-go switches to a multipart upload. Session objects are

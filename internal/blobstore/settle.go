@@ -26,8 +26,10 @@ const WindowRetention = 24 * time.Hour
 // clock runs ahead of the store's.
 const maxWindowWait = 15 * time.Minute
 
-// windowSlack covers the whole seconds of Date headers and signatures.
-const windowSlack = time.Second
+// windowSlack covers the whole seconds of Date headers and signatures, the clocks of a store's
+// nodes differing a little, and a delete the store authorised at the window's end still removing
+// its keys.
+const windowSlack = 5 * time.Second
 
 // storeClocked is an ObjectStore that can tell its own time; the blob sweep needs it too, so a
 // store without it is never swept and a push to it has nothing to settle.
@@ -113,6 +115,9 @@ func (s *SessionStore) settle(ctx context.Context, since time.Time, local *local
 	for _, info := range infos {
 		w, ok := s.layout.SweepWindowFromKey(info.Key)
 		if !ok {
+			// A record this version cannot read (a newer sweep's) may be a window that deleted:
+			// check every object.
+			complete = false
 			continue
 		}
 		if !w.Closes().Add(windowSlack).Before(since) {
@@ -138,7 +143,11 @@ func (s *SessionStore) settle(ctx context.Context, since time.Time, local *local
 
 // waitForStoreTime returns once the store's clock is past t.
 func (s *SessionStore) waitForStoreTime(ctx context.Context, t time.Time) error {
+	started := time.Now()
 	for {
+		if time.Since(started) > maxWindowWait {
+			return fmt.Errorf("waited %s for the store's clock to pass %s, the end of a blob sweep's delete window, and it has not: the store's Date does not advance; push again later", maxWindowWait, t.UTC().Format(time.RFC3339))
+		}
 		now, err := s.storeTime(ctx)
 		if err != nil {
 			return err

@@ -43,6 +43,13 @@ type Objects interface {
 // more to delete than fits in one window opens another.
 const DefaultWindow = time.Minute
 
+// maxSkew is how far this host's clock may be from the store's for a sweep to delete.
+const maxSkew = 30 * time.Second
+
+// maxIdleRounds is how many rounds in a row may have their window close before anything was
+// deleted: a re-mark slower than the window never leaves time to delete, so the sweep stops.
+const maxIdleRounds = 3
+
 // Options configure a sweep.
 type Options struct {
 	Layout blobstore.Layout
@@ -234,6 +241,7 @@ func Run(ctx context.Context, objects Objects, opts Options) (*Report, error) {
 		byKey[d.Key] = d.Size
 	}
 	var final roots
+	idle := 0
 	for first := true; ; first = false {
 		var w blobstore.DeleteWindow
 		if !opts.DryRun && len(s.doomed(rep)) > 0 {
@@ -258,12 +266,19 @@ func Run(ctx context.Context, objects Objects, opts Options) (*Report, error) {
 		if first && !opts.NoCache {
 			s.saveCache(ctx, final.listed, rep)
 		}
+		before := rep.Deleted
 		closed, err := s.deleteIn(ctx, w, lease, rep, byKey)
 		if err != nil {
 			return rep, err
 		}
 		if !closed {
 			break
+		}
+		if idle = idle + 1; rep.Deleted > before {
+			idle = 0
+		}
+		if idle >= maxIdleRounds {
+			return rep, fmt.Errorf("deleted %d unreferenced blobs, then %d delete windows of %s in a row closed before a delete was sent: re-marking takes longer than a window; run the sweep with a longer one", rep.Deleted, idle, w.Length)
 		}
 	}
 	rep.Marked = int64(len(s.marked))
@@ -311,6 +326,15 @@ func (s *sweep) openWindow(ctx context.Context) (blobstore.DeleteWindow, error) 
 	w, err := s.objects.OpenDeleteWindow(ctx, length)
 	if err != nil {
 		return w, err
+	}
+	// The window is signed with this host's clock and enforced by the store's: far apart, it would
+	// be closed before it opened, or keep every push waiting long after the sweep.
+	now, err := s.objects.ServerTime(ctx)
+	if err != nil {
+		return w, fmt.Errorf("reading the store's clock: %w", err)
+	}
+	if skew := w.Opened.Sub(now); skew > maxSkew || skew < -maxSkew {
+		return w, fmt.Errorf("this host's clock is %s from the store's (more than %s), so a delete window it signs would not last as long as it says: set the clock right (NTP)", skew, maxSkew)
 	}
 	holder := s.opts.Holder
 	if blobstore.ValidateID(holder) != nil {

@@ -1,0 +1,164 @@
+package blobsweep_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentrewind/agentrewind/internal/blobstore"
+	"github.com/agentrewind/agentrewind/internal/engine/gc/blobsweep"
+)
+
+// manualClock is a store clock that tests move by hand; a push's waits move it as far as they wait.
+type manualClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *manualClock) get() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *manualClock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+func (c *manualClock) sleep(_ context.Context, d time.Duration) error { c.add(d); return nil }
+
+// A committed session whose index was lost is repaired by pushing it again. Its blobs are candidates
+// meanwhile (a damaged session marks nothing), so a round whose re-mark ran before the repair stored
+// the index may delete them: the repair must settle like a new push, and the session then pulls.
+func TestARepairPushSettlesLikeANewOne(t *testing.T) {
+	ctx := context.Background()
+	clock := &manualClock{now: time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)}
+	mem := blobstore.NewMemObjectStore()
+	mem.Clock = clock.get
+	layout := blobstore.Layout{}
+	dir, _ := record(t, "run", 1, 2)
+	store := blobstore.NewSessionStore(mem, layout, blobstore.StoreOptions{PushHooks: blobstore.PushHooks{Sleep: clock.sleep}})
+	if _, err := store.Push(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := mem.Delete(ctx, layout.SessionSegments("run")); err != nil {
+		t.Fatal(err)
+	}
+	clock.add(72 * time.Hour)
+	remarked, release, done := make(chan struct{}), make(chan struct{}), make(chan *blobsweep.Report, 1)
+	go func() {
+		rep, err := blobsweep.Run(ctx, mem, blobsweep.Options{Layout: layout, Margin: time.Hour, Lock: &blobsweep.MemLock{}, Holder: "s",
+			Clock: clock.get, NoCache: true, Hooks: blobsweep.Hooks{AfterRemark: func(context.Context) error {
+				close(remarked)
+				<-release
+				return nil
+			}}})
+		if err != nil {
+			t.Errorf("sweep: %v", err)
+		}
+		done <- rep
+	}()
+	<-remarked
+	store = blobstore.NewSessionStore(mem, layout, blobstore.StoreOptions{PushHooks: blobstore.PushHooks{Sleep: clock.sleep,
+		Step: func(_ context.Context, step blobstore.PushStep) error {
+			if step == blobstore.PushIndexStored {
+				close(release)
+				if rep := <-done; rep == nil || rep.Deleted == 0 {
+					t.Errorf("the sweep deleted nothing (%+v): the test proves nothing", rep)
+				}
+			}
+			return nil
+		}}})
+	res, err := store.Push(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.AlreadyCommitted || res.ObjectsRestored == 0 {
+		t.Fatalf("the repair push: committed before %v, %d objects stored again; want true and some", res.AlreadyCommitted, res.ObjectsRestored)
+	}
+	if _, err := store.Pull(ctx, "run", filepath.Join(t.TempDir(), "pulled")); err != nil {
+		t.Fatalf("the repaired session does not pull: %v", err)
+	}
+}
+
+// A window record this version cannot read (another format, a holder it does not accept) may be a
+// sweep that deleted: the push checks every object rather than trusting the records it can read.
+func TestAPushChecksEveryObjectWhenAWindowRecordIsUnreadable(t *testing.T) {
+	ctx := context.Background()
+	clock := &manualClock{now: time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)}
+	mem := blobstore.NewMemObjectStore()
+	mem.Clock = clock.get
+	layout := blobstore.Layout{}
+	dir, hashes := record(t, "run", 1, 2)
+	victim := layout.Blob(hashes[1])
+	store := blobstore.NewSessionStore(mem, layout, blobstore.StoreOptions{PushHooks: blobstore.PushHooks{Sleep: clock.sleep,
+		Step: func(ctx context.Context, step blobstore.PushStep) error {
+			if step == blobstore.PushIndexStored { // a sweep of a newer kind deleted, and left its record
+				mem.Set(layout.SweepWindowsPrefix()+"20261205T120000Z-60000ms-gc-job", nil)
+				return mem.Delete(ctx, victim)
+			}
+			return nil
+		}}})
+	res, err := store.Push(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ObjectsRestored != 1 {
+		t.Fatalf("stored %d objects again, want the one deleted", res.ObjectsRestored)
+	}
+	if _, ok := mem.Bytes(victim); !ok {
+		t.Fatal("the push committed without the deleted blob")
+	}
+}
+
+// slowListing makes every listing of sessions/ take two minutes of the store's clock.
+type slowListing struct {
+	*blobstore.MemObjectStore
+	clock *manualClock
+}
+
+func (s slowListing) ListPages(ctx context.Context, prefix string, fn func([]blobstore.ObjectInfo) error) error {
+	if strings.HasPrefix(prefix, (blobstore.Layout{}).SessionsPrefix()) {
+		s.clock.add(2 * time.Minute)
+	}
+	return s.MemObjectStore.ListPages(ctx, prefix, fn)
+}
+
+// skewed signs windows an hour ahead of the store, as a host whose clock runs ahead does.
+type skewed struct{ *blobstore.MemObjectStore }
+
+func (s skewed) OpenDeleteWindow(ctx context.Context, d time.Duration) (blobstore.DeleteWindow, error) {
+	w, err := s.MemObjectStore.OpenDeleteWindow(ctx, d)
+	w.Opened = w.Opened.Add(time.Hour)
+	return w, err
+}
+
+// A sweep that can never delete inside its windows (re-marking takes longer than a window) or whose
+// windows would not mean what they say (its clock far from the store's) stops with an error that
+// says why, rather than recording windows for ever or blocking every push.
+func TestASweepThatCannotDeleteInItsWindowsStops(t *testing.T) {
+	for name, wrap := range map[string]func(*blobstore.MemObjectStore, *manualClock) blobsweep.Objects{
+		"re-marking outlasts the window":    func(m *blobstore.MemObjectStore, c *manualClock) blobsweep.Objects { return slowListing{m, c} },
+		"the host's clock is an hour ahead": func(m *blobstore.MemObjectStore, _ *manualClock) blobsweep.Objects { return skewed{m} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			clock := &manualClock{now: time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)}
+			mem := blobstore.NewMemObjectStore()
+			mem.Clock = clock.get
+			orphan := blobstore.Layout{}.Blob(memHash(1))
+			memPut(t, mem, orphan, "x", clock.get().Add(-48*time.Hour))
+			rep, err := blobsweep.Run(ctx, wrap(mem, clock), blobsweep.Options{Layout: blobstore.Layout{}, Margin: time.Hour,
+				Lock: &blobsweep.MemLock{}, Holder: "s", Clock: clock.get})
+			if err == nil {
+				t.Fatalf("the sweep succeeded (%d deleted, %d windows)", rep.Deleted, rep.Windows)
+			}
+			if _, ok := mem.Bytes(orphan); !ok {
+				t.Fatal("the orphan was deleted")
+			}
+			if n := len(mem.Keys(blobstore.Layout{}.SweepWindowsPrefix())); n > 3 {
+				t.Fatalf("%d window records, want at most 3", n)
+			}
+			t.Log(err)
+		})
+	}
+}
