@@ -32,6 +32,7 @@ const (
 	ReasonNoCheckpoint    Reason = "NoMintedCheckpoint"
 	ReasonNoLiveTurn      Reason = "NoLiveTurnAtCheckpoint"
 	ReasonDigestMismatch  Reason = "TurnDigestMismatch"
+	ReasonDuplicateTurn   Reason = "DuplicateTurnAtCheckpoint"
 	ReasonAnchoredRewind  Reason = "RewindToMintedCheckpoint"
 	ReasonDigestUnchecked Reason = "RewindDigestNotRequired"
 )
@@ -141,7 +142,13 @@ func Decide(in Input, reg *Registry, policy Policy) Plan {
 			"to rewind to a turn it did not stamp (the no-good note is still reported)", in.Fire.label())
 		return p
 	}
-	live, found := turnAt(in.Turns, cp.TurnIndex)
+	live, found, twice := turnAt(in.Turns, cp.TurnIndex)
+	if twice {
+		p.Decision, p.Reason = Unanchored, ReasonDuplicateTurn
+		p.Message = fmt.Sprintf("unanchored: %s fired, but the live transcript has turn %d more than once, so the turn "+
+			"the recorder stamped cannot be told; refusing to rewind", in.Fire.label(), cp.TurnIndex)
+		return p
+	}
 	matches := found && digestsMatch(live.Digest, cp.TranscriptDigest)
 	if !policy.AllowDigestMismatch && !matches {
 		return unanchoredAt(p, in.Fire, cp, found)
@@ -170,19 +177,23 @@ func unanchoredAt(p Plan, fire Fire, cp ledger.Checkpoint, found bool) Plan {
 	return p
 }
 
-func turnAt(turns []Turn, index int) (Turn, bool) {
+// turnAt finds the live turn at index; twice says more than one turn claims it.
+func turnAt(turns []Turn, index int) (turn Turn, found, twice bool) {
 	for _, t := range turns {
 		if t.Index == index {
-			return t, true
+			if found {
+				return turn, true, true
+			}
+			turn, found = t, true
 		}
 	}
-	return Turn{}, false
+	return turn, found, false
 }
 
-// digestsMatch compares digests case- and space-insensitively; an empty digest on either side never
+// digestsMatch compares digests exactly: the recorder mints lower-case hex, and a stamp that differs
+// in any byte (case, a space) is not the one it minted. An empty digest on either side never
 // matches, so a turn the boundary could not hash is no anchor.
 func digestsMatch(a, b string) bool {
-	a, b = strings.ToLower(strings.TrimSpace(a)), strings.ToLower(strings.TrimSpace(b))
 	return a != "" && a == b
 }
 
