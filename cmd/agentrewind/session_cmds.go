@@ -328,7 +328,8 @@ func newVerifyCommand() *cobra.Command {
 		Short: "Check a session: committed, complete, every line readable and in order, every hash intact",
 		Long: `Check a session: committed (meta.json), complete (it ends with session_end), every line readable,
 the log's structure (steps, lane sequence numbers, session markers, the event count), meta.json against
-the log (its keys, and every field session_start also records), the events hash, every blob hash, and
+the log (its keys, and every field session_start also records), the events hash, every blob hash, the
+sealed vault.enc against the vaultHash meta.json declares, and
 every stored fingerprint (requestHash, argsHash) recomputed from the stored call, as compare does.
 
 Exits 0 when the session is intact; 1 when there is no session at the path; 2 when it is corrupt,
@@ -347,7 +348,13 @@ meta.json to match an edited log.`,
 			if err == nil {
 				blobs := session.Blobs(s.Events)
 				result["id"], result["events"], result["blobs"], result["eventsHash"] = s.Meta.ID, len(s.Events), len(blobs), s.Meta.EventsHash
-				if ferr := replay.CheckFingerprints(s, codec.ForProvider); ferr != nil {
+				if verr := session.CheckVault(args[0], s.Meta); verr != nil {
+					if errors.Is(verr, fs.ErrNotExist) {
+						verr = fmt.Errorf("%w: %w", blobstore.ErrVaultMissing, verr)
+					}
+					err, s = classify(verr), nil
+					result["ok"] = false
+				} else if ferr := replay.CheckFingerprints(s, codec.ForProvider); ferr != nil {
 					err, s = classify(ferr), nil
 					result["ok"] = false
 				} else if cerr := s.CheckComplete(); cerr != nil {

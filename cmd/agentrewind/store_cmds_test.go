@@ -653,3 +653,31 @@ func mustWriteFile(t *testing.T, path string, data []byte) {
 		t.Fatal(err)
 	}
 }
+
+// verify checks the sealed vault against the vaultHash meta.json declares, as push does: one
+// altered or missing is a corrupt session (exit 2), named in the message.
+func TestVerifyChecksTheSealedVault(t *testing.T) {
+	dir := recordStoreFixture(t, "vaulted", fixtureVault)
+	meta, err := session.ReadMeta(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := session.CheckVault(dir, meta); err != nil {
+		t.Fatalf("the intact vault does not check: %v", err)
+	}
+	vault := filepath.Join(dir, session.VaultFile)
+	if err := os.WriteFile(vault, append([]byte("x"), fixtureVault...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = runCLI(t, "verify", dir)
+	if exitCode(err) != exitCorrupt || !strings.Contains(err.Error(), "vault.enc is corrupt or was tampered with") {
+		t.Fatalf("verify of an altered vault: exit %d, %v", exitCode(err), err)
+	}
+	if err := os.Remove(vault); err != nil {
+		t.Fatal(err)
+	}
+	_, err = runCLI(t, "verify", dir)
+	if exitCode(err) != exitCorrupt || !strings.Contains(err.Error(), "vault") {
+		t.Fatalf("verify of a missing vault: exit %d, %v", exitCode(err), err)
+	}
+}

@@ -1,5 +1,14 @@
 package session
 
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+)
+
 // Meta describes a session. It is written to meta.json last, when the recording closes: its presence,
 // with EventsHash, is what makes a session committed.
 type Meta struct {
@@ -53,4 +62,27 @@ type RedactionInfo struct {
 	Patterns []string `json:"patterns,omitempty"`
 	// Counts is the number of secrets redacted, by pattern name.
 	Counts map[string]int `json:"counts,omitempty"`
+}
+
+// CheckVault verifies the sealed vault.enc in dir against meta's vaultHash: a session that declares
+// none has nothing to check; a declared one that is missing fails with fs.ErrNotExist, one that does
+// not hash to it with *DigestMismatchError. Only the ciphertext is read; no key is needed.
+func CheckVault(dir string, meta Meta) error {
+	if meta.VaultHash == "" {
+		return nil
+	}
+	path := filepath.Join(dir, VaultFile)
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("meta.json declares a sealed vault (vaultHash %s), and forks and replays need it: %w", meta.VaultHash, err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return fmt.Errorf("reading %s: %w", path, err)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != meta.VaultHash {
+		return &DigestMismatchError{Object: path, Want: meta.VaultHash, Got: got}
+	}
+	return nil
 }
