@@ -26,7 +26,8 @@ Secrets the patterns did not recognise are not redacted: read the summary before
 
 The bundle may not be written inside the session directory, nor over one of its files through a
 symbolic or hard link, nor over a directory; an existing file is replaced only once the new bundle is
-complete. The bundle is written to .<out.rewind>.tmp-* beside it and renamed into place; the ones a
+complete. A character device or FIFO (/dev/stdout, a named pipe) is written into, never replaced; a
+symbolic link is followed. The bundle is written to .<out.rewind>.tmp-* beside it and renamed into place; the ones a
 killed pack into the same file left (their process is gone, or they are a day old) are removed.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -67,7 +67,8 @@ with its no-good note, convergence and plan coherence.
 Without --git-dir or --git-url nothing can be re-verified, so no step counts as done (the safe floor).
 With --session the session is a local directory: with --output-file the JSON result goes to the file
 and a one-line summary to stdout, otherwise the JSON goes to stdout; the file may not be inside the
-session directory, and an existing one is replaced only once the new result is complete. With
+session directory, and an existing one is replaced only once the new result is complete (a device or
+FIFO is written into, never replaced). With
 --session-id the session is pulled from the store and the result goes to results/<job-uid>.json there,
 as an engine Job does.`,
 		Args: cobra.NoArgs,

@@ -113,18 +113,40 @@ func within(path, dir string) bool {
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
-// WriteFileAtomic replaces path with what write produces: it writes to a temporary file beside path,
-// syncs it, gives it perm and renames it over path, so a reader — or a failure half way — never sees
-// a truncated file, and an existing file is untouched until the new one is complete. When path is a
-// symlink, the link is replaced, not its target; a directory is refused (*OutputIsDirectoryError).
+// OutputKindError refuses an output path that is neither a file to replace (or nothing yet) nor a
+// character device or FIFO to write into: a socket, a block device (writing would overwrite a disk),
+// or a symbolic link that leads nowhere.
+type OutputKindError struct {
+	Output string
+	Kind   string // "a socket", "a block device", "a symbolic link to a missing file"...
+}
+
+func (e *OutputKindError) Error() string {
+	return fmt.Sprintf("%s is %s: write to a regular file, a character device or a FIFO", e.Output, e.Kind)
+}
+
+// WriteFileAtomic writes what write produces to path.
+//
+// A path that does not exist or is a regular file is replaced: write goes to a temporary file beside
+// it, which is synced, given perm and renamed over path, so a reader — or a failure half way — never
+// sees a truncated file, and an existing file is untouched until the new one is complete. A character
+// device or FIFO (/dev/null, /dev/stdout, a named pipe) is written into, as a shell redirection would:
+// it is never replaced, and perm does not apply. A symbolic link is followed: the file it leads to is
+// replaced and the link kept, a device it leads to written into. A directory is refused
+// (*OutputIsDirectoryError), and so is anything else (*OutputKindError). The rename only ever
+// replaces a regular file: a path that became something else meanwhile is refused, not replaced.
 // The temporary is named as this process's (see CreateTemp), and the ones killed writers left beside
-// path are removed first.
+// the file are removed first.
 func WriteFileAtomic(path string, perm fs.FileMode, write func(io.Writer) error) (err error) {
-	if info, err := os.Lstat(path); err == nil && info.IsDir() {
-		return &OutputIsDirectoryError{Output: path}
+	target, stream, err := outputTarget(path)
+	if err != nil {
+		return err
 	}
-	RemoveStaleTemps(path, tempPurpose, time.Now())
-	tmp, err := CreateTemp(path, tempPurpose)
+	if stream {
+		return writeInto(path, write)
+	}
+	RemoveStaleTemps(target, tempPurpose, time.Now())
+	tmp, err := CreateTemp(target, tempPurpose)
 	if err != nil {
 		return err
 	}
@@ -146,11 +168,126 @@ func WriteFileAtomic(path string, perm fs.FileMode, write func(io.Writer) error)
 	if err := os.Chmod(tmp.Name(), perm); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	if err := RenameOverFile(tmp.Name(), target); err != nil {
+		if target != path {
+			err = fmt.Errorf("%s, which %s leads to: %w", target, path, err)
+		}
 		return err
 	}
-	syncDir(filepath.Dir(path))
+	syncDir(filepath.Dir(target))
 	return nil
+}
+
+// RenameOverFile renames tmp to path only when path does not exist or is a regular file. Anything
+// else there — a device, a FIFO, a socket, a link, a directory — is left alone and refused with an
+// *OutputKindError (*OutputIsDirectoryError for a directory): a rename would replace the node itself,
+// and /dev/null replaced by a file breaks every program on the machine. The check and the rename
+// are two calls, so a path swapped between them is not caught; what a caller checked earlier is
+// checked again here, right before the rename.
+func RenameOverFile(tmp, path string) error {
+	info, err := os.Lstat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return err
+	case info.IsDir():
+		return &OutputIsDirectoryError{Output: path}
+	case !info.Mode().IsRegular():
+		return &OutputKindError{Output: path, Kind: kindOf(info.Mode())}
+	}
+	return os.Rename(tmp, path)
+}
+
+// outputTarget says where WriteFileAtomic writes path: the regular file (or free name) to replace,
+// which for a symbolic link is the file it leads to, or stream when path is a device or FIFO to be
+// written into.
+func outputTarget(path string) (target string, stream bool, err error) {
+	info, err := os.Lstat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return path, false, nil
+	case err != nil:
+		return "", false, err
+	case info.Mode()&fs.ModeSymlink == 0:
+		return path, isStream(info.Mode()), checkKind(path, info.Mode())
+	}
+	info, err = os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", false, &OutputKindError{Output: path, Kind: "a symbolic link to a missing file"}
+	}
+	if err != nil {
+		return "", false, err
+	}
+	if err := checkKind(path, info.Mode()); err != nil || !info.Mode().IsRegular() {
+		return path, err == nil, err
+	}
+	resolved, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return "", false, &OutputKindError{Output: path, Kind: fmt.Sprintf("a symbolic link that cannot be resolved to a file name (%v)", err)}
+	}
+	if info, err := os.Lstat(resolved); err != nil || !info.Mode().IsRegular() {
+		return "", false, &OutputKindError{Output: path, Kind: "a symbolic link to " + resolved + ", which is not a regular file"}
+	}
+	return resolved, false, nil
+}
+
+// checkKind refuses what WriteFileAtomic neither replaces nor writes into.
+func checkKind(path string, m fs.FileMode) error {
+	switch {
+	case m.IsDir():
+		return &OutputIsDirectoryError{Output: path}
+	case m.IsRegular(), isStream(m):
+		return nil
+	}
+	return &OutputKindError{Output: path, Kind: kindOf(m)}
+}
+
+// isStream reports whether m is a node written into rather than replaced.
+func isStream(m fs.FileMode) bool {
+	return m&fs.ModeNamedPipe != 0 || m&fs.ModeCharDevice != 0
+}
+
+func kindOf(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	case m.IsDir():
+		return "a directory"
+	case m.IsRegular():
+		return "a regular file"
+	}
+	return "not a regular file (" + m.Type().String() + ")"
+}
+
+// writeInto writes into the device or FIFO at path, following links as open does. A FIFO blocks
+// until a reader opens it, as a shell redirection would. The node is checked again once open, so a
+// file put there meanwhile is not overwritten in place.
+func writeInto(path string, write func(io.Writer) error) (err error) {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	info, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !isStream(info.Mode()) {
+		return &OutputKindError{Output: path, Kind: "no longer a character device or FIFO (" + kindOf(info.Mode()) + ")"}
+	}
+	return write(f)
 }
 
 // tempPurpose names WriteFileAtomic's temporaries: .<name>.tmp-<owner>.

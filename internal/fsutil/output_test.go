@@ -3,6 +3,7 @@ package fsutil
 import (
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -102,16 +103,19 @@ func TestWriteFileAtomicReplacesOnlyWithACompleteFile(t *testing.T) {
 		t.Fatalf("content %q mode %v", got, info.Mode())
 	}
 
-	// A link is replaced, its target left alone.
+	// A link is followed: the file it leads to is replaced, the link kept.
 	target := filepath.Join(dir, "target")
-	mustWrite(t, target, "keep me")
+	mustWrite(t, target, "old")
 	link := filepath.Join(dir, "link")
 	mustSymlink(t, target, link)
 	if err := WriteFileAtomic(link, 0o644, func(w io.Writer) error { _, err := w.Write([]byte("bundle")); return err }); err != nil {
 		t.Fatal(err)
 	}
-	if read(t, target) != "keep me" || read(t, link) != "bundle" {
-		t.Fatalf("target %q, link %q", read(t, target), read(t, link))
+	if info, err := os.Lstat(link); err != nil || info.Mode()&fs.ModeSymlink == 0 {
+		t.Fatalf("the link was replaced: %v %v", info, err)
+	}
+	if read(t, target) != "bundle" {
+		t.Fatalf("target %q", read(t, target))
 	}
 }
 

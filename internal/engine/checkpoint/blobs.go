@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/agentrewind/agentrewind/internal/engine/session"
+	"github.com/agentrewind/agentrewind/internal/fsutil"
 )
 
 // Blobs is the content-addressed blob space checkpoints share with sessions and forks. A later
@@ -79,7 +80,7 @@ func (b DirBlobs) Put(_ context.Context, hash string, size int64, r io.Reader) e
 	if got := hex.EncodeToString(h.Sum(nil)); got != hash || n != size {
 		return fmt.Errorf("blob %s: received %d bytes hashing to %s, announced %d", hash, n, got, size)
 	}
-	return os.Rename(tmp.Name(), p)
+	return fsutil.RenameOverFile(tmp.Name(), p)
 }
 
 // Get implements Blobs. A blob that has become a symbolic link is refused, never followed.

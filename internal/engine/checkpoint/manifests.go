@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/agentrewind/agentrewind/internal/engine/session"
+	"github.com/agentrewind/agentrewind/internal/fsutil"
 )
 
 // Manifests holds checkpoint manifests by id, the SHA-256 of their bytes. Store verifies what it reads
@@ -65,7 +66,7 @@ func (d DirManifests) Put(_ context.Context, id string, data []byte) error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp.Name(), p)
+	return fsutil.RenameOverFile(tmp.Name(), p)
 }
 
 // Get implements Manifests. Only a regular file of at most MaxManifestBytes is read: a named pipe

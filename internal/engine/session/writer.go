@@ -8,12 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"sync"
+
+	"github.com/agentrewind/agentrewind/internal/fsutil"
 )
 
 // Writer records a session into a directory. Events are appended to events.jsonl as they are
@@ -390,5 +391,5 @@ func writeFile(path string, data []byte, sync bool) error {
 	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
 		return err
 	}
-	return os.Rename(tmp.Name(), path)
+	return fsutil.RenameOverFile(tmp.Name(), path)
 }
