@@ -59,7 +59,7 @@ func (l Limits) withDefaults() Limits {
 // destDir. Any entry other than the regular files meta.json, events.jsonl and blobs/<64 lowercase
 // hex>, and the directory blobs/, is refused with an *UnsafeEntryError, as are vault.enc, duplicates
 // and entries over the limits; a blob whose content does not hash to its name yields a
-// *BlobHashError, a bundle without meta.json or events.jsonl a *MissingEntryError, and a session that
+// *BlobHashError wherever it sits and whether or not an event references it, a bundle without meta.json or events.jsonl a *MissingEntryError, and a session that
 // does not verify the session package's error. Blobs no event references are dropped, never left in
 // destDir, and counted in the summary's Unreferenced. On any error the temporary directory is removed
 // and destDir is left as it was. Cancelling ctx stops the extraction with ctx's error.
@@ -266,30 +266,35 @@ func (u *unpacker) ensureBlobsDir() error {
 }
 
 func (u *unpacker) writeFile(name string, size int64, body io.Reader) error {
-	if isBlobPath(name) {
-		if u.refs != nil && !u.refs[name[len(blobPrefix):]] {
-			u.sum.Unreferenced++ // not written: the tar reader skips the body
-			u.sum.UnreferencedBytes += size
-			return nil
-		}
+	// A blob events.jsonl does not reference is not written, but its body is read and checked as a
+	// written one's is: whether events.jsonl came first must not change the verdict on a bundle.
+	drop := isBlobPath(name) && u.refs != nil && !u.refs[name[len(blobPrefix):]]
+	if isBlobPath(name) && !drop {
 		if err := u.ensureBlobsDir(); err != nil {
 			return err
 		}
 	}
-	// O_EXCL: the destination started empty, so an existing file means something raced us.
-	f, err := u.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return fmt.Errorf("bundle: extracting %s: %w", name, err)
+	var dst io.WriteCloser = nopCloser{io.Discard}
+	if !drop {
+		// O_EXCL: the destination started empty, so an existing file means something raced us.
+		f, err := u.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err != nil {
+			return fmt.Errorf("bundle: extracting %s: %w", name, err)
+		}
+		dst = f
 	}
 	tokens := u.sum.RedactionTokens
 	early := isBlobPath(name) && u.refs == nil
-	if early {
+	switch {
+	case drop:
+		tokens = map[string]int{} // what a dropped blob reveals is not shipped
+	case early:
 		tokens = map[string]int{}
 		u.early, u.tokens[name] = append(u.early, name), tokens
 	}
 	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(f, h, newTokenCounter(tokens)), io.LimitReader(body, size))
-	if cerr := f.Close(); err == nil {
+	n, err := io.Copy(io.MultiWriter(dst, h, newTokenCounter(tokens)), io.LimitReader(body, size))
+	if cerr := dst.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
@@ -305,7 +310,12 @@ func (u *unpacker) writeFile(name string, size int64, body io.Reader) error {
 	if err := checkBlobHash(name, h.Sum(nil)); err != nil {
 		return err
 	}
-	if early {
+	switch {
+	case drop:
+		u.sum.Unreferenced++
+		u.sum.UnreferencedBytes += size
+		return nil
+	case early:
 		if u.sizes == nil {
 			u.sizes = map[string]int64{}
 		}
@@ -318,6 +328,10 @@ func (u *unpacker) writeFile(name string, size int64, body io.Reader) error {
 	}
 	return nil
 }
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
 
 // readRefs reads the blob references of the extracted events.jsonl, through the session package.
 // A log that cannot be read is refused here; its full verification comes after the extraction.
