@@ -70,10 +70,11 @@ Lanes and call sites: X-Rewind-Lane: <name> puts a call in lane "0/<name>" (abse
 lane "0"); X-Rewind-Site: <label> names its call site (default: anthropic.messages,
 openai.chat_completions, openai.responses, anthropic.count_tokens, tool.<name>).
 
-Modes: record forwards to --anthropic-upstream and records into a new session; replay serves the
+Modes: record forwards to the provider's upstream and records into a new session; replay serves the
 session and has no upstream at all (--drift-policy strict|warn); fork serves the steps before
 --at-step and forwards the rest with --overrides (system, model, params, requestPatches), recording a
-child session. The provider key comes from --anthropic-api-key-file or $ANTHROPIC_API_KEY and
+child session. Replay and fork speak the API the session records. The provider key comes from
+--anthropic-api-key-file or $ANTHROPIC_API_KEY (--openai-api-key-file or $OPENAI_API_KEY) and
 replaces whatever the agent sends; without one the agent's own key is passed through. Either way it
 is redacted wherever it appears, with every value of --learn-secrets-from.
 
@@ -89,7 +90,7 @@ termination message. A record run writes no task result: the committed session i
 	fl.StringVar(&o.listen, "listen", "127.0.0.1:8787", "address to serve the model API on (keep it on loopback beside the agent: in fork mode it spends the proxy's key)")
 	fl.StringVar(&o.healthListen, "health-listen", "", "address to serve only /healthz, /readyz and /metrics on, for probes from outside the pod (default: none; --listen serves them too)")
 	fl.StringVar(&o.mode, "mode", "", "record, replay or fork")
-	fl.StringVar(&o.provider, "provider", "anthropic", "the model API a recording speaks: anthropic, openai (Chat Completions) or openai-responses (replay and fork take the session's)")
+	fl.StringVar(&o.provider, "provider", "", "the model API a recording speaks: anthropic (the default when recording), openai (Chat Completions) or openai-responses; replay and fork take the session's, and refuse a different one given here")
 	fl.StringVar(&o.sessionDir, "session-dir", "", "local directory of sessions, one subdirectory per session id (instead of --store)")
 	fl.StringVar(&o.childID, "child-session-id", "", "fork: the child session's id (default <session-id>-fork-<at-step>)")
 	fl.StringVar(&o.driftPolicy, "drift-policy", "strict", "replay and a fork's prefix: strict or warn")
@@ -130,6 +131,9 @@ func (o *proxyOptions) validate() error {
 			return fmt.Errorf("--session-id: %w", err)
 		}
 	}
+	if o.provider != "" && !knownProvider(o.provider) {
+		return fmt.Errorf("--provider %q: use anthropic, openai or openai-responses", o.provider)
+	}
 	if o.mode == string(proxy.Fork) && o.atStep < 0 {
 		return errors.New("--at-step is required in fork mode")
 	}
@@ -157,6 +161,16 @@ func (o *proxyOptions) validate() error {
 		}
 	}
 	return nil
+}
+
+// knownProvider reports whether name is a model API the proxy speaks.
+func knownProvider(name string) bool {
+	for _, p := range proxy.Providers {
+		if p.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // commitSHA is a full git object name, SHA-1 or SHA-256.
@@ -203,6 +217,10 @@ func (o *proxyOptions) run(cmd *cobra.Command) error {
 		}
 		if opts.Session, err = openSession(dir); err != nil {
 			return err
+		}
+		// The session says which API it speaks; a flag is only ever checked against it.
+		if rec := opts.Session.Meta.Provider; rec != "" && o.provider != "" && o.provider != rec {
+			return fmt.Errorf("--provider %s: session %s records %s; leave --provider out to %s it as recorded", o.provider, o.job.sessionID, rec, o.mode)
 		}
 	}
 	switch opts.Mode {

@@ -47,10 +47,16 @@ var (
 // be taken by another process in between; a --health-listen of 127.0.0.1:0 is read the same way.
 func startProxyCommand(t *testing.T, args ...string) *proxyRun {
 	t.Helper()
+	return startProxyVerb(t, []string{"proxy"}, args...)
+}
+
+// startProxyVerb is startProxyCommand for any verb that runs the proxy (engine replay, engine fork).
+func startProxyVerb(t *testing.T, verb []string, args ...string) *proxyRun {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	run := &proxyRun{cancel: cancel, done: make(chan error, 1), stderr: &syncbuf.Buffer{}}
 	cmd := newRootCommand()
-	cmd.SetArgs(append([]string{"proxy", "--listen", "127.0.0.1:0"}, args...))
+	cmd.SetArgs(append(append(append([]string{}, verb...), "--listen", "127.0.0.1:0"), args...))
 	cmd.SetOut(io.Discard)
 	cmd.SetErr(run.stderr)
 	go func() { run.done <- cmd.ExecuteContext(ctx) }()
