@@ -9,6 +9,8 @@ import (
 	"reflect"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/agentrewind/agentrewind/internal/engine/jsonscan"
 )
 
 // builder turns a Go value into canonical nodes. It follows encoding/json's mapping (nil maps and slices
@@ -368,7 +370,8 @@ func (b *builder) reflectMap(rv reflect.Value) (node, error) {
 
 // roundTrip marshals v with encoding/json and parses the result, for the types whose JSON form only
 // encoding/json knows: structs (tags, omitempty, embedding), marshalers, []byte, maps with non-string keys.
-// encoding/json would replace invalid UTF-8 in v's strings with U+FFFD, so they are checked first.
+// encoding/json would replace invalid UTF-8 in v's strings with U+FFFD, so they are checked first
+// (jsonscan.CheckUTF8).
 func (b *builder) roundTrip(v any) (node, error) {
 	data, err := b.marshal(v)
 	if err != nil {
@@ -379,7 +382,7 @@ func (b *builder) roundTrip(v any) (node, error) {
 
 // marshal is encoding/json's text for v, refused where encoding/json would repair invalid UTF-8.
 func (b *builder) marshal(v any) ([]byte, error) {
-	if !newTextCheck().valid(reflect.ValueOf(v), 0) {
+	if jsonscan.CheckUTF8(v) != nil {
 		return nil, &InvalidUTF8Error{Path: b.path.String(), what: badUTF8Inside}
 	}
 	data, err := json.Marshal(v)
@@ -411,100 +414,6 @@ func (b *builder) topLevelJSON(v any) (doc []byte, ok bool, err error) {
 	}
 	doc, err = b.marshal(v)
 	return doc, true, err
-}
-
-// textCheck reports whether the strings encoding/json would write for a value as JSON strings (string
-// fields, map keys, MarshalText results) are valid UTF-8. It checks at least what encoding/json writes:
-// exported and embedded fields not tagged "-", map keys and values, elements. MarshalJSON results are
-// not checked here: encoding/json copies them unrepaired, and the parser refuses invalid text in them.
-// Pointers, maps and slices already checked are not walked again, and one met again on the current path
-// is a cycle, which json.Marshal reports — so a value with shared or cyclic references is walked once.
-type textCheck struct {
-	done, onPath map[visit]bool
-}
-
-// visit identifies a reference: its address, its type (a struct and its first field share an address)
-// and, for a slice, its length (two slices of one array may see different elements).
-type visit struct {
-	ptr uintptr
-	typ reflect.Type
-	n   int
-}
-
-func newTextCheck() *textCheck {
-	return &textCheck{done: map[visit]bool{}, onPath: map[visit]bool{}}
-}
-
-func (c *textCheck) valid(rv reflect.Value, depth int) bool {
-	if !rv.IsValid() || depth > maxDepth {
-		return true
-	}
-	t := rv.Type()
-	switch t.Kind() {
-	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice:
-		if rv.IsNil() {
-			return true
-		}
-	}
-	if t.Kind() == reflect.Pointer || t.Kind() == reflect.Map || (t.Kind() == reflect.Slice && rv.Len() > 0) {
-		v := visit{ptr: rv.Pointer(), typ: t}
-		if t.Kind() == reflect.Slice {
-			v.n = rv.Len()
-		}
-		if c.done[v] || c.onPath[v] {
-			return true // checked already, or a cycle json.Marshal will refuse
-		}
-		c.onPath[v] = true
-		ok := c.validValue(rv, t, depth)
-		delete(c.onPath, v)
-		c.done[v] = ok
-		return ok
-	}
-	return c.validValue(rv, t, depth)
-}
-
-func (c *textCheck) validValue(rv reflect.Value, t reflect.Type, depth int) bool {
-	if rv.CanInterface() {
-		if t.Implements(marshalerType) {
-			return true
-		}
-		if m, ok := rv.Interface().(encoding.TextMarshaler); ok {
-			text, err := m.MarshalText()
-			return err != nil || utf8.Valid(text) // json.Marshal reports the error
-		}
-	}
-	switch t.Kind() {
-	case reflect.String:
-		return utf8.ValidString(rv.String())
-	case reflect.Pointer, reflect.Interface:
-		return c.valid(rv.Elem(), depth+1)
-	case reflect.Struct:
-		for i := range t.NumField() {
-			f := t.Field(i)
-			if (!f.IsExported() && !f.Anonymous) || f.Tag.Get("json") == "-" {
-				continue
-			}
-			if !c.valid(rv.Field(i), depth+1) {
-				return false
-			}
-		}
-	case reflect.Map:
-		for it := rv.MapRange(); it.Next(); {
-			if !c.valid(it.Key(), depth+1) || !c.valid(it.Value(), depth+1) {
-				return false
-			}
-		}
-	case reflect.Slice, reflect.Array:
-		if t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8 {
-			return true // base64
-		}
-		for i := range rv.Len() {
-			if !c.valid(rv.Index(i), depth+1) {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // marshalError translates encoding/json's errors into this package's typed ones where they mean the same.

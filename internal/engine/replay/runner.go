@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/agentrewind/agentrewind/internal/engine/fingerprint"
+	"github.com/agentrewind/agentrewind/internal/engine/jsonscan"
 	"github.com/agentrewind/agentrewind/internal/engine/redact"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
@@ -375,7 +376,7 @@ func (r *runner) Note(ctx context.Context, text string) {
 // Ledger implements AgentContext.
 func (r *runner) Ledger(ctx context.Context, record any) error {
 	c := r.begin(ctx, session.KindLedger, nil, "ledger")
-	doc, err := json.Marshal(record)
+	doc, err := jsonscan.Marshal(record)
 	if err != nil {
 		r.skip(c.step)
 		return &SerializationError{Step: c.step, Tool: "ledger", What: "record", Err: err}

@@ -6,16 +6,17 @@ import (
 	"fmt"
 
 	"github.com/agentrewind/agentrewind/internal/engine/fingerprint"
+	"github.com/agentrewind/agentrewind/internal/engine/jsonscan"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
 
 // Tool implements AgentContext.
 func (r *runner) Tool(ctx context.Context, name string, args any, opts ...CallOption) (json.RawMessage, error) {
 	if r.fork != nil && r.fork.isHalted() {
-		return nil, ErrForkHalted
+		return nil, r.fork.haltErr()
 	}
 	c := r.begin(ctx, session.KindToolCall, opts, "")
-	argsJSON, err := json.Marshal(args)
+	argsJSON, err := jsonscan.Marshal(args) // never repaired: "x\xfe" must not replay "x\xff"
 	if err != nil {
 		r.skip(c.step)
 		return nil, &SerializationError{Step: c.step, Tool: name, What: "args", Err: err}
@@ -114,7 +115,7 @@ func (r *runner) liveTool(ctx context.Context, ev session.Event, args json.RawMe
 		r.finish(&ev)
 		return nil, callErr
 	}
-	resultJSON, err := json.Marshal(result)
+	resultJSON, err := jsonscan.Marshal(result)
 	if err != nil {
 		serr := &SerializationError{Step: ev.Step, Tool: ev.Name, What: "result", Err: err}
 		ev.Error = &session.SerializedError{Name: "SerializationError", Message: r.cfg.Redactor.String(serr.Error())}

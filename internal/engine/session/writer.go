@@ -14,6 +14,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/agentrewind/agentrewind/internal/engine/jsonscan"
 	"github.com/agentrewind/agentrewind/internal/fsutil"
 )
 
@@ -152,7 +153,9 @@ func (w *Writer) storedLine(ev Event) ([]byte, error) {
 	if err := w.externalize(&ev); err != nil {
 		return nil, err
 	}
-	line, err := json.Marshal(ev)
+	// Never repaired: a string field that is not UTF-8 (a note, a tool name) is refused, not recorded
+	// as something else.
+	line, err := jsonscan.Marshal(ev)
 	if err != nil {
 		return nil, fmt.Errorf("session: encoding event at step %d: %w", ev.Step, err)
 	}
