@@ -110,3 +110,16 @@ func (e *BlobRefError) Error() string {
 }
 
 func (e *BlobRefError) Unwrap() error { return e.Err }
+
+// InsideSessionError refuses a directory to record into that lies inside another session's
+// directory, such as a parent's blobs/: the new session's files would land among that session's and
+// it would no longer verify.
+type InsideSessionError struct {
+	Dir      string // as given
+	Resolved string // with symbolic links and ".." resolved
+	Session  string // the session directory it lies in
+}
+
+func (e *InsideSessionError) Error() string {
+	return fmt.Sprintf("session: %s resolves to %s, inside the session directory %s: record into a directory outside it", e.Dir, e.Resolved, e.Session)
+}

@@ -66,6 +66,9 @@ func Create(dir string, meta Meta, opts WriterOptions) (*Writer, error) {
 	if dir == "" {
 		return nil, errors.New("session: a directory to record into is required")
 	}
+	if err := checkOutsideSessions(dir); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(filepath.Join(dir, BlobsDir), 0o755); err != nil {
 		return nil, fmt.Errorf("session: creating %s: %w", dir, err)
 	}
@@ -95,6 +98,59 @@ func Create(dir string, meta Meta, opts WriterOptions) (*Writer, error) {
 		}
 	}
 	return w, nil
+}
+
+// checkOutsideSessions refuses a dir that lies inside a session directory, symbolic links and ".."
+// resolved: a fork recorded into its parent's blobs/ would break the parent. The dir itself holding
+// a session is refused by Create's own check. The part of dir that does not exist yet is taken as
+// written.
+func checkOutsideSessions(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("session: resolving %s: %w", dir, err)
+	}
+	existing, rest := abs, ""
+	for {
+		if _, err := os.Lstat(existing); err == nil {
+			break
+		}
+		parent := filepath.Dir(existing)
+		if parent == existing {
+			break
+		}
+		rest = filepath.Join(filepath.Base(existing), rest)
+		existing = parent
+	}
+	resolved, err := filepath.EvalSymlinks(existing)
+	if err != nil {
+		return fmt.Errorf("session: resolving %s: %w", dir, err)
+	}
+	resolved = filepath.Join(resolved, rest)
+	for a := filepath.Dir(resolved); ; a = filepath.Dir(a) {
+		if holdsSession(a) {
+			return &InsideSessionError{Dir: dir, Resolved: resolved, Session: a}
+		}
+		if filepath.Dir(a) == a {
+			return nil
+		}
+	}
+}
+
+// holdsSession reports whether dir is a session directory: committed (meta.json and events.jsonl) or
+// being recorded (events.jsonl and blobs/). Either file alone may be anything's.
+func holdsSession(dir string) bool {
+	exists := func(name string) (os.FileInfo, bool) {
+		fi, err := os.Stat(filepath.Join(dir, name))
+		return fi, err == nil
+	}
+	if _, ok := exists(EventsFile); !ok {
+		return false
+	}
+	if _, ok := exists(MetaFile); ok {
+		return true
+	}
+	fi, ok := exists(BlobsDir)
+	return ok && fi.IsDir()
 }
 
 // Dir is the session directory.
