@@ -244,6 +244,9 @@ character, as in gitignore (\* is a star, \\ a backslash).`,
 			for _, s := range c.Stats.RestoreTemporaries {
 				fmt.Fprintf(cmd.ErrOrStderr(), "skipped %s: a temporary file left by an interrupted restore, safe to delete\n", printable(s))
 			}
+			for _, s := range c.Stats.Unrecordable {
+				fmt.Fprintf(cmd.ErrOrStderr(), "left out %s: its name or link target is not valid UTF-8, which a checkpoint cannot record; a restore leaves it as it is (rename it to capture it)\n", printable(s))
+			}
 			return err
 		},
 	}

@@ -35,8 +35,9 @@ type CaptureOptions struct {
 	// inRestore marks the guard a restore takes while it holds the workspace's lock itself.
 	inRestore bool
 	// mayOmit, set for a restore's guard, says which paths need not be in it: every path the restore
-	// does not write. A name (or link target) there that a manifest cannot record is then left out
-	// (CaptureStats.Unrecordable) instead of failing the guard: the restore leaves it as it is.
+	// does not write. A name (or link target) a manifest cannot record is left out
+	// (CaptureStats.Unrecordable) only there; one the restore would overwrite fails the guard, which
+	// must hold it to undo the restore. Without mayOmit every such path is left out.
 	mayOmit func(rel string) bool
 }
 
@@ -61,15 +62,19 @@ type CaptureStats struct {
 	// RestoreTemporaries are files a restore killed mid-write left behind (IsRestoreTemporary); they
 	// are never captured.
 	RestoreTemporaries []string `json:"restoreTemporaries,omitempty"`
-	// Unrecordable are paths a restore's guard left out: names or link targets that are not valid
-	// UTF-8, at paths the restore does not write (a directory stands for everything below it).
+	// Unrecordable are paths left out because their name or link target is not valid UTF-8, which a
+	// manifest cannot record (a directory stands for everything below it). A restore never deletes
+	// a workspace file, so it leaves them as they are.
 	Unrecordable []string `json:"unrecordable,omitempty"`
 }
 
 // Capture walks the workspace dir and returns its manifest; the bytes of every file the blob space
 // does not hold yet are uploaded. Symbolic links are recorded with their target and never followed
 // or read through; excluded paths (and whole excluded directories) are skipped, and so is a path
-// that disappears during the walk (reported in Vanished).
+// that disappears during the walk (reported in Vanished). A name or link target that is not valid
+// UTF-8 is left out and reported in Unrecordable, and the rest captured: one such name must not cost
+// every checkpoint of the workspace. Only a restore's guard fails on one (a *NameError) where the
+// restore writes, since it could not undo that write.
 func Capture(ctx context.Context, dir string, blobs Blobs, opts CaptureOptions) (*Manifest, CaptureStats, error) {
 	var st CaptureStats
 	for _, s := range append([]string{opts.Anchor.Session, opts.Anchor.TurnDigest, opts.Reason}, opts.Excludes...) {
@@ -108,6 +113,10 @@ func Capture(ctx context.Context, dir string, blobs Blobs, opts CaptureOptions) 
 	if opts.Baseline != nil {
 		m.Files = make([]Entry, 0, len(opts.Baseline.Files)+len(opts.Baseline.Files)/8)
 	}
+	omit := opts.mayOmit
+	if omit == nil {
+		omit = func(string) bool { return true }
+	}
 	var bad NameError // once a name is bad nothing is stored: the walk only looks for the others
 	badName := func(b BadName) {
 		if len(bad.Names) < MaxBadNames {
@@ -141,7 +150,7 @@ func Capture(ctx context.Context, dir string, blobs Blobs, opts CaptureOptions) 
 				return nil
 			}
 			if !utf8.ValidString(rel) {
-				if opts.mayOmit != nil && opts.mayOmit(rel) {
+				if omit(rel) {
 					st.Unrecordable = append(st.Unrecordable, rel)
 				} else {
 					badName(BadName{Path: rel})
@@ -161,7 +170,7 @@ func Capture(ctx context.Context, dir string, blobs Blobs, opts CaptureOptions) 
 					return err
 				}
 				if !utf8.ValidString(target) {
-					if opts.mayOmit != nil && opts.mayOmit(rel) {
+					if omit(rel) {
 						st.Unrecordable = append(st.Unrecordable, rel)
 					} else {
 						badName(BadName{Path: rel, Target: target})

@@ -119,22 +119,6 @@ func TestCaptureSkipsExcludedPathsAndSubtrees(t *testing.T) {
 	}
 }
 
-func TestCaptureRefusesAFileNameThatIsNotUTF8(t *testing.T) {
-	ws, store := t.TempDir(), OpenStore(t.TempDir())
-	write(t, ws, map[string]string{"ok.txt": "ok", "n\xff": "one", "n\xfe": "two"})
-	_, err := store.Create(ctx, ws, CaptureOptions{Anchor: recorderAnchor(1), Now: clock()})
-	if err == nil || !strings.Contains(err.Error(), `"n\xfe"`) || !strings.Contains(err.Error(), "not valid UTF-8") {
-		t.Fatalf("capture: %v; want a refusal naming \"n\\xfe\"", err)
-	}
-	if list, bad, err := store.Scan(ctx); err != nil || len(list)+len(bad) != 0 {
-		t.Fatalf("a refused capture stored %v %v %v", list, bad, err)
-	}
-	// Excluded, the names are no obstacle.
-	if _, err := store.Create(ctx, ws, CaptureOptions{Anchor: recorderAnchor(1), Excludes: []string{"n?"}, Now: clock()}); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestScanSkipsAManifestThatDoesNotLoad(t *testing.T) {
 	ws, store := t.TempDir(), OpenStore(t.TempDir())
 	write(t, ws, map[string]string{"a.txt": "alpha"})

@@ -36,8 +36,10 @@ func (b BadName) String() string {
 // MaxBadNames bounds the names a NameError lists; Count says how many there were.
 const MaxBadNames = 20
 
-// NameError says a capture met workspace names, or symbolic link targets, that a manifest cannot
-// record: JSON carries only valid UTF-8. Nothing is stored; excluding the paths lets the capture pass.
+// NameError says a restore's guard met workspace names, or symbolic link targets, that a manifest
+// cannot record (JSON carries only valid UTF-8) at paths the restore would overwrite: the guard could
+// not undo the restore. Nothing is stored; renaming the paths lets the guard pass. An ordinary
+// capture leaves such paths out instead (CaptureStats.Unrecordable).
 type NameError struct {
 	// Names are the first MaxBadNames, in walk order; a directory stands for everything below it.
 	Names []BadName

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -180,43 +181,53 @@ func TestANameAManifestCannotCarryIsRefusedByName(t *testing.T) {
 		t.Errorf("the refused restore wrote (-before +after):\n%s", d)
 	}
 
+	// An ordinary capture leaves the link out instead, and captures the rest.
 	must(t, os.Symlink("caf\xe9", filepath.Join(ws, "link")))
 	must(t, os.Remove(filepath.Join(ws, "l")))
-	if _, err := store.Create(ctx, ws, CaptureOptions{Now: clock()}); !errors.As(err, &ne) || ne.Count != 1 || ne.Names[0] != (BadName{Path: "link", Target: "caf\xe9"}) {
-		t.Fatalf("capture of a link with a non-UTF-8 target: %v, want a NameError naming link", err)
+	created, err := store.Create(ctx, ws, CaptureOptions{Now: clock()})
+	if err != nil || !slices.Equal(created.Stats.Unrecordable, []string{"link"}) {
+		t.Fatalf("capture of a link with a non-UTF-8 target: %+v, %v, want it left out", created.Stats, err)
 	}
 }
 
-// TestEveryNameAManifestCannotCarryIsReported: a capture names every bad name, not just the first, so
-// one run tells the user everything to rename or exclude: up to MaxBadNames of them with the count of
-// all; a directory with a bad name stands for its subtree. No checkpoint is stored.
-func TestEveryNameAManifestCannotCarryIsReported(t *testing.T) {
+// TestACaptureLeavesOutNamesAManifestCannotCarry: a name or link target that is not UTF-8 used to
+// fail the capture, so one such file made every checkpoint of its workspace fail. Each is now left
+// out and reported (a directory standing for its subtree), however many there are, and everything
+// else is captured; a restore of the checkpoint leaves the names it left out as they are.
+func TestACaptureLeavesOutNamesAManifestCannotCarry(t *testing.T) {
 	ws, store := t.TempDir(), OpenStore(t.TempDir())
-	write(t, ws, map[string]string{"a.txt": "alpha", "bad\xff/x.txt": "x", "bad\xff/y.txt": "y", "z\xfe.txt": "z"})
+	write(t, ws, map[string]string{"a.txt": "alpha", "bad\xff/x.txt": "x", "bad\xff/y.txt": "y", "z\xfe.txt": "z", "sub/b.txt": "beta"})
 	must(t, os.Symlink("t\xfd", filepath.Join(ws, "link")))
-	_, err := store.Create(ctx, ws, CaptureOptions{Now: clock()})
-	var ne *NameError
-	want := &NameError{Count: 3, Names: []BadName{{Path: "bad\xff"}, {Path: "link", Target: "t\xfd"}, {Path: "z\xfe.txt"}}}
-	if !errors.As(err, &ne) {
-		t.Fatalf("capture: %v, want a NameError", err)
-	}
-	if d := cmp.Diff(want, ne); d != "" {
-		t.Errorf("bad names (-want +got):\n%s", d)
-	}
-	for _, s := range []string{"3 file names or link targets", `"bad\xff"`, `symbolic link "link" (target "t\xfd")`, `"z\xfe.txt"`} {
-		if !strings.Contains(err.Error(), s) {
-			t.Errorf("the refusal %q does not say %s", err, s)
-		}
-	}
-	if list, err := store.List(ctx); err != nil || len(list) != 0 {
-		t.Errorf("a refused capture stored %d checkpoints, %v", len(list), err)
-	}
-
 	for i := range MaxBadNames + 5 {
 		write(t, ws, map[string]string{fmt.Sprintf("many/%02d-\xff", i): "m"})
 	}
-	_, err = store.Create(ctx, ws, CaptureOptions{Now: clock()})
-	if !errors.As(err, &ne) || ne.Count != 3+MaxBadNames+5 || len(ne.Names) != MaxBadNames || !strings.HasSuffix(err.Error(), fmt.Sprintf(" and %d more", 3+5)) {
-		t.Fatalf("capture of %d bad names: %v, want %d listed and the count", 3+MaxBadNames+5, err, MaxBadNames)
+	c, err := store.Create(ctx, ws, CaptureOptions{Now: clock()})
+	if err != nil {
+		t.Fatalf("capture beside names a manifest cannot carry: %v", err)
+	}
+	want := []string{"bad\xff", "link", "z\xfe.txt"}
+	for i := range MaxBadNames + 5 {
+		want = append(want, fmt.Sprintf("many/%02d-\xff", i))
+	}
+	if d := cmp.Diff(slices.Sorted(slices.Values(want)), slices.Sorted(slices.Values(c.Stats.Unrecordable))); d != "" {
+		t.Errorf("left out (-want +got):\n%s", d)
+	}
+	m, err := store.Load(ctx, c.ID)
+	must(t, err)
+	var paths []string
+	for _, e := range m.Files {
+		paths = append(paths, e.Path)
+	}
+	if d := cmp.Diff([]string{"a.txt", "sub/b.txt"}, paths); d != "" {
+		t.Errorf("captured (-want +got):\n%s", d)
+	}
+
+	write(t, ws, map[string]string{"a.txt": "changed", "z\xfe.txt": "changed too"})
+	if _, err := store.Restore(ctx, ws, c.ID, RestoreOptions{Guard: GuardRequire, Now: clock()}); err != nil {
+		t.Fatalf("restore beside the names left out: %v", err)
+	}
+	if read(t, filepath.Join(ws, "a.txt")) != "alpha" || read(t, filepath.Join(ws, "z\xfe.txt")) != "changed too" ||
+		read(t, filepath.Join(ws, "bad\xff", "x.txt")) != "x" {
+		t.Fatal("the restore did not restore a.txt, or touched a name the checkpoint left out")
 	}
 }
