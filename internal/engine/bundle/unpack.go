@@ -54,15 +54,19 @@ func (l Limits) withDefaults() Limits {
 // destDir must be empty or absent (its parent must exist), and neither a file nor a symbolic link: a
 // destination that is not is a *DestinationError. The bundle is extracted into a new temporary
 // directory beside destDir, named as this process's (fsutil.MkdirTemp; the ones killed unpacks into
-// destDir left are removed first and listed in the summary's RemovedStale) — every write through an os.Root opened on it, so nothing can
-// land outside — then opened with session.Open, and only a session that verifies is renamed to
-// destDir. Any entry other than the regular files meta.json, events.jsonl and blobs/<64 lowercase
-// hex>, and the directory blobs/, is refused with an *UnsafeEntryError, as are vault.enc, duplicates
-// and entries over the limits; a blob whose content does not hash to its name yields a
-// *BlobHashError wherever it sits and whether or not an event references it, a bundle without meta.json or events.jsonl a *MissingEntryError, and a session that
-// does not verify the session package's error. Blobs no event references are dropped, never left in
-// destDir, and counted in the summary's Unreferenced. On any error the temporary directory is removed
-// and destDir is left as it was. Cancelling ctx stops the extraction with ctx's error.
+// destDir left are removed first and listed in the summary's RemovedStale) — every write through an
+// os.Root opened on it, so nothing can land outside — then opened with session.Open, and only a
+// session that verifies is renamed to destDir. Any entry other than the regular files meta.json,
+// events.jsonl and blobs/<64 lowercase hex>, and the directory blobs/, is refused with an
+// *UnsafeEntryError, as are vault.enc, duplicates, entries over the limits and a blob or meta.json
+// over the session package's caps (from its header); a line of events.jsonl over session.MaxLineBytes
+// is refused as it streams in, with a *session.CorruptEventError naming the line and its offset. A
+// blob whose content does not hash to its name yields a *BlobHashError wherever it sits and whether
+// or not an event references it, a bundle without meta.json or events.jsonl a *MissingEntryError, and
+// a session that does not verify the session package's error. Blobs no event references are dropped,
+// never left in destDir, and counted in the summary's Unreferenced. On any error the temporary
+// directory is removed and destDir is left as it was. Cancelling ctx stops the extraction with ctx's
+// error.
 func Unpack(ctx context.Context, r io.Reader, destDir string, limits Limits) (_ *PackSummary, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -240,6 +244,14 @@ func (u *unpacker) admit(hdr *tar.Header) error {
 		return refuse(name, reasonDuplicate)
 	}
 	u.seen[key] = true
+	// What a reader of the session holds whole in memory is capped: refused here, from the header,
+	// before a byte of it is written.
+	if isBlobPath(name) && hdr.Size > session.MaxBlobBytes {
+		return refuse(name, fmt.Sprintf("size %d exceeds the %d-byte cap on a blob", hdr.Size, session.MaxBlobBytes))
+	}
+	if name == metaFile && hdr.Size > session.MaxMetaBytes {
+		return refuse(name, fmt.Sprintf("size %d exceeds the %d-byte cap on meta.json", hdr.Size, session.MaxMetaBytes))
+	}
 	return u.admitSize(name, hdr.Size)
 }
 
@@ -293,7 +305,12 @@ func (u *unpacker) writeFile(name string, size int64, body io.Reader) error {
 		u.early, u.tokens[name] = append(u.early, name), tokens
 	}
 	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(dst, h, newTokenCounter(tokens)), io.LimitReader(body, size))
+	sinks := []io.Writer{dst, h, newTokenCounter(tokens)}
+	if name == eventsFile {
+		// A line over the cap is refused as it streams in, with its offset, not once it is on disk.
+		sinks = append(sinks, session.NewLineChecker(eventsFile))
+	}
+	n, err := io.Copy(io.MultiWriter(sinks...), io.LimitReader(body, size))
 	if cerr := dst.Close(); err == nil {
 		err = cerr
 	}

@@ -34,7 +34,28 @@ type BlobSource interface {
 type dirBlobs string
 
 func (d dirBlobs) ReadBlob(hash string) ([]byte, error) {
-	return os.ReadFile(filepath.Join(string(d), BlobsDir, hash))
+	return readCapped(filepath.Join(string(d), BlobsDir, hash), "blob "+hash, blobLimit)
+}
+
+// readCapped reads the file at path, refusing one over limit bytes (*TooLargeError) before reading
+// it, or as soon as it grows past it.
+func readCapped(path, what string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > limit {
+		return nil, &TooLargeError{What: what, Size: fi.Size(), Limit: limit}
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, &TooLargeError{What: what, Partial: true, Limit: limit}
+	}
+	return data, nil
 }
 
 // Open loads the committed session in dir and checks it: meta.json (DecodeMeta, and against the log:
@@ -96,7 +117,7 @@ func (s *Session) CheckComplete() error {
 // ReadMeta reads and checks meta.json.
 func ReadMeta(dir string) (Meta, error) {
 	path := filepath.Join(dir, MetaFile)
-	data, err := os.ReadFile(path)
+	data, err := readCapped(path, path, metaLimit)
 	if errors.Is(err, fs.ErrNotExist) {
 		return Meta{}, fmt.Errorf("%s: %w", dir, ErrNotCommitted)
 	}
@@ -140,15 +161,29 @@ func readLog(r io.Reader, wantHash, name string, visit func(ev *Event, written, 
 	for lineNo := 1; firstErr == nil; lineNo++ {
 		// The line is only valid until the next read: decoding copies what an event keeps.
 		line, err := br.ReadSlice('\n')
+		var over int64 // the bytes of a line past lineLimit, skipped rather than held
 		if err == bufio.ErrBufferFull {
 			long = append(long[:0], line...)
 			for err == bufio.ErrBufferFull {
 				line, err = br.ReadSlice('\n')
+				if over > 0 || int64(len(long)+len(line)) > lineLimit {
+					over += int64(len(line))
+					continue
+				}
+				if cap(long)-len(long) < len(line) {
+					// Doubling, where append grows a large slice by a quarter: the copies of a line
+					// then add up to twice it, not five times.
+					long = slices.Grow(long, max(len(line), cap(long)))
+				}
 				long = append(long, line...)
 			}
 			line = long
 		}
-		if len(line) > 0 {
+		switch {
+		case over > 0 || int64(len(line)) > lineLimit:
+			firstErr = tooLongLine(name, lineNo, offset)
+			offset += int64(len(line)) + over
+		case len(line) > 0:
 			firstErr = decodeLine(fast, line, lineNo, offset, name, visit, &events)
 			offset += int64(len(line))
 		}
@@ -235,6 +270,9 @@ func ResolveBlobs(ev *Event, blobs BlobSource) error {
 		}
 		if err != nil {
 			return fmt.Errorf("step %d: reading blob %s for %s: %w", ev.Step, h, field, err)
+		}
+		if int64(len(data)) > blobLimit { // a source that does not cap what it reads
+			return fail(&TooLargeError{What: "the blob", Size: int64(len(data)), Limit: blobLimit})
 		}
 		if err := VerifyBlob(h, data); err != nil {
 			return err

@@ -215,6 +215,9 @@ func (w *Writer) storedLine(ev Event) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("session: encoding event at step %d: %w", ev.Step, err)
 	}
+	if n := int64(len(line)) + 1; n > lineLimit { // a reader would refuse it
+		return nil, fmt.Errorf("session: the event at step %d: %w", ev.Step, &TooLargeError{What: "its line", Size: n, Limit: lineLimit})
+	}
 	return line, nil
 }
 
@@ -255,6 +258,9 @@ func (w *Writer) PutBlob(data []byte) (string, error) {
 func (w *Writer) putBlobLocked(data []byte) (string, error) {
 	sum := sha256.Sum256(data)
 	h := hex.EncodeToString(sum[:])
+	if int64(len(data)) > blobLimit { // a reader would refuse it
+		return "", fmt.Errorf("session: storing blob %s: %w", h, &TooLargeError{What: "the blob", Size: int64(len(data)), Limit: blobLimit})
+	}
 	if w.blobs[h] {
 		return h, nil
 	}
@@ -411,6 +417,9 @@ func (w *Writer) Close(update func(*Meta)) (Meta, error) {
 	// The commit marker the reader would refuse (an update that drops the fork step before the
 	// inherited steps, an unknown fingerprint mode...) would commit a session that never opens.
 	path := filepath.Join(w.dir, MetaFile)
+	if int64(len(data)) > metaLimit {
+		return w.meta, fmt.Errorf("session: not committing: %w", &TooLargeError{What: MetaFile, Size: int64(len(data)), Limit: metaLimit})
+	}
 	if _, err := DecodeMeta(data, path); err != nil {
 		return w.meta, fmt.Errorf("session: not committing: %w", err)
 	}
