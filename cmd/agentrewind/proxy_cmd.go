@@ -304,6 +304,9 @@ func (o *proxyOptions) finish(cmd *cobra.Command, store *blobstore.SessionStore,
 		res.Fork = proxy.ForkResult(o.job.sessionID, o.atStep, out.Fork)
 		if out.Fork == nil {
 			taskErr = out.Err
+		} else if out.Fork.Overrides != nil {
+			// The fork halted where its overrides did not apply: it did not run as asked.
+			taskErr, reason = out.Fork.Overrides, task.ReasonInvalidInput
 		}
 		if pushErr != nil {
 			taskErr, reason = fmt.Errorf("the child session %s was committed but not pushed: %w", opts.ID, pushErr), task.ReasonStorageUnavailable

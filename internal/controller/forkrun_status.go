@@ -43,7 +43,14 @@ func decideRun(fr *v1alpha1.ForkRun, job *batchv1.Job, state jobs.State, rep job
 	switch {
 	case res != nil && res.Outcome == task.Succeeded:
 	case state == jobs.Failed || res != nil || (rep.Summary != nil && rep.Summary.Outcome == task.Failed):
-		return failed(v1alpha1.ReasonJobFailed, fmt.Sprintf("%s Job %s failed: %s", name, job.Name, failureOf(job, rep)))
+		f := failureOf(job, rep)
+		reason := v1alpha1.ReasonJobFailed
+		if f.reason == task.ReasonInvalidInput {
+			// The run was refused for what its spec asks (a request patch the live request has no
+			// path for): the spec must change, not the cluster.
+			reason = v1alpha1.ReasonInvalidSpec
+		}
+		return failed(reason, fmt.Sprintf("%s Job %s failed: %s", name, job.Name, f))
 	default:
 		return failed(rep.ProblemReason, rep.Problem)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -80,6 +81,20 @@ type PatchOperation struct {
 	Value json.RawMessage `json:"value,omitempty"`
 }
 
+// PatchError is a request patch that does not apply to a request: which one, and why.
+type PatchError struct {
+	// Index is the patch's place in Overrides.RequestPatches.
+	Index int
+	Op    PatchOperation
+	Err   error
+}
+
+func (e *PatchError) Error() string {
+	return fmt.Sprintf("request patch %d (%s %s): %v", e.Index, e.Op.Op, e.Op.Path, e.Err)
+}
+
+func (e *PatchError) Unwrap() error { return e.Err }
+
 // Empty reports whether o changes nothing.
 func (o Overrides) Empty() bool {
 	return o.System == nil && o.Model == nil && len(o.Params) == 0 && len(o.RequestPatches) == 0 && o.Transform == nil
@@ -114,7 +129,7 @@ func (o Overrides) Apply(req session.Request, step int64) (session.Request, erro
 		}
 		for i, op := range o.RequestPatches {
 			if doc, err = applyPatch(doc, op); err != nil {
-				return req, fmt.Errorf("request patch %d (%s %s): %w", i, op.Op, op.Path, err)
+				return req, &PatchError{Index: i, Op: op, Err: err}
 			}
 		}
 		var patched session.Request
@@ -210,7 +225,7 @@ func locate(doc []byte, op PatchOperation) (json.RawMessage, error) {
 				if last && op.Op == "add" {
 					return nil, nil
 				}
-				return nil, fmt.Errorf("%s: %q does not exist", op.Op, tok)
+				return nil, fmt.Errorf("%s: %q does not exist (%s)", op.Op, tok, members(obj))
 			}
 			cur = next
 		case json.Unmarshal(cur, &arr) == nil && arr != nil:
@@ -233,6 +248,24 @@ func locate(doc []byte, op PatchOperation) (json.RawMessage, error) {
 		}
 	}
 	return cur, nil
+}
+
+// maxListedMembers bounds how many member names a patch error lists.
+const maxListedMembers = 16
+
+// members names the members of the object a path went through, so that an error says what the
+// patch could have addressed instead. The names are the request's structure, never its values.
+func members(obj map[string]json.RawMessage) string {
+	if len(obj) == 0 {
+		return "the object there is empty"
+	}
+	names := slices.Sorted(maps.Keys(obj))
+	more := ""
+	if len(names) > maxListedMembers {
+		more = fmt.Sprintf(" and %d more", len(names)-maxListedMembers)
+		names = names[:maxListedMembers]
+	}
+	return "the object there has " + strings.Join(names, ", ") + more
 }
 
 // arrayIndex parses an RFC 6901 array index: "0" or a number without a sign or leading zero.

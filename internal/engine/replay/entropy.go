@@ -60,7 +60,7 @@ func (r *runner) UUID(ctx context.Context) (string, error) {
 // and otherwise the lane's next recorded draw from the same source.
 func (r *runner) draw(ctx context.Context, src session.EntropySource, live func() json.RawMessage) (json.RawMessage, error) {
 	if r.fork != nil && r.fork.isHalted() {
-		return nil, ErrForkHalted
+		return nil, r.fork.haltErr()
 	}
 	c := r.begin(ctx, session.KindEntropy, nil, string(src))
 	ev := r.event(c, session.KindEntropy)

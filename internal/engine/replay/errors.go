@@ -110,6 +110,31 @@ func (e *SerializationError) Unwrap() error { return e.Err }
 // harness unwinds without making further calls.
 var ErrForkHalted = errors.New("fork halted: a tool call the recording does not hold stopped the run (tools.onMiss: Error)")
 
+// OverridesError stops a fork whose overrides do not apply to a live request of its tail (a request
+// patch whose path the request does not have): sending the request unchanged would run another fork
+// than the one asked for, so the fork halts there. Its text is redacted: a failed test quotes the
+// request.
+type OverridesError struct {
+	// Step, Lane and CallSite place the live request the overrides did not apply to.
+	Step     int64
+	Lane     string
+	CallSite string
+	// Model is the request's model as the agent sent it.
+	Model string
+	// Err is why, a *PatchError for a request patch.
+	Err error
+	// detail is Err's text, redacted.
+	detail string
+}
+
+func (e *OverridesError) Error() string {
+	return fmt.Sprintf("the fork's overrides do not apply to the live request at step %d (lane %s, call site %s, model %s): %s",
+		e.Step, e.Lane, e.CallSite, e.Model, e.detail)
+}
+
+// Unwrap gives ErrForkHalted, so a harness unwinds as from any halt, and the cause.
+func (e *OverridesError) Unwrap() []error { return []error{ErrForkHalted, e.Err} }
+
 // ErrHarnessPanicked wraps a panic in the harness. The run's events up to the panic are still recorded
 // and committed, with session_end marking the run as failed.
 var ErrHarnessPanicked = errors.New("the agent panicked")

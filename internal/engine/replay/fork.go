@@ -62,6 +62,9 @@ type ForkResult struct {
 	Trace          Trace
 	// HarnessErr is what the harness returned, unless it was the fork's own halt.
 	HarnessErr error
+	// Overrides is set when the fork halted because its overrides did not apply to a live request:
+	// the fork did not run as asked, whatever else the result says.
+	Overrides *OverridesError
 }
 
 // ProvenanceCounts count where a fork's answers came from.
@@ -78,6 +81,7 @@ type forkState struct {
 	halted     bool
 	divergedAt *int64
 	divergence *DriftError
+	notApplied *OverridesError
 	tokens     session.Usage
 	prov       ProvenanceCounts
 }
@@ -98,6 +102,27 @@ func (f *forkState) diverged(step int64, d *DriftError) {
 	f.halted = true
 	f.divergedAt = &step
 	f.divergence = d
+}
+
+// overridesFailed stops the fork at a live request its overrides did not apply to.
+func (f *forkState) overridesFailed(e *OverridesError) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.halted {
+		return
+	}
+	f.halted = true
+	f.notApplied = e
+}
+
+// haltErr is what a call of a halted fork returns: why it halted.
+func (f *forkState) haltErr() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.notApplied != nil {
+		return f.notApplied
+	}
+	return ErrForkHalted
 }
 
 func (f *forkState) count(p session.Provenance) {
@@ -178,7 +203,7 @@ func Fork(ctx context.Context, opts ForkOptions, harness Harness) (*ForkResult, 
 	}
 	f := r.fork
 	res := &ForkResult{Meta: rec.Meta, TokensSpent: f.tokens, Replayed: ServedUsage(rec.Events), DivergedAtStep: f.divergedAt, Divergence: f.divergence,
-		Provenance: f.prov, Trace: Trace(rec.Events)}
+		Provenance: f.prov, Trace: Trace(rec.Events), Overrides: f.notApplied}
 	var drift *DriftError
 	if harnessErr != nil && !errors.Is(harnessErr, ErrForkHalted) && !errors.As(harnessErr, &drift) {
 		res.HarnessErr = harnessErr

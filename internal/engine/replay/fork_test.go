@@ -195,7 +195,7 @@ func TestOverridesApplyInOrder(t *testing.T) {
 		t.Fatal("Apply modified the caller's request")
 	}
 	bad := Overrides{RequestPatches: []PatchOperation{{Op: "remove", Path: "/nope"}}}
-	if _, err := bad.Apply(req, 0); err == nil || err.Error() != `request patch 0 (remove /nope): remove: "nope" does not exist` {
+	if _, err := bad.Apply(req, 0); err == nil || err.Error() != `request patch 0 (remove /nope): remove: "nope" does not exist (the object there has messages, model, params, system)` {
 		t.Fatalf("got %v", err)
 	}
 }
@@ -218,7 +218,7 @@ func TestRequestPatchesFollowRFC6902(t *testing.T) {
 		{"test fails on a different value", []PatchOperation{{Op: "test", Path: "/params/n", Value: json.RawMessage("2")}}, "",
 			"request patch 0 (test /params/n): test failed: /params/n is 1"},
 		{"test of a missing member fails even against null", []PatchOperation{{Op: "test", Path: "/params/nope", Value: json.RawMessage("null")}}, "",
-			`request patch 0 (test /params/nope): test: "nope" does not exist`},
+			`request patch 0 (test /params/nope): test: "nope" does not exist (the object there has list, n, obj)`},
 		{"remove ignores a value member", []PatchOperation{{Op: "remove", Path: "/params/n", Value: json.RawMessage("1")}}, `{"obj":{"a":1,"b":[1,2]},"list":[10,20,30]}`, ""},
 		{"add inserts into an array", []PatchOperation{{Op: "add", Path: "/params/list/1", Value: json.RawMessage("15")}}, `{"n":1,"obj":{"a":1,"b":[1,2]},"list":[10,15,20,30]}`, ""},
 		{"add appends with -", []PatchOperation{{Op: "add", Path: "/params/list/-", Value: json.RawMessage("40")}}, `{"n":1,"obj":{"a":1,"b":[1,2]},"list":[10,20,30,40]}`, ""},
@@ -231,7 +231,7 @@ func TestRequestPatchesFollowRFC6902(t *testing.T) {
 		{"an index past the end is refused", []PatchOperation{{Op: "add", Path: "/params/list/4", Value: json.RawMessage("0")}}, "",
 			"request patch 0 (add /params/list/4): index 4 is past the end (3 elements)"},
 		{"replace of a missing member fails", []PatchOperation{{Op: "replace", Path: "/params/nope", Value: json.RawMessage("0")}}, "",
-			`request patch 0 (replace /params/nope): replace: "nope" does not exist`},
+			`request patch 0 (replace /params/nope): replace: "nope" does not exist (the object there has list, n, obj)`},
 		{"escaped pointer tokens", []PatchOperation{{Op: "add", Path: "/params/a~1b~0c", Value: json.RawMessage("true")}}, `{"a/b~c":true,"n":1,"obj":{"a":1,"b":[1,2]},"list":[10,20,30]}`, ""},
 		{"an unsupported op is refused", []PatchOperation{{Op: "move", Path: "/params/m", Value: json.RawMessage(`"/params/n"`)}}, "",
 			`request patch 0 (move /params/m): unsupported op "move" (use add, remove, replace or test)`},

@@ -29,7 +29,7 @@ func (r *runner) ModelStream(ctx context.Context, req session.Request, emit func
 
 func (r *runner) modelCall(ctx context.Context, req session.Request, emit func(json.RawMessage) error, opts []CallOption) (*session.Response, error) {
 	if r.fork != nil && r.fork.isHalted() {
-		return nil, ErrForkHalted
+		return nil, r.fork.haltErr()
 	}
 	c := r.begin(ctx, session.KindModelCall, opts, "")
 	if r.phaseOf(c.step) == phaseLive {
@@ -213,7 +213,10 @@ func (r *runner) liveModel(ctx context.Context, c call, req session.Request, emi
 		var err error
 		if req, err = r.fork.overrides.Apply(req, c.step); err != nil {
 			r.skip(c.step)
-			return nil, fmt.Errorf("step %d: applying fork overrides: %w", c.step, err)
+			oe := &OverridesError{Step: c.step, Lane: c.lane.id, CallSite: c.site, Model: r.cfg.Redactor.String(req.Model),
+				Err: err, detail: r.cfg.Redactor.String(err.Error())}
+			r.fork.overridesFailed(oe)
+			return nil, oe
 		}
 	}
 	stored, fp, err := r.prepareRequest(c, req)
