@@ -34,6 +34,8 @@ var readerErrors = map[string]struct {
 	"session.RefError":                 {&session.RefError{Field: "refs.messages", Hash: "ab", Err: errors.New("x")}, exitCorrupt},
 	"session.TextError":                {&session.TextError{Msg: "duplicate key"}, exitCorrupt},
 	"session.SerializedError":          {&session.SerializedError{Name: "ToolError", Message: "a recorded tool failed"}, exitError},
+	"session.TooLargeError":            {&session.TooLargeError{What: "blob ab", Size: 1 << 30, Limit: session.MaxBlobBytes}, exitCorrupt},
+	"session.InsideSessionError":       {&session.InsideSessionError{Dir: "runs/42/blobs", Resolved: "/w/runs/42/blobs", Session: "/w/runs/42"}, exitError},
 	"bundle.UnsafeEntryError":          {&bundle.UnsafeEntryError{Name: "blobs/ab", Reason: "symbolic link"}, exitCorrupt},
 	"bundle.BlobHashError":             {&bundle.BlobHashError{Name: "blobs/ab"}, exitCorrupt},
 	"bundle.MissingEntryError":         {&bundle.MissingEntryError{Name: "events.jsonl"}, exitCorrupt},

@@ -61,6 +61,7 @@ func isCorrupt(err error) bool {
 	return isType[*session.DigestMismatchError](err) || isType[*session.CorruptEventError](err) ||
 		isType[*session.CorruptMetaError](err) || isType[*session.MigrationError](err) ||
 		isType[*session.MissingError](err) || isType[*session.BlobRefError](err) || isType[*session.RefError](err) || isType[*session.TextError](err) ||
+		isType[*session.TooLargeError](err) ||
 		isType[*replay.FingerprintMismatchError](err) ||
 		isType[*bundle.UnsafeEntryError](err) || isType[*bundle.BlobHashError](err) || isType[*bundle.MissingEntryError](err)
 }
