@@ -246,7 +246,8 @@ type ReachabilityStatus struct {
 	Message string `json:"message,omitempty"`
 }
 
-// Usage is a token and cost total. Every counter is written, so a real 0 shows as 0.
+// Usage is a token and cost total. Every counter is written, so a real 0 shows as 0; the cost is
+// left out, and the models it lacks a price for are named, when any call could not be priced.
 type Usage struct {
 	// inputTokens is the number of prompt tokens, cached ones included.
 	// +required
@@ -273,10 +274,23 @@ type Usage struct {
 	// +kubebuilder:validation:Minimum=0
 	TotalTokens *int64 `json:"totalTokens,omitempty"`
 
-	// costMicroUSD is the cost in millionths of a US dollar, as far as the provider reported one.
-	// +required
+	// costMicroUSD is the cost in millionths of a US dollar: the tokens at the operator's price table
+	// (the chart's prices value over the built-in list prices), or the cost the recording stated.
+	// Absent when a call could not be priced: unpricedModels then names the models.
+	// +optional
 	// +kubebuilder:validation:Minimum=0
 	CostMicroUSD *int64 `json:"costMicroUSD,omitempty"`
+
+	// unpricedModels are the models (provider/model) whose calls could not be priced: no price in the
+	// operator's table, or token counts that contradict each other. Add a price for them to the chart's
+	// prices value to get a cost.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=320
+	UnpricedModels []string `json:"unpricedModels,omitempty"`
 }
 
 // Condition types every kind reports. Ready, Reconciling and Stalled follow kstatus, so GitOps tools

@@ -26,9 +26,11 @@ Secrets the patterns did not recognise are not redacted: read the summary before
 
 The bundle may not be written inside the session directory, nor over one of its files through a
 symbolic or hard link, nor over a directory; an existing file is replaced only once the new bundle is
-complete. A character device or FIFO (/dev/stdout, a named pipe) is written into, never replaced; a
-symbolic link is followed. The bundle is written to .<out.rewind>.tmp-* beside it and renamed into place; the ones a
-killed pack into the same file left (their process is gone, or they are a day old) are removed.`,
+complete. The bundle is written to .<out.rewind>.tmp-* beside it and renamed into place; the ones a
+killed pack into the same file left (their process is gone, or they are a day old) are removed. A
+symbolic link is followed. A character device or FIFO (/dev/stdout, a named pipe) is written into,
+never replaced, and the summary then goes to stderr: "pack S /dev/stdout > b.rewind" holds the bundle
+alone.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir, out := args[0], args[1]
@@ -44,18 +46,23 @@ killed pack into the same file left (their process is gone, or they are a day ol
 			}
 			// A crashed run is worth sharing, so it is packed, but the receiver should know.
 			warnIfIncomplete(cmd.ErrOrStderr(), s)
+			// Written into /dev/stdout, the bundle must not have the summary printed after it.
+			msgs := cmd.OutOrStdout()
+			if fsutil.IsStreamOutput(out) {
+				msgs = cmd.ErrOrStderr()
+			}
 			if output == "text" {
-				printRedactionSummary(cmd, s.Meta.Redaction)
+				printRedactionSummary(msgs, s.Meta.Redaction)
 			}
 			summary, err := packTo(cmd, dir, out)
 			if err != nil {
 				return err
 			}
 			if output == "json" {
-				return writeJSON(cmd.OutOrStdout(), map[string]any{"bundle": out, "session": s.Meta.ID,
+				return writeJSON(msgs, map[string]any{"bundle": out, "session": s.Meta.ID,
 					"redacted": s.Meta.Redaction.Counts, "summary": summary})
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %d files, %d blobs, %d bytes packed (vault.enc left out)\n",
+			fmt.Fprintf(msgs, "wrote %s: %d files, %d blobs, %d bytes packed (vault.enc left out)\n",
 				out, summary.Files, summary.Blobs, summary.Bytes)
 			return nil
 		},
@@ -64,8 +71,7 @@ killed pack into the same file left (their process is gone, or they are a day ol
 	return cmd
 }
 
-func printRedactionSummary(cmd *cobra.Command, r session.RedactionInfo) {
-	out := cmd.OutOrStdout()
+func printRedactionSummary(out io.Writer, r session.RedactionInfo) {
 	if len(r.Counts) == 0 {
 		fmt.Fprintln(out, "redaction: no secrets matched the recording's patterns")
 		return

@@ -189,18 +189,16 @@ func describeSession(dir string, v *task.VerifyResult) error {
 	v.Ended = s.CheckComplete() == nil
 	m := s.Meta
 	v.SchemaVersion, v.EventsHash, v.Events = m.SchemaVersion, m.EventsHash, int64(len(s.Events))
-	var usage session.Usage
 	for _, ev := range s.Events {
 		v.Steps = max(v.Steps, ev.Step+1)
 		switch ev.Kind {
 		case session.KindModelCall:
 			v.ModelCalls++
-			usage.Add(ev.Usage)
 		case session.KindToolCall:
 			v.ToolCalls++
 		}
 	}
-	v.Usage = task.UsageOf(usage)
+	v.Usage = task.UsageOfEvents(s.Events, nil)
 	v.Anchors, v.TotalAnchors = task.MintedAnchors(s.Events)
 	entries, err := os.ReadDir(filepath.Join(dir, session.BlobsDir))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {

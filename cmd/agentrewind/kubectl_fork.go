@@ -575,8 +575,17 @@ func printForkSummary(out io.Writer, s forkSummary) error {
 	return w.Flush()
 }
 
+// usageText is a usage's tokens and cost; a cost the operator could not price is "unknown" with the
+// models it lacks, never $0.
 func usageText(u v1alpha1.Usage) string {
-	return fmt.Sprintf("%d (%d in, %d out), $%.4f", deref(u.TotalTokens), deref(u.InputTokens), deref(u.OutputTokens), float64(deref(u.CostMicroUSD))/1e6)
+	cost := "cost unknown"
+	switch {
+	case u.CostMicroUSD != nil:
+		cost = fmt.Sprintf("$%d.%04d", *u.CostMicroUSD/1_000_000, (*u.CostMicroUSD%1_000_000+50)/100)
+	case len(u.UnpricedModels) > 0:
+		cost = "cost unknown: no price for " + printableCell(strings.Join(u.UnpricedModels, ", ")) + " (the chart's prices value adds one)"
+	}
+	return fmt.Sprintf("%d (%d in, %d out), %s", deref(u.TotalTokens), deref(u.InputTokens), deref(u.OutputTokens), cost)
 }
 
 func deref(p *int64) int64 {

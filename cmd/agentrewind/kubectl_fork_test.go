@@ -107,6 +107,12 @@ func finishedStatus(outcome v1alpha1.ForkOutcome, div *v1alpha1.Divergence) v1al
 	return st
 }
 
+// unpricedStatus is st with a live usage the operator could not price.
+func unpricedStatus(st v1alpha1.ForkRunStatus) v1alpha1.ForkRunStatus {
+	st.Usage.Live.CostMicroUSD, st.Usage.Live.UnpricedModels = nil, []string{"openai/gpt-9", "anthropic/fake-1"}
+	return st
+}
+
 // TestKubectlForkCreatesTheForkRunOfTheSession checks the ForkRun fork builds: the session, the step,
 // the prompt byte for byte, the session's provider keys and its agent left to the controller; an
 // --agent-image that keeps the rest of the session's agent; a replay with its suite label; and a
@@ -238,6 +244,8 @@ func TestKubectlForkWaitFollowsTheRunToItsOutcome(t *testing.T) {
 		{"diverged", finishedStatus(v1alpha1.OutcomeDiverged, diverged), "text", exitDrift, []string{
 			"forkrun/diverged: Diverged (Diverged)", "diverged:         step 5: ModelCall NoRecordedCall at anthropic.messages"}},
 		{"goal missed", finishedStatus(v1alpha1.OutcomeGoalMissed, nil), "text", exitGoalMissed, []string{"reached goal:     no (tool add_label"}},
+		{"unpriced", unpricedStatus(finishedStatus(v1alpha1.OutcomeGoalReached, nil)), "text", 0, []string{
+			"tokens live:      1280 (1200 in, 80 out), cost unknown: no price for openai/gpt-9, anthropic/fake-1 (the chart's prices value adds one)"}},
 		{"failed", finishedStatus(v1alpha1.OutcomeFailed, nil), "text", exitRunFailed, []string{"forkrun/failed: Failed (Failed)"}},
 		{"stalled", stalled, "text", exitRunFailed, []string{"forkrun/stalled: Stalled (InvalidSpec)", "message:          spec.fork.driftPolicy Passthrough is not supported"}},
 		{"diverged yaml", finishedStatus(v1alpha1.OutcomeDiverged, diverged), "yaml", exitDrift, nil},

@@ -22,6 +22,7 @@ type inspectOptions struct {
 	store   storeFlags
 	output  string
 	session string
+	prices  priceOptions
 }
 
 func newKubectlInspectCommand() *cobra.Command {
@@ -30,7 +31,7 @@ func newKubectlInspectCommand() *cobra.Command {
 		Use:   "inspect SESSION [--store s3://<bucket>/<prefix>]",
 		Short: "Print an AgentSession's timeline, read from the store it lives in",
 		Long: `Print the timeline of the AgentSession SESSION (step, kind, lane, call site, fingerprint, tokens,
-provenance), as agentrewind inspect prints a session directory. The recording is read from the store
+cost, provenance), as agentrewind inspect prints a session directory, with the same price flags. The recording is read from the store
 the session lives in and verified on the way, as pull does; nothing is left on disk.
 
 A session with spec.storage lives in that bucket and prefix. Any other lives in the operator's store,
@@ -55,6 +56,9 @@ otherwise (no such AgentSession, the store unreadable, the session not in it).
 			if err := checkObjectName("SESSION", o.session); err != nil {
 				return err
 			}
+			if _, err := o.prices.table(); err != nil {
+				return err
+			}
 			c, ns, err := o.client()
 			if err != nil {
 				return err
@@ -64,6 +68,7 @@ otherwise (no such AgentSession, the store unreadable, the session not in it).
 	}
 	o.store.register(cmd, true)
 	o.kubectlFlags.register(cmd)
+	o.prices.register(cmd.Flags())
 	out := cmd.Flags().Lookup("output")
 	out.Usage = "output format: text, json or yaml"
 	_ = cmd.RegisterFlagCompletionFunc("output", fixedCompletion("text", "json", "yaml"))
@@ -124,5 +129,9 @@ func (o *inspectOptions) run(ctx context.Context, c client.Client, ns string, ou
 	if err != nil {
 		return err
 	}
-	return printInspect(out, errOut, o.output, sess, map[string]any{"agentSession": s.Name, "namespace": s.Namespace, "store": loc})
+	prices, err := o.prices.table()
+	if err != nil {
+		return err
+	}
+	return printInspect(out, errOut, o.output, sess, prices, map[string]any{"agentSession": s.Name, "namespace": s.Namespace, "store": loc})
 }

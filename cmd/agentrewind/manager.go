@@ -78,6 +78,7 @@ type controllerOptions struct {
 	storeSyncInterval                    time.Duration
 	upstreams                            controller.Upstreams
 	gc                                   controller.GCOptions
+	prices                               priceOptions
 }
 
 func (o *controllerOptions) register(f *pflag.FlagSet) {
@@ -105,6 +106,7 @@ func (o *controllerOptions) register(f *pflag.FlagSet) {
 	f.StringVar(&o.upstreams.Anthropic, "anthropic-upstream", "", "base URL of the Anthropic-compatible provider or gateway the proxies of forks and recordings call live (default: the provider's own API)")
 	f.StringVar(&o.upstreams.OpenAI, "openai-upstream", "", "base URL of the OpenAI-compatible provider or gateway the proxies of forks and recordings call live (default: the provider's own API)")
 	o.gc.BindFlags(f)
+	o.prices.register(f)
 }
 
 // skipControllerNameValidation lets one process start the manager more than once: controller-runtime
@@ -130,6 +132,9 @@ func (o *controllerOptions) storeConfig() (controller.StoreConfig, error) {
 	if err := o.upstreams.Check(); err != nil {
 		return controller.StoreConfig{}, err
 	}
+	if _, err := o.prices.table(); err != nil {
+		return controller.StoreConfig{}, err
+	}
 	if o.storeSyncInterval < 0 {
 		return controller.StoreConfig{}, errors.New("--store-sync-interval cannot be negative (0 disables the store sync)")
 	}
@@ -151,6 +156,10 @@ func (o *controllerOptions) setup(ctx context.Context, mgr ctrl.Manager) error {
 	if err != nil {
 		return err
 	}
+	prices, err := o.prices.table()
+	if err != nil {
+		return err
+	}
 	metrics := controller.NewMetrics(mgr.GetCache())
 	if err := metrics.Register(crmetrics.Registry); err != nil {
 		return fmt.Errorf("registering the operator's metrics: %w", err)
@@ -163,6 +172,7 @@ func (o *controllerOptions) setup(ctx context.Context, mgr ctrl.Manager) error {
 		Stores:    &controller.Stores{Config: cfg, Secrets: mgr.GetAPIReader()},
 		Jobs:      controller.JobSettings{Image: o.engineImage, ProxyImage: o.proxyImage, TTLAfterFinished: o.jobTTL, ActiveDeadline: o.jobDeadline, RetryAfter: o.jobRetryAfter, StuckCheck: o.jobStuckCheck, Upstreams: o.upstreams},
 		Metrics:   metrics,
+		Prices:    prices,
 	}
 	sessions := &controller.AgentSessionReconciler{Deps: deps}
 	sessions.Recorder = mgr.GetEventRecorder("agentsession-controller")

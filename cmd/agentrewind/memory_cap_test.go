@@ -4,16 +4,13 @@ package main
 
 import (
 	"archive/tar"
-	"bytes"
 	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -22,41 +19,11 @@ import (
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
 
-// envCLIArgs makes TestHelperCLIProcess run the command line it holds (separated by 0x1f) and exit
-// with its exit code, so a test can measure a command's memory as a process of its own.
-const envCLIArgs = "AGENTREWIND_TEST_CLI_ARGS"
-
-func TestHelperCLIProcess(t *testing.T) {
-	args := os.Getenv(envCLIArgs)
-	if args == "" {
-		t.Skip("run by the memory tests as a process of its own")
-	}
-	cmd := newRootCommand()
-	cmd.SetArgs(strings.Split(args, "\x1f"))
-	var stderr bytes.Buffer
-	cmd.SetOut(io.Discard)
-	cmd.SetErr(&stderr)
-	err := cmd.Execute()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-	}
-	os.Exit(exitCode(err))
-}
-
 // runMeasured runs the CLI in a child process and returns its exit code, stderr and peak RSS.
 func runMeasured(t *testing.T, args ...string) (int, string, int64) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperCLIProcess$")
-	cmd.Env = append(os.Environ(), envCLIArgs+"="+strings.Join(args, "\x1f"))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		t.Fatal(err)
-	}
-	rss := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10 // KiB on Linux
-	return cmd.ProcessState.ExitCode(), stderr.String(), rss
+	code, stderr, state := runCLIProcess(t, io.Discard, args...)
+	return code, stderr, state.SysUsage().(*syscall.Rusage).Maxrss << 10 // KiB on Linux
 }
 
 // hugeLine writes a log whose second line is n bytes to w, without holding it, and returns the

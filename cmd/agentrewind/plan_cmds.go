@@ -107,7 +107,11 @@ as an engine Job does.`,
 			if err := writePlanResult(outputFile, res); err != nil {
 				return err
 			}
-			_, err = fmt.Fprintln(cmd.OutOrStdout(), planSummary(res))
+			summaryOut := cmd.OutOrStdout()
+			if fsutil.IsStreamOutput(outputFile) { // the JSON went to /dev/stdout, say: keep it alone there
+				summaryOut = cmd.ErrOrStderr()
+			}
+			_, err = fmt.Fprintln(summaryOut, planSummary(res))
 			return err
 		},
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/agentrewind/agentrewind/internal/engine/bundle"
 	"github.com/agentrewind/agentrewind/internal/engine/codec"
 	"github.com/agentrewind/agentrewind/internal/engine/inspect"
+	"github.com/agentrewind/agentrewind/internal/engine/price"
 	"github.com/agentrewind/agentrewind/internal/engine/replay"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
@@ -126,36 +127,79 @@ func openForOutput(output, dir string) (*session.Session, error) {
 
 func newInspectCommand() *cobra.Command {
 	var output string
+	var prices priceOptions
 	cmd := &cobra.Command{
 		Use:   "inspect <session-dir>",
-		Short: "Print a recorded session's timeline: step, kind, lane, call site, fingerprint, tokens",
-		Args:  cobra.ExactArgs(1),
+		Short: "Print a recorded session's timeline: step, kind, lane, call site, fingerprint, tokens, cost",
+		Long: `Print a recorded session's timeline: step, kind, lane, call site, fingerprint, tokens, cost and
+provenance, then the session's total cost.
+
+A model call's cost is its tokens at the list price of its model (input, output, cache writes and
+cache reads), or the cost the recording states. A model without a price shows "unknown", never $0:
+add its price with --price or --price-file.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutputYAML(output); err != nil {
+				return err
+			}
+			table, err := prices.table()
+			if err != nil {
 				return err
 			}
 			s, err := openSession(args[0])
 			if err != nil {
 				return err
 			}
-			return printInspect(cmd.OutOrStdout(), cmd.ErrOrStderr(), output, s, nil)
+			return printInspect(cmd.OutOrStdout(), cmd.ErrOrStderr(), output, s, table, nil)
 		},
 	}
 	outputFlagYAML(cmd, &output)
+	prices.register(cmd.Flags())
 	return cmd
 }
 
-// printInspect renders a session's timeline: a table (warnings on errOut), or with -o json|yaml a
-// document of its meta and events, to which extra adds fields. agentrewind inspect and kubectl rewind
-// inspect both print through it.
-func printInspect(out, errOut io.Writer, output string, s *session.Session, extra map[string]any) error {
+// costView is a cost as inspect prints it: micro-dollars, or why it is unknown.
+type costView struct {
+	MicroUSD *int64 `json:"microUSD,omitempty"`
+	// Unknown says why there is no figure: the models without a price.
+	Unknown string `json:"unknown,omitempty"`
+}
+
+func costViewOf(c price.Cost) costView {
+	if micro, ok := c.MicroUSD(); ok {
+		return costView{MicroUSD: &micro}
+	}
+	return costView{Unknown: c.Reason()}
+}
+
+// text is the cost in dollars, or "unknown".
+func (c costView) text() string {
+	if c.MicroUSD == nil {
+		return "unknown"
+	}
+	return usdText(*c.MicroUSD)
+}
+
+// usdText shows micro-dollars as dollars: four decimals, six below a cent.
+func usdText(micro int64) string {
+	if micro < 10_000 {
+		return fmt.Sprintf("$%d.%06d", micro/1_000_000, micro%1_000_000)
+	}
+	return fmt.Sprintf("$%d.%04d", micro/1_000_000, (micro%1_000_000+50)/100)
+}
+
+// printInspect renders a session's timeline: a table and its total cost (warnings on errOut), or with
+// -o json|yaml a document of its meta, events and cost, to which extra adds fields. agentrewind
+// inspect and kubectl rewind inspect both print through it.
+func printInspect(out, errOut io.Writer, output string, s *session.Session, prices *price.Table, extra map[string]any) error {
 	mismatches, err := replay.FingerprintMismatches(s, codec.ForProvider)
 	if err != nil {
 		return classify(err)
 	}
-	rows := timeline(s.Events, mismatches)
+	rows := timeline(s.Events, mismatches, prices)
+	total := costViewOf(prices.Events(s.Events, nil))
 	if structured(output) {
-		doc := map[string]any{"meta": s.Meta, "events": rows}
+		doc := map[string]any{"meta": s.Meta, "events": rows, "cost": total}
 		for k, v := range extra {
 			doc[k] = v
 		}
@@ -167,16 +211,28 @@ func printInspect(out, errOut io.Writer, output string, s *session.Session, extr
 	}
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "session %s (%d events, schema %d, parent %q)\n", printableCell(s.Meta.ID), len(s.Events), s.Meta.SchemaVersion, s.Meta.Parent)
-	fmt.Fprintln(w, "STEP\tKIND\tLANE\tCALL SITE\tWHAT\tFINGERPRINT\tTOKENS\tPROVENANCE")
+	fmt.Fprintln(w, "STEP\tKIND\tLANE\tCALL SITE\tWHAT\tFINGERPRINT\tTOKENS\tCOST\tPROVENANCE")
 	for _, r := range rows {
 		fp := short12(r.Fingerprint)
 		if r.FingerprintMismatch != "" {
 			fp = "FORGED:" + fp // the stored fingerprint is not the stored call's
 		}
-		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Step, printableCell(r.Kind), printableCell(r.Lane), printableCell(r.CallSite),
-			printableCell(r.What), printableCell(fp), tokensText(r), printableCell(r.Provenance))
+		cost := ""
+		if r.Cost != nil {
+			cost = r.Cost.text()
+		}
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Step, printableCell(r.Kind), printableCell(r.Lane), printableCell(r.CallSite),
+			printableCell(r.What), printableCell(fp), tokensText(r), cost, printableCell(r.Provenance))
 	}
-	return w.Flush()
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if total.MicroUSD != nil {
+		_, err = fmt.Fprintf(out, "cost %s\n", total.text())
+	} else {
+		_, err = fmt.Fprintf(out, "cost unknown: %s (add a price with --price or --price-file)\n", printable(total.Unknown))
+	}
+	return err
 }
 
 // timelineRow is one event as inspect shows it.
@@ -191,12 +247,15 @@ type timelineRow struct {
 	FingerprintMismatch string `json:"fingerprintMismatch,omitempty"`
 	InputTokens         int64  `json:"inputTokens,omitempty"`
 	OutputTokens        int64  `json:"outputTokens,omitempty"`
-	Provenance          string `json:"provenance,omitempty"`
-	Error               string `json:"error,omitempty"`
+	// Cost is a model call's cost at the price table.
+	Cost       *costView `json:"cost,omitempty"`
+	Provenance string    `json:"provenance,omitempty"`
+	Error      string    `json:"error,omitempty"`
 }
 
-// timeline lists events as inspect shows them, marking the steps whose stored fingerprint mismatches.
-func timeline(events []session.Event, mismatches []*replay.FingerprintMismatchError) []timelineRow {
+// timeline lists events as inspect shows them, marking the steps whose stored fingerprint mismatches
+// and pricing the model calls.
+func timeline(events []session.Event, mismatches []*replay.FingerprintMismatchError, prices *price.Table) []timelineRow {
 	forged := map[int64]string{}
 	for _, m := range mismatches {
 		forged[m.Step] = m.Error()
@@ -211,6 +270,8 @@ func timeline(events []session.Event, mismatches []*replay.FingerprintMismatchEr
 			if ev.Usage != nil {
 				r.InputTokens, r.OutputTokens = ev.Usage.InputTokens, ev.Usage.OutputTokens
 			}
+			cost := costViewOf(prices.Call(ev.Provider, price.ModelOf(&ev), ev.Usage))
+			r.Cost = &cost
 		case session.KindToolCall:
 			r.Fingerprint = ev.ArgsHash
 		}

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentrewind/agentrewind/api/v1alpha1"
+	"github.com/agentrewind/agentrewind/internal/engine/price"
 	"github.com/agentrewind/agentrewind/internal/engine/task"
 )
 
@@ -41,13 +42,12 @@ var patternNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,` + strconv
 // SessionRecording is what a verify result says about an intact session, in the API's terms: the
 // counts, the usage with its prompt-cache split, whether the log was closed by session_end, the
 // schema version, the redaction counts by pattern name (cut to the CRD's bound) and whether there is
-// a vault.
-func SessionRecording(v *task.VerifyResult) v1alpha1.SessionRecording {
+// a vault. The cost is the session's calls priced with prices.
+func SessionRecording(v *task.VerifyResult, prices *price.Table) v1alpha1.SessionRecording {
 	state := v1alpha1.LogOpen
 	if v.Ended {
 		state = v1alpha1.LogClosed
 	}
-	u := v.Usage
 	rec := v1alpha1.SessionRecording{
 		EventsHash: v.EventsHash,
 		LogState:   state,
@@ -57,14 +57,7 @@ func SessionRecording(v *task.VerifyResult) v1alpha1.SessionRecording {
 		ToolCalls:  new(v.ToolCalls),
 		Blobs:      new(v.Blobs),
 		Bytes:      new(v.Bytes),
-		Usage: v1alpha1.Usage{
-			InputTokens:              new(u.InputTokens),
-			OutputTokens:             new(u.OutputTokens),
-			CacheCreationInputTokens: new(u.CacheCreationInputTokens),
-			CacheReadInputTokens:     new(u.CacheReadInputTokens),
-			TotalTokens:              new(u.InputTokens + u.OutputTokens),
-			CostMicroUSD:             new(u.CostMicroUSD),
-		},
+		Usage:      Usage(v.Usage, prices),
 	}
 	if v.AddedBytes > 0 { // a result from before addedBytes has none: a session's log alone is more than 0
 		rec.AddedBytes = new(v.AddedBytes)

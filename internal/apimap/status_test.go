@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agentrewind/agentrewind/api/v1alpha1"
+	"github.com/agentrewind/agentrewind/internal/engine/price"
 	"github.com/agentrewind/agentrewind/internal/engine/task"
 	"github.com/agentrewind/agentrewind/internal/engine/verdict"
 	"github.com/agentrewind/agentrewind/internal/engine/verdict/coherence"
@@ -24,22 +25,22 @@ func TestSessionRecordingKeepsTheCacheSplitAndTheLogState(t *testing.T) {
 		AddedBytes: new(int64(1234)), Usage: v1alpha1.Usage{InputTokens: new(int64(900)), OutputTokens: new(int64(120)), CacheCreationInputTokens: new(int64(100)),
 			CacheReadInputTokens: new(int64(500)), TotalTokens: new(int64(1020)), CostMicroUSD: new(int64(4100))},
 		SchemaVersion: 2, RedactedSecrets: new(int64(0)), RedactedPatterns: new(int32(0)), Vault: v1alpha1.VaultAbsent}
-	if d := cmp.Diff(want, SessionRecording(v)); d != "" {
+	if d := cmp.Diff(want, SessionRecording(v, price.Default())); d != "" {
 		t.Errorf("recording (-want +got):\n%s", d)
 	}
 	v.AddedBytes = 0 // a Job of a version before addedBytes: unknown, not nothing
-	if got := SessionRecording(v).AddedBytes; got != nil {
+	if got := SessionRecording(v, price.Default()).AddedBytes; got != nil {
 		t.Errorf("a result without addedBytes maps to %d, want none", *got)
 	}
 	v.Ended = true
-	if got := SessionRecording(v).LogState; got != v1alpha1.LogClosed {
+	if got := SessionRecording(v, price.Default()).LogState; got != v1alpha1.LogClosed {
 		t.Errorf("an ended log is %s, want Closed", got)
 	}
 }
 
 func TestSessionRecordingCountsRedactionsByPatternNameAndSaysWhetherThereIsAVault(t *testing.T) {
 	v := &task.VerifyResult{SchemaVersion: 1, Vault: true, Redactions: []task.PatternCount{{Pattern: "env-secret", Count: 2}, {Pattern: "anthropic-api-key", Count: 3}}}
-	got := SessionRecording(v)
+	got := SessionRecording(v, price.Default())
 	want := []v1alpha1.RedactionCount{{Pattern: "anthropic-api-key", Count: new(int64(3))}, {Pattern: "env-secret", Count: new(int64(2))}}
 	if d := cmp.Diff(want, got.Redactions); d != "" {
 		t.Errorf("redactions (-want +got):\n%s", d)
@@ -56,7 +57,7 @@ func TestSessionRecordingKeepsTheMostRedactingPatternsWithinTheBoundAndCountsThe
 	}
 	// A name the CRD refuses (meta.json is data: a push from anywhere may carry one) is counted, not listed.
 	counts = append(counts, task.PatternCount{Pattern: "not a name", Count: 1000}, task.PatternCount{Pattern: strings.Repeat("x", maxPatternName+1), Count: 1000})
-	got := SessionRecording(&task.VerifyResult{Redactions: counts})
+	got := SessionRecording(&task.VerifyResult{Redactions: counts}, price.Default())
 	if len(got.Redactions) != maxRedactions {
 		t.Fatalf("%d redactions listed, want the bound %d", len(got.Redactions), maxRedactions)
 	}

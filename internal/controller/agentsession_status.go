@@ -71,7 +71,7 @@ func (r *AgentSessionReconciler) applyVerify(ctx context.Context, s *v1alpha1.Ag
 	if err := r.mintCheckpoints(ctx, s, v); err != nil {
 		return ctrl.Result{}, err
 	}
-	s.Status.Recording = apimap.SessionRecording(v)
+	s.Status.Recording = apimap.SessionRecording(v, r.Prices)
 	msg := fmt.Sprintf("verify Job %s: %d events, %d steps, %d blobs, every digest matched", job.Name, v.Events, v.Steps, v.Blobs)
 	wasVerified := meta.IsStatusConditionTrue(s.Status.Conditions, v1alpha1.SessionConditionVerified)
 	setVerified(s, metav1.ConditionTrue, v1alpha1.ReasonVerified, msg)

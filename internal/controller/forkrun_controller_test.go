@@ -28,6 +28,8 @@ import (
 	"github.com/agentrewind/agentrewind/api/v1alpha1"
 	"github.com/agentrewind/agentrewind/internal/controller/conditions"
 	"github.com/agentrewind/agentrewind/internal/controller/jobs"
+	"github.com/agentrewind/agentrewind/internal/engine/price"
+	"github.com/agentrewind/agentrewind/internal/engine/session"
 	"github.com/agentrewind/agentrewind/internal/engine/task"
 )
 
@@ -89,8 +91,19 @@ func (e *env) writeResult(job *batchv1.Job, r *task.Result) {
 }
 
 func usageOf(in, out int64) v1alpha1.Usage {
+	return pricedUsage(in, out, 0)
+}
+
+func pricedUsage(in, out, micro int64) v1alpha1.Usage {
 	return v1alpha1.Usage{InputTokens: new(in), OutputTokens: new(out), CacheCreationInputTokens: new(int64(0)),
-		CacheReadInputTokens: new(int64(0)), TotalTokens: new(in + out), CostMicroUSD: new(int64(0))}
+		CacheReadInputTokens: new(int64(0)), TotalTokens: new(in + out), CostMicroUSD: new(micro)}
+}
+
+// unpricedUsage is a usage whose cost the operator could not price: no cost, the models named.
+func unpricedUsage(in, out int64, models ...string) v1alpha1.Usage {
+	u := usageOf(in, out)
+	u.CostMicroUSD, u.UnpricedModels = nil, models
+	return u
 }
 
 // statusOpts compare the fields a ForkRun's result decides; conditions, times and refs are checked apart.
@@ -255,7 +268,8 @@ func TestAReplaySuitePassesAndDiverges(t *testing.T) {
 	}
 	pass := e.waitForkRun("pass", v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonPassed)
 	want := v1alpha1.ForkRunStatus{Outcome: v1alpha1.OutcomePassed, JobRef: v1alpha1.LocalObjectReference{Name: job.Name}, Divergences: new(int64(0)),
-		Usage:      v1alpha1.ForkUsage{Live: usageOf(0, 0), Replayed: usageOf(3, 2)},
+		// The recording's model, claude-test, has no price: the cost is unknown, not $0.
+		Usage:      v1alpha1.ForkUsage{Live: usageOf(0, 0), Replayed: unpricedUsage(3, 2, "anthropic/claude-test")},
 		Provenance: v1alpha1.Provenance{Recorded: new(int64(1)), Live: new(int64(0)), Stub: new(int64(0))}}
 	if d := cmp.Diff(want, pass.Status, statusOpts); d != "" {
 		t.Errorf("status of a passing replay (-want +got):\n%s", d)
@@ -361,13 +375,19 @@ func TestForksReachOrMissTheirGoal(t *testing.T) {
 	}
 
 	e.writeResult(job, &task.Result{Task: task.Fork, Outcome: task.Succeeded, Fork: &task.ForkResult{ParentSessionID: "parent", ChildSessionID: child, AtStep: 1,
-		ReachedGoal: new(true), TokensSpent: task.Usage{InputTokens: 100, OutputTokens: 52}, Replayed: task.Usage{InputTokens: 900, OutputTokens: 120},
+		ReachedGoal: new(true),
+		TokensSpent: task.Usage{InputTokens: 100, OutputTokens: 52, Models: []price.Line{{Provider: "anthropic", Model: "claude-sonnet-4-5-20250929", Calls: 2,
+			Usage: session.Usage{InputTokens: 100, OutputTokens: 52}}}},
+		Replayed: task.Usage{InputTokens: 900, OutputTokens: 120, Models: []price.Line{{Provider: "openai", Model: "gpt-4o", Calls: 1,
+			Usage: session.Usage{InputTokens: 900, OutputTokens: 120}}}},
 		Provenance: task.Provenance{Recorded: 1, Live: 2}}})
 	e.finishJob(job, true, "")
 	got := e.waitForkRun("reach", v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonGoalReached)
 	want := v1alpha1.ForkRunStatus{Outcome: v1alpha1.OutcomeGoalReached, JobRef: v1alpha1.LocalObjectReference{Name: job.Name},
 		ChildSessionRef: v1alpha1.LocalObjectReference{Name: child}, Divergences: new(int64(0)),
-		Usage:      v1alpha1.ForkUsage{Live: usageOf(100, 52), Replayed: usageOf(900, 120)},
+		// Priced with the operator's table: 100 in at $3 and 52 out at $15 a million; 900 in at $2.50
+		// and 120 out at $10.
+		Usage:      v1alpha1.ForkUsage{Live: pricedUsage(100, 52, 300+780), Replayed: pricedUsage(900, 120, 2250+1200)},
 		Provenance: v1alpha1.Provenance{Recorded: new(int64(1)), Live: new(int64(2)), Stub: new(int64(0))}}
 	if d := cmp.Diff(want, got.Status, statusOpts); d != "" {
 		t.Errorf("status of a fork that reached its goal (-want +got):\n%s", d)

@@ -12,6 +12,7 @@ import (
 	"github.com/agentrewind/agentrewind/api/v1alpha1"
 	"github.com/agentrewind/agentrewind/internal/controller/conditions"
 	"github.com/agentrewind/agentrewind/internal/controller/jobs"
+	"github.com/agentrewind/agentrewind/internal/engine/price"
 	"github.com/agentrewind/agentrewind/internal/engine/task"
 )
 
@@ -58,7 +59,7 @@ func TestDecideRunReadsAFinishedJob(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			v := decideRun(tc.fr, job, tc.state, tc.rep)
+			v := decideRun(tc.fr, job, tc.state, tc.rep, price.Default())
 			if d := cmp.Diff([]string{string(tc.outcome), tc.reason, tc.child}, []string{string(v.status.Outcome), v.reason, v.childID}); d != "" {
 				t.Errorf("outcome, reason, child (-want +got):\n%s", d)
 			}

@@ -17,6 +17,7 @@ import (
 	"github.com/agentrewind/agentrewind/internal/apimap"
 	"github.com/agentrewind/agentrewind/internal/controller/conditions"
 	"github.com/agentrewind/agentrewind/internal/controller/jobs"
+	"github.com/agentrewind/agentrewind/internal/engine/price"
 	"github.com/agentrewind/agentrewind/internal/engine/task"
 )
 
@@ -33,8 +34,8 @@ type runVerdict struct {
 // decideRun reads a finished Job: its result when the proxy left one, else why there is none. The
 // result decides the outcome, with one exception: a run the proxy found healthy whose agent container
 // failed is Failed, since the agent did not finish as recorded. Every message names the Job, which
-// ties the final state to it (conditions.Settled).
-func decideRun(fr *v1alpha1.ForkRun, job *batchv1.Job, state jobs.State, rep jobs.Report) runVerdict {
+// ties the final state to it (conditions.Settled). Usage is priced with prices.
+func decideRun(fr *v1alpha1.ForkRun, job *batchv1.Job, state jobs.State, rep jobs.Report, prices *price.Table) runVerdict {
 	name := forkTask(fr)
 	failed := func(reason, msg string) runVerdict {
 		return runVerdict{status: v1alpha1.ForkRunStatus{Outcome: v1alpha1.OutcomeFailed}, reason: reason, message: msg}
@@ -55,7 +56,7 @@ func decideRun(fr *v1alpha1.ForkRun, job *batchv1.Job, state jobs.State, rep job
 		return failed(rep.ProblemReason, rep.Problem)
 	}
 
-	st, err := apimap.ForkRunResult(res)
+	st, err := apimap.ForkRunResult(res, prices)
 	if err != nil {
 		return failed(conditions.ReasonResultCorrupt, fmt.Sprintf("the result of %s Job %s cannot be written as status: %v", name, job.Name, err))
 	}
@@ -98,7 +99,7 @@ func decideRun(fr *v1alpha1.ForkRun, job *batchv1.Job, state jobs.State, rep job
 func (r *ForkRunReconciler) applyRun(ctx context.Context, fr *v1alpha1.ForkRun, s *v1alpha1.AgentSession, step jobStep, rep jobs.Report) (ctrl.Result, error) {
 	job := step.job
 	r.Metrics.jobFinished(job, step.state)
-	v := decideRun(fr, job, step.state, rep)
+	v := decideRun(fr, job, step.state, rep, r.Prices)
 	if v.childID != "" && fr.Spec.Mode == v1alpha1.ModeFork {
 		if err := r.ensureChild(ctx, fr, s, v.childID, v.atStep); err != nil {
 			return ctrl.Result{}, err

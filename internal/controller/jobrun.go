@@ -21,6 +21,7 @@ import (
 	"github.com/agentrewind/agentrewind/api/v1alpha1"
 	"github.com/agentrewind/agentrewind/internal/controller/conditions"
 	"github.com/agentrewind/agentrewind/internal/controller/jobs"
+	"github.com/agentrewind/agentrewind/internal/engine/price"
 	"github.com/agentrewind/agentrewind/internal/engine/task"
 )
 
@@ -70,6 +71,8 @@ type Deps struct {
 	Stores    *Stores
 	Jobs      JobSettings
 	Metrics   *Metrics // nil records nothing
+	// Prices prices the usage written to status; nil prices nothing, so every cost reads as unknown.
+	Prices *price.Table
 }
 
 // jobStateChanged passes an engine Job that finished (or failed) and one that is gone, never a Job's

@@ -31,6 +31,7 @@ import (
 	"github.com/agentrewind/agentrewind/internal/blobstore"
 	"github.com/agentrewind/agentrewind/internal/controller/jobs"
 	"github.com/agentrewind/agentrewind/internal/devenv"
+	"github.com/agentrewind/agentrewind/internal/engine/price"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 	"github.com/agentrewind/agentrewind/internal/testenv"
 )
@@ -187,7 +188,8 @@ func (e *env) runManager(funcs *interceptor.Funcs, cacheOpts cache.Options, setu
 		Stores: &Stores{Secrets: mgr.GetAPIReader(), Config: StoreConfig{Endpoint: "http://" + s3.Endpoint, Bucket: testBucket, Prefix: testPrefix,
 			Credentials: blobstore.Credentials{AccessKeyID: s3.AccessKey, SecretAccessKey: blobstore.Secret(s3.SecretKey)},
 			JobSecret:   JobSecretKeys{Name: jobSecret, AccessKeyID: "accessKeyID", SecretAccessKey: "secretAccessKey"}}},
-		Jobs: JobSettings{Image: "registry.example/agentrewind:test", TTLAfterFinished: time.Hour, ActiveDeadline: 10 * time.Minute, RetryAfter: time.Minute},
+		Jobs:   JobSettings{Image: "registry.example/agentrewind:test", TTLAfterFinished: time.Hour, ActiveDeadline: 10 * time.Minute, RetryAfter: time.Minute},
+		Prices: price.Default(),
 	}
 	for _, r := range setup(mgr, &deps, managerSeq.Add(1)) {
 		if err := r.SetupWithManager(e.ctx, mgr); err != nil {

@@ -132,7 +132,8 @@ func (e *OutputKindError) Error() string {
 // sees a truncated file, and an existing file is untouched until the new one is complete. A character
 // device or FIFO (/dev/null, /dev/stdout, a named pipe) is written into, as a shell redirection would:
 // it is never replaced, and perm does not apply. A symbolic link is followed: the file it leads to is
-// replaced and the link kept, a device it leads to written into. A directory is refused
+// replaced and the link kept, a device it leads to written into, and the file this process's stdout
+// or stderr is (/dev/stdout redirected to a file) written into through that stream. A directory is refused
 // (*OutputIsDirectoryError), and so is anything else (*OutputKindError). The rename only ever
 // replaces a regular file: a path that became something else meanwhile is refused, not replaced.
 // The temporary is named as this process's (see CreateTemp), and the ones killed writers left beside
@@ -141,6 +142,9 @@ func WriteFileAtomic(path string, perm fs.FileMode, write func(io.Writer) error)
 	target, stream, err := outputTarget(path)
 	if err != nil {
 		return err
+	}
+	if f := processOutput(path); f != nil {
+		return write(f) // /dev/stdout redirected to a file: the file the shell opened, at its offset
 	}
 	if stream {
 		return writeInto(path, write)
@@ -221,6 +225,9 @@ func outputTarget(path string) (target string, stream bool, err error) {
 	if err := checkKind(path, info.Mode()); err != nil || !info.Mode().IsRegular() {
 		return path, err == nil, err
 	}
+	if processOutput(path) != nil {
+		return path, true, nil
+	}
 	resolved, err := filepath.EvalSymlinks(path)
 	if err != nil {
 		return "", false, &OutputKindError{Output: path, Kind: fmt.Sprintf("a symbolic link that cannot be resolved to a file name (%v)", err)}
@@ -229,6 +236,25 @@ func outputTarget(path string) (target string, stream bool, err error) {
 		return "", false, &OutputKindError{Output: path, Kind: "a symbolic link to " + resolved + ", which is not a regular file"}
 	}
 	return resolved, false, nil
+}
+
+// processOutput returns this process's stdout or stderr when path is a symbolic link to the regular
+// file it is (/dev/stdout, /dev/fd/1 with stdout redirected to a file): that file is written into,
+// as the shell set it up (appending, say), never replaced under it. Otherwise nil.
+func processOutput(path string) *os.File {
+	if info, err := os.Lstat(path); err != nil || info.Mode()&fs.ModeSymlink == 0 {
+		return nil
+	}
+	info, err := os.Stat(path)
+	if err != nil || !info.Mode().IsRegular() {
+		return nil
+	}
+	for _, f := range []*os.File{os.Stdout, os.Stderr} {
+		if fi, err := f.Stat(); err == nil && os.SameFile(fi, info) {
+			return f
+		}
+	}
+	return nil
 }
 
 // checkKind refuses what WriteFileAtomic neither replaces nor writes into.
@@ -240,6 +266,15 @@ func checkKind(path string, m fs.FileMode) error {
 		return nil
 	}
 	return &OutputKindError{Output: path, Kind: kindOf(m)}
+}
+
+// IsStreamOutput reports whether WriteFileAtomic writes into path rather than replacing it: a
+// character device or FIFO, a link to one, or a link to the file this process's stdout or stderr is
+// (/dev/stdout). A command writing there prints its
+// messages to stderr, so they cannot end up inside its output.
+func IsStreamOutput(path string) bool {
+	info, err := os.Stat(path)
+	return err == nil && isStream(info.Mode()) || processOutput(path) != nil
 }
 
 // isStream reports whether m is a node written into rather than replaced.

@@ -3,7 +3,9 @@ package proxy
 import (
 	"errors"
 
+	"github.com/agentrewind/agentrewind/internal/engine/price"
 	"github.com/agentrewind/agentrewind/internal/engine/replay"
+	"github.com/agentrewind/agentrewind/internal/engine/session"
 	"github.com/agentrewind/agentrewind/internal/engine/task"
 )
 
@@ -20,7 +22,7 @@ func ReplayResult(sessionID string, res *replay.ReplayResult, runErr error) (out
 	if res != nil {
 		out.ToleratedDrifts, out.FirstDrifts = int64(len(res.Drifts)), firstDrifts(res.Drifts)
 		out.LiveCalls, out.Reorders = int64(res.LiveCalls), int64(len(res.Reorders))
-		out.Replayed = task.UsageOf(replay.ServedUsage(res.Events))
+		out.Replayed = task.UsageOfEvents(res.Events, served)
 		out.Provenance = task.Provenance{Recorded: int64(res.Served), Live: int64(res.LiveCalls)}
 	}
 	return out, true
@@ -36,10 +38,18 @@ func ForkResult(parentID string, atStep int64, res *replay.ForkResult) *task.For
 	if res.Divergence != nil {
 		out.Divergence = Divergence(res.Divergence)
 	}
+	// The totals are the engine's own; the split by model, which the operator prices, is read off the
+	// child's calls.
 	out.TokensSpent, out.Replayed = task.UsageOf(res.TokensSpent), task.UsageOf(res.Replayed)
+	out.TokensSpent.Models, out.Replayed.Models = price.Lines(res.Trace, live), price.Lines(res.Trace, served)
 	out.Provenance = task.Provenance{Recorded: int64(res.Provenance.Recorded), Live: int64(res.Provenance.Live), Stub: int64(res.Provenance.Stub)}
 	return out
 }
+
+// live and served tell the model calls that went live from those served from the recording, as
+// replay.ServedUsage does.
+func live(ev *session.Event) bool   { return ev.Provenance == session.ProvenanceLive }
+func served(ev *session.Event) bool { return ev.Provenance != session.ProvenanceLive }
 
 // Divergence is a drift as a result reports it: where, from which call site, and what was expected.
 func Divergence(d *replay.DriftError) *task.Divergence {

@@ -371,10 +371,10 @@ func TestChartValuesReachTheManagersFlags(t *testing.T) {
 			t.Errorf("SSL_CERT_DIR = %q", env["SSL_CERT_DIR"].Value)
 		}
 		vols := d.Spec.Template.Spec.Volumes
-		if len(vols) != 1 || vols[0].ConfigMap == nil || vols[0].ConfigMap.Name != "corp-ca" || vols[0].ConfigMap.Items[0].Key != "bundle.pem" {
-			t.Errorf("CA volume %+v, want the key bundle.pem of ConfigMap corp-ca", vols)
+		if len(vols) != 2 || vols[0].ConfigMap == nil || vols[0].ConfigMap.Name != "corp-ca" || vols[0].ConfigMap.Items[0].Key != "bundle.pem" {
+			t.Errorf("CA volume %+v, want the key bundle.pem of ConfigMap corp-ca (and the prices)", vols)
 		}
-		if len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != "/etc/agentrewind/store-ca" || !c.VolumeMounts[0].ReadOnly {
+		if len(c.VolumeMounts) != 2 || c.VolumeMounts[0].MountPath != "/etc/agentrewind/store-ca" || !c.VolumeMounts[0].ReadOnly {
 			t.Errorf("CA mount %+v", c.VolumeMounts)
 		}
 		if r.find("ServiceMonitor", "agentrewind-metrics") == nil || r.find("PodDisruptionBudget", "agentrewind-manager") == nil {

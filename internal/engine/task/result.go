@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agentrewind/agentrewind/internal/engine/price"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 	"github.com/agentrewind/agentrewind/internal/engine/verdict"
 	"github.com/agentrewind/agentrewind/internal/engine/verdict/coherence"
@@ -101,14 +102,32 @@ type Usage struct {
 	OutputTokens             int64 `json:"outputTokens"`
 	CacheCreationInputTokens int64 `json:"cacheCreationInputTokens"`
 	CacheReadInputTokens     int64 `json:"cacheReadInputTokens"`
-	// CostMicroUSD is the cost in millionths of a US dollar, when the provider reported one.
+	// CostMicroUSD is the sum of the costs the recorded calls stated (most state none: the reader
+	// prices Models with its own table).
 	CostMicroUSD int64 `json:"costMicroUSD"`
+	// Models splits the calls by provider and model, so the reader prices them (price.Table.Lines).
+	// A result from before it has none.
+	Models []price.Line `json:"models,omitempty"`
 }
 
 // UsageOf is the result form of a session's usage.
 func UsageOf(u session.Usage) Usage {
 	return Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CacheCreationInputTokens: u.CacheCreationInputTokens,
 		CacheReadInputTokens: u.CacheReadInputTokens, CostMicroUSD: u.CostMicroUSD}
+}
+
+// UsageOfEvents is UsageOf the model calls among events that keep accepts (nil accepts all), with
+// their split by model.
+func UsageOfEvents(events []session.Event, keep func(*session.Event) bool) Usage {
+	var u session.Usage
+	for i := range events {
+		if ev := &events[i]; ev.Kind == session.KindModelCall && (keep == nil || keep(ev)) {
+			u.Add(ev.Usage)
+		}
+	}
+	out := UsageOf(u)
+	out.Models = price.Lines(events, keep)
+	return out
 }
 
 // ProblemKind is what kind of problem a verify task found in a session.
