@@ -146,6 +146,9 @@ func newAgentPod(job *batchv1.Job, agent v1alpha1.AgentSpec, keys ...v1alpha1.Pr
 	// large session may take a while, hence up to five minutes.
 	proxy.StartupProbe = &corev1.Probe{ProbeHandler: ready, PeriodSeconds: 1, FailureThreshold: 300, TimeoutSeconds: 2}
 	proxy.ReadinessProbe = &corev1.Probe{ProbeHandler: ready, PeriodSeconds: 5, TimeoutSeconds: 2}
+	// A proxy that fails before it wrote its summary (a session it cannot open, a flag it refuses)
+	// leaves the end of its log instead, which a run that crash-loops or failed quotes.
+	proxy.TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
 
 	env := agentEnv(agent.Env, agent.MCPServers...)
 	if err := agentReadsProxySecret(env, proxy.Env, keys); err != nil {

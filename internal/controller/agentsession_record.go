@@ -81,9 +81,6 @@ func (r *AgentSessionReconciler) recordJob(s *v1alpha1.AgentSession, loc Locatio
 	if err != nil {
 		return nil, err
 	}
-	// A recording writes no task result, nor a termination message (the committed session is its
-	// output): when the proxy fails, the tail of its log is what says why.
-	p.proxy.TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
 	p.mountWorkspace(s.Spec.Agent.Workspace, false)
 	p.place()
 	return job, nil
@@ -169,8 +166,20 @@ func (r *AgentSessionReconciler) followRecording(ctx context.Context, s *v1alpha
 	case jobs.Succeeded:
 		return true, 0, nil
 	case jobs.Running:
+		if recordingFailed(s, job.Name) {
+			// Failed on a crash-looping container in an earlier pass, which this one sees: stop it.
+			stillStalled(s)
+			return false, 0, deleteRunningJob(ctx, r.Client, r.Recorder, s, client.ObjectKeyFromObject(job))
+		}
 		// The Job's own agent image: a spec changed since does not change the run.
 		msg := fmt.Sprintf("recording Job %s is running agent %s", job.Name, job.Spec.Template.Spec.Containers[0].Image)
+		crash, err := jobs.Crashing(ctx, r.APIReader, job)
+		if err != nil {
+			return false, 0, err
+		}
+		if crash != nil {
+			return false, time.Second, r.stopCrashingRecording(ctx, s, job, crash)
+		}
 		stuck, err := jobs.Stuck(ctx, r.APIReader, job)
 		if err != nil {
 			return false, 0, err
@@ -194,6 +203,25 @@ func (r *AgentSessionReconciler) followRecording(ctx context.Context, s *v1alpha
 	r.Recorder.Eventf(s, job, corev1.EventTypeWarning, v1alpha1.ReasonRecordingFailed, "Record", "%s", apimap.Message(msg))
 	ctrl.LoggerFrom(ctx).Info("Recording failed", "job", job.Name, "sessionID", s.Spec.SessionID)
 	return false, 0, reconcile.TerminalError(errors.New(msg))
+}
+
+// stopCrashingRecording fails a recording whose pod has a container that keeps failing (the proxy
+// cannot record: a Secret key that holds no key, a store it cannot reach): the kubelet would restart
+// it until the Job's deadline. The session stalls with the container's last line (the proxy's; the
+// agent's log is pointed to, not quoted), and the next pass, which sees it stalled, deletes the Job.
+func (r *AgentSessionReconciler) stopCrashingRecording(ctx context.Context, s *v1alpha1.AgentSession, job *batchv1.Job, crash *jobs.Crash) error {
+	msg := fmt.Sprintf("recording Job %s failed: %s", job.Name, crash)
+	switch {
+	case crash.Container == AgentContainer:
+		msg += "; the agent's log says why"
+	case crash.LastLine != "":
+		msg += ": " + crash.LastLine
+	}
+	msg += "; the Job is deleted rather than left to run until its deadline"
+	conditions.MarkStalled(&s.Status.Conditions, s.Generation, v1alpha1.ReasonRecordingFailed, msg)
+	r.Recorder.Eventf(s, job, corev1.EventTypeWarning, v1alpha1.ReasonRecordingFailed, "Record", "%s", apimap.Message(msg))
+	ctrl.LoggerFrom(ctx).Info("Failed a recording whose container crash-loops", "job", job.Name, "container", crash.Container, "exitCode", crash.ExitCode)
+	return nil
 }
 
 // recordingFailed says whether the session stalled on this recording Job already.

@@ -11,12 +11,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/agentrewind/agentrewind/api/v1alpha1"
+	"github.com/agentrewind/agentrewind/internal/apimap"
 	"github.com/agentrewind/agentrewind/internal/controller/conditions"
 	"github.com/agentrewind/agentrewind/internal/controller/jobs"
 )
@@ -159,7 +161,7 @@ func (r *ForkRunReconciler) run(ctx context.Context, fr *v1alpha1.ForkRun) (ctrl
 		return ctrl.Result{}, err
 	}
 	if conditions.Settled(fr.Status.Conditions, gen, name) {
-		return ctrl.Result{}, nil // this ForkRun's Job was read already
+		return ctrl.Result{}, r.stopCrashed(ctx, fr, name) // this ForkRun's Job was read already
 	}
 	var s v1alpha1.AgentSession
 	if err := r.Get(ctx, types.NamespacedName{Namespace: fr.Namespace, Name: fr.Spec.SessionRef.Name}, &s); err != nil {
@@ -274,6 +276,15 @@ func (r *ForkRunReconciler) follow(ctx context.Context, fr *v1alpha1.ForkRun, s 
 		fr.Status.StartTime = job.Status.StartTime.DeepCopy()
 	}
 	if step.state == jobs.Running {
+		if !step.started && r.Jobs.StuckCheck > 0 {
+			crash, err := jobs.Crashing(ctx, r.APIReader, job)
+			if err != nil {
+				return ctrl.Result{}, err
+			}
+			if crash != nil {
+				return r.stopCrashing(ctx, fr, job, crash)
+			}
+		}
 		return r.markRunning(ctx, &fr.Status.Conditions, fr.Generation, step, fmt.Sprintf("%s Job %s is running", forkTask(fr), job.Name))
 	}
 	store, err := r.Stores.Open(ctx, r.Stores.LocationOf(s))
@@ -286,4 +297,54 @@ func (r *ForkRunReconciler) follow(ctx context.Context, fr *v1alpha1.ForkRun, s 
 	conditions.MarkReconciling(&fr.Status.Conditions, fr.Generation, v1alpha1.ReasonStorageUnavailable,
 		fmt.Sprintf("the result of %s Job %s cannot be read yet: %v", forkTask(fr), job.Name, err))
 	return ctrl.Result{}, err
+}
+
+// stopCrashing ends a run whose pod has a container that keeps failing (the proxy could not serve: a
+// session it cannot open, a flag it refuses): the kubelet would restart it until the Job's deadline an
+// hour later while the run said it was running. The run fails with the container's last line; its
+// Job is deleted by the next pass (stopCrashed), once the cache shows the run settled, so that no
+// pass can take the missing Job for one to create.
+func (r *ForkRunReconciler) stopCrashing(ctx context.Context, fr *v1alpha1.ForkRun, job *batchv1.Job, crash *jobs.Crash) (ctrl.Result, error) {
+	msg := fmt.Sprintf("%s Job %s failed: %s", forkTask(fr), job.Name, crash)
+	switch {
+	case crash.Container == AgentContainer:
+		// The agent's log may print any secret it was given: status is read more widely than logs.
+		msg += "; the agent's log says why"
+	case crash.LastLine != "":
+		msg += ": " + crash.LastLine
+	}
+	msg += "; the Job is deleted rather than left to run until its deadline"
+	fr.Status.Outcome = v1alpha1.OutcomeFailed
+	fr.Status.CompletionTime = &metav1.Time{Time: r.Clock.Now()}
+	conditions.MarkStalled(&fr.Status.Conditions, fr.Generation, conditions.ReasonContainerCrashLooping, msg)
+	r.Recorder.Eventf(fr, job, corev1.EventTypeWarning, conditions.ReasonContainerCrashLooping, "Run", "%s", apimap.Message(msg))
+	ctrl.LoggerFrom(ctx).Info("Failed a ForkRun whose container crash-loops", "job", job.Name, "container", crash.Container, "exitCode", crash.ExitCode)
+	return ctrl.Result{RequeueAfter: time.Second}, nil
+}
+
+// stopCrashed deletes the Job of a run that failed on a crash-looping container, if it still runs.
+func (r *ForkRunReconciler) stopCrashed(ctx context.Context, fr *v1alpha1.ForkRun, name string) error {
+	c := meta.FindStatusCondition(fr.Status.Conditions, v1alpha1.ConditionStalled)
+	if c == nil || c.Reason != conditions.ReasonContainerCrashLooping {
+		return nil
+	}
+	return deleteRunningJob(ctx, r.Client, r.Recorder, fr, types.NamespacedName{Namespace: fr.Namespace, Name: name})
+}
+
+// deleteRunningJob deletes owner's Job name if it exists and still runs, saying so in an event.
+func deleteRunningJob(ctx context.Context, c client.Client, rec events.EventRecorder, owner client.Object, name types.NamespacedName) error {
+	var job batchv1.Job
+	if err := c.Get(ctx, name, &job); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if !job.DeletionTimestamp.IsZero() || jobs.StateOf(&job) != jobs.Running {
+		return nil
+	}
+	uid := job.UID
+	if err := c.Delete(ctx, &job, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting Job %s, whose container crash-loops: %w", job.Name, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Deleted a Job whose container crash-loops", "job", job.Name)
+	rec.Eventf(owner, &job, corev1.EventTypeNormal, "JobStopped", "Delete", "Deleted Job %s: a container of its pod crash-loops", job.Name)
+	return nil
 }

@@ -199,8 +199,8 @@ func checkForkPod(t *testing.T, job *batchv1.Job, purpose string) {
 	if f := penv[jobs.EnvJobUID].ValueFrom; f == nil || f.FieldRef == nil || !slices.Contains(proxy.Args, "$(JOB_UID)") {
 		t.Errorf("JOB_UID %+v, args %v", penv[jobs.EnvJobUID], proxy.Args)
 	}
-	if proxy.TerminationMessagePolicy != corev1.TerminationMessageReadFile {
-		t.Errorf("proxy termination message policy %s", proxy.TerminationMessagePolicy)
+	if proxy.TerminationMessagePolicy != corev1.TerminationMessageFallbackToLogsOnError {
+		t.Errorf("proxy termination message policy %s: a proxy that fails before it writes its summary says why at the end of its log", proxy.TerminationMessagePolicy)
 	}
 	// The agent: the operator's base URLs and placeholder keys, over anything spec.agent.env set.
 	if agent.Name != AgentContainer || agent.Image != agentImage || !slices.Equal(agent.Args, []string{"--task", "triage"}) {

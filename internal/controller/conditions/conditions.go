@@ -21,6 +21,9 @@ const (
 	ReasonSessionNotVerified = "SessionNotVerified"
 	// ReasonDeleting: the object is being deleted and its stored data is being removed.
 	ReasonDeleting = "Deleting"
+	// ReasonContainerCrashLooping: a container of the run's pod keeps failing and being started again
+	// (the rewind proxy could not serve), so the run was stopped instead of waiting for its deadline.
+	ReasonContainerCrashLooping = "ContainerCrashLooping"
 )
 
 // SetReady sets the Ready condition: True when the object's purpose is met.

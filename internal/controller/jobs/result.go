@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -96,6 +97,12 @@ func Read(ctx context.Context, pods client.Reader, store ResultStore, job *batch
 		return Report{ProblemReason: conditions.ReasonResultMissing, Problem: fmt.Sprintf("Job %s finished without a result at results/%s.json and without a termination message", job.Name, uid)}, nil
 	}
 	s, err := task.DecodeSummary([]byte(msg))
+	if err != nil && !strings.HasPrefix(strings.TrimSpace(msg), "{") {
+		// Not a summary but the end of the engine's log, which the kubelet keeps for a container that
+		// failed before it wrote one (a proxy that could not start): its last line says why.
+		return Report{ProblemReason: conditions.ReasonResultMissing, Problem: fmt.Sprintf("Job %s finished without a result at results/%s.json; its engine's log ends: %s",
+			job.Name, uid, LastLine(msg))}, nil
+	}
 	if err != nil {
 		return Report{ProblemReason: conditions.ReasonResultCorrupt, Problem: fmt.Sprintf("Job %s left no result in the store and its termination message cannot be read: %v", job.Name, err)}, nil
 	}
