@@ -21,6 +21,7 @@ import (
 	"github.com/agentrewind/agentrewind/internal/apimap"
 	"github.com/agentrewind/agentrewind/internal/controller/conditions"
 	"github.com/agentrewind/agentrewind/internal/controller/jobs"
+	"github.com/agentrewind/agentrewind/internal/engine/replay"
 )
 
 // forkRunSessionField indexes ForkRuns by the session they replay or fork.
@@ -237,6 +238,9 @@ func (r *ForkRunReconciler) start(ctx context.Context, fr *v1alpha1.ForkRun, s *
 		return ctrl.Result{RequeueAfter: sessionWaitRequeue}, nil
 	}
 	err := agentErr
+	if err == nil && fr.Spec.Mode == v1alpha1.ModeFork {
+		err = forkStepInRange(fr, s, start.step)
+	}
 	var desired *batchv1.Job
 	if err == nil {
 		desired, err = r.forkRunJob(fr, s, agent, start)
@@ -253,6 +257,23 @@ func (r *ForkRunReconciler) start(ctx context.Context, fr *v1alpha1.ForkRun, s *
 	}
 	r.announceStart(fr, step, start, agent)
 	return r.follow(ctx, fr, s, step)
+}
+
+// forkStepInRange refuses a fork at a step past the end of its verified session (spec.fork.atStep 500
+// of a 13-step session): every step would be served and nothing forked.
+func forkStepInRange(fr *v1alpha1.ForkRun, s *v1alpha1.AgentSession, step int64) error {
+	steps := s.Status.Recording.Steps
+	if steps == nil {
+		return nil // not counted: the proxy checks it again
+	}
+	if err := replay.CheckAtStep(step, s.Spec.SessionID, *steps); err != nil {
+		field := "spec.fork.atStep"
+		if fr.Spec.Fork.AtStep == nil {
+			field = "spec.fork.checkpointRef (Checkpoint " + fr.Spec.Fork.CheckpointRef.Name + ")"
+		}
+		return &specError{fmt.Sprintf("%s: %v (AgentSession %s)", field, err, s.Name)}
+	}
+	return nil
 }
 
 // stallInvalid stalls a ForkRun whose spec cannot run with InvalidSpec, until the session's agent or

@@ -50,6 +50,8 @@ type (
 	OnMiss        = replay.OnMiss
 	// DriftError says which step of a replay left the recording, what was expected and how it differs.
 	DriftError = replay.DriftError
+	// AtStepError is a fork asked to go live at a step past the end of its parent session.
+	AtStepError = replay.AtStepError
 	// KeyProvider seals the vault of redacted secrets; FileKeyProvider keeps its key in a local file.
 	KeyProvider     = redact.KeyProvider
 	FileKeyProvider = redact.FileKeyProvider
@@ -76,7 +78,8 @@ func Replay(ctx context.Context, opts ReplayOptions, harness Harness) (*ReplayRe
 	return replay.Replay(ctx, opts, harness)
 }
 
-// Fork replays the recording up to opts.AtStep and then goes live with the overrides.
+// Fork replays the recording up to opts.AtStep and then goes live with the overrides. A step the
+// parent does not have (past its end) is refused with an *AtStepError, before anything is written.
 func Fork(ctx context.Context, opts ForkOptions, harness Harness) (*ForkResult, error) {
 	return replay.Fork(ctx, opts, harness)
 }

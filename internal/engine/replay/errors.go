@@ -135,6 +135,34 @@ func (e *OverridesError) Error() string {
 // Unwrap gives ErrForkHalted, so a harness unwinds as from any halt, and the cause.
 func (e *OverridesError) Unwrap() []error { return []error{ErrForkHalted, e.Err} }
 
+// AtStepError is a fork asked to go live at a step the session does not have: every step before it
+// would be served, and nothing would be left to fork.
+type AtStepError struct {
+	AtStep int64
+	// Session and Steps are the session's id and its number of steps (0 to Steps-1).
+	Session string
+	Steps   int64
+}
+
+func (e *AtStepError) Error() string {
+	if e.Steps == 0 {
+		return fmt.Sprintf("step %d is past the end of session %s, which has no steps", e.AtStep, e.Session)
+	}
+	return fmt.Sprintf("step %d is past the end of session %s, which has %d steps (0 to %d)", e.AtStep, e.Session, e.Steps, e.Steps-1)
+}
+
+// CheckAtStep refuses a fork's first live step unless the session has it: 0 to steps-1, steps being
+// one more than the session's last step.
+func CheckAtStep(atStep int64, sessionID string, steps int64) error {
+	if atStep >= 0 && atStep < steps {
+		return nil
+	}
+	if atStep < 0 {
+		return fmt.Errorf("step %d is negative", atStep)
+	}
+	return &AtStepError{AtStep: atStep, Session: sessionID, Steps: steps}
+}
+
 // ErrHarnessPanicked wraps a panic in the harness. The run's events up to the panic are still recorded
 // and committed, with session_end marking the run as failed.
 var ErrHarnessPanicked = errors.New("the agent panicked")

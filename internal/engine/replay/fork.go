@@ -165,8 +165,12 @@ func Fork(ctx context.Context, opts ForkOptions, harness Harness) (*ForkResult, 
 	if opts.Parent == nil {
 		return nil, errors.New("fork: a parent session is required")
 	}
-	if opts.AtStep < 0 {
-		return nil, fmt.Errorf("fork: atStep %d is negative", opts.AtStep)
+	var steps int64
+	for i := range opts.Parent.Events {
+		steps = max(steps, opts.Parent.Events[i].Step+1)
+	}
+	if err := CheckAtStep(opts.AtStep, opts.Parent.Meta.ID, steps); err != nil {
+		return nil, fmt.Errorf("fork: atStep: %w", err)
 	}
 	if opts.OnMiss == "" {
 		opts.OnMiss = OnMissError
