@@ -26,6 +26,7 @@ type uiOptions struct {
 	checkpointsDir string
 	addr           string
 	cluster        bool
+	prices         priceOptions
 }
 
 func newUICommand() *cobra.Command {
@@ -47,11 +48,17 @@ The sessions come from one of:
                 kubectl rewind inspect reads them (--store names the operator's store)
 
 The page is served on ` + defaultUIAddr + ` unless --addr says otherwise, answers GET and HEAD only, and
-never opens a session's vault: redacted secrets show as their redaction tokens.`,
+never opens a session's vault: redacted secrets show as their redaction tokens.
+
+A model call's cost is its tokens at the list price of its model, or the cost the recording states; a
+model without a price shows "unknown", never $0: --price and --price-file add prices.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
 				o.dir = args[0]
+			}
+			if _, err := o.prices.table(); err != nil {
+				return err
 			}
 			src, cleanup, err := o.source(cmd.Context())
 			if err != nil {
@@ -67,6 +74,7 @@ never opens a session's vault: redacted secrets show as their redaction tokens.`
 	cmd.Flags().StringVar(&o.addr, "addr", defaultUIAddr, "the address to serve on; anything but a loopback address lets others on the network read the sessions")
 	cmd.Flags().StringVar(&o.checkpointsDir, "checkpoints-dir", "", "with SESSION-DIR: a local checkpoint store whose checkpoints are listed with their sessions")
 	cmd.Flags().BoolVar(&o.cluster, "cluster", false, "show the cluster's AgentSessions, ForkRuns, ResumePlans and Checkpoints (see --kubeconfig, --context, -n)")
+	o.prices.register(cmd.Flags())
 	return cmd
 }
 
@@ -112,7 +120,12 @@ func (o *uiOptions) serve(ctx context.Context, src ui.Source, out, errOut io.Wri
 	if !loopback {
 		fmt.Fprintf(errOut, "warning: serving on %s, not a loopback address: anyone who can reach it can read these sessions\n", ln.Addr())
 	}
-	srv := &http.Server{Handler: ui.NewServer(src, ui.Options{LoopbackOnly: loopback}), ReadHeaderTimeout: 10 * time.Second}
+	prices, err := o.prices.table()
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	srv := &http.Server{Handler: ui.NewServer(src, ui.Options{LoopbackOnly: loopback, Prices: prices}), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(out, "agentrewind ui: serving http://%s/ (read-only; Ctrl-C stops)\n", ln.Addr())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()

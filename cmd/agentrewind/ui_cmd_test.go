@@ -123,6 +123,7 @@ func TestUICommandNeedsExactlyOneSource(t *testing.T) {
 		{[]string{"ui", "--store", "s3://b/p", "--checkpoints-dir", dir}, "--checkpoints-dir goes with SESSION-DIR"},
 		{[]string{"ui", filepath.Join(dir, "missing")}, "no such file or directory"},
 		{[]string{"ui", dir, "--addr", "256.0.0.1:1"}, "--addr 256.0.0.1:1"},
+		{[]string{"ui", dir, "--price", "fake-1=1,2"}, "--price: price"},
 	} {
 		_, err := runCLI(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -142,8 +143,12 @@ func TestUICommandServesADirectoryReadOnlyOnLoopback(t *testing.T) {
 	if page := uiGet[ui.Page](t, base, "/api/sessions/run/events"); page.Total != 5 || page.Rows[3].CallSite != "answer" {
 		t.Errorf("timeline of run: %+v", page)
 	}
-	if f := uiGet[ui.ForkView](t, base, "/api/sessions/run-fix/fork"); f.Divergence == nil || f.Divergence.Step != 3 {
+	if f := uiGet[ui.ForkView](t, base, "/api/sessions/run-fix/fork"); f.ForkPoint == nil || f.ForkPoint.Step != 3 || f.Divergence != nil {
 		t.Errorf("fork view: %+v", f)
+	}
+	// fake-1 has no price: its cost is unknown, not $0.
+	if sum := uiGet[ui.Summary](t, base, "/api/sessions/run"); sum.Cost.MicroUSD != nil || !strings.Contains(sum.Cost.Unknown, "fake-1") {
+		t.Errorf("cost of run without a price: %+v", sum.Cost)
 	}
 	res, err := http.Post(base+"api/sessions", "application/json", strings.NewReader("{}"))
 	if err != nil {
@@ -161,6 +166,15 @@ func TestUICommandServesADirectoryReadOnlyOnLoopback(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != http.StatusMisdirectedRequest {
 		t.Errorf("a foreign Host on a loopback server: %d, want 421", res.StatusCode)
+	}
+}
+
+// TestUICommandPricesWithItsFlags: --price prices a model the built-in table lacks.
+func TestUICommandPricesWithItsFlags(t *testing.T) {
+	base := startUI(t, uiSessions(t), "--price", "acme/fake-1=1,2")
+	// run's calls: 10 and 30 input tokens, 2 output each; at $1 and $2 a million, 40 + 8 micro-dollars.
+	if sum := uiGet[ui.Summary](t, base, "/api/sessions/run"); sum.Cost.MicroUSD == nil || *sum.Cost.MicroUSD != 48 {
+		t.Errorf("cost of run at the flag's price: %+v", sum.Cost)
 	}
 }
 
@@ -188,7 +202,7 @@ func TestUICommandServesAStore(t *testing.T) {
 	if sv := uiGet[ui.StepView](t, base, "/api/sessions/run/steps/3"); sv.System != "be brief" || len(sv.Messages) != 3 {
 		t.Errorf("context at step 3: %+v", sv)
 	}
-	if f := uiGet[ui.ForkView](t, base, "/api/sessions/run-fix/fork"); f.Divergence == nil || f.Divergence.Step != 3 {
+	if f := uiGet[ui.ForkView](t, base, "/api/sessions/run-fix/fork"); f.ForkPoint == nil || f.ForkPoint.Step != 3 || f.Divergence != nil {
 		t.Errorf("fork view: %+v", f)
 	}
 	cps := uiGet[[]ui.CheckpointView](t, base, "/api/sessions/run/checkpoints")
@@ -260,7 +274,7 @@ func TestUICommandServesTheCluster(t *testing.T) {
 	if page := uiGet[ui.Page](t, base, "/api/sessions/run/events"); page.Total != 5 {
 		t.Errorf("timeline read from the store: %+v", page)
 	}
-	if f := uiGet[ui.ForkView](t, base, "/api/sessions/run-fix/fork"); f.Divergence == nil || f.Divergence.Step != 3 {
+	if f := uiGet[ui.ForkView](t, base, "/api/sessions/run-fix/fork"); f.ForkPoint == nil || f.ForkPoint.Step != 3 || f.Divergence != nil {
 		t.Errorf("fork view: %+v", f)
 	}
 	cps := uiGet[[]ui.CheckpointView](t, base, "/api/sessions/run/checkpoints")

@@ -20,6 +20,12 @@ import (
 // browser starts headless Chromium for one test and returns a context that drives a tab of it.
 func browser(t *testing.T) context.Context {
 	t.Helper()
+	return browserSized(t, 1440, 900)
+}
+
+// browserSized is browser with a window of width by height pixels.
+func browserSized(t *testing.T, width, height int) context.Context {
+	t.Helper()
 	exe := os.Getenv("CHROMIUM")
 	if exe == "" {
 		for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
@@ -32,7 +38,7 @@ func browser(t *testing.T) context.Context {
 	if exe == "" {
 		t.Skip("SKIPPED: NO CHROMIUM: the browser tests of the web timeline did not run. Install Debian's chromium (`make chromium` as root) or set CHROMIUM to a Chromium binary.")
 	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.WindowSize(1440, 900),
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.WindowSize(width, height),
 		// Root in a container has no user namespace for Chromium's sandbox.
 		chromedp.NoSandbox, chromedp.Flag("disable-dev-shm-usage", true))
 	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
@@ -167,19 +173,19 @@ func TestBrowserShowsTheTimelineTheContextAtAStepAndTheForkDiff(t *testing.T) {
 		t.Errorf("diff 4→7 shows %d added messages and tokens %s, want 2 and +80:\n%s", n, tokens, eval[string](t, ctx, "document.getElementById('diff').innerHTML"))
 	}
 
-	// The fork beside its parent from the fork point, the first divergence highlighted.
+	// The fork beside its parent from the fork point, where the fork's change took effect.
 	run(t, ctx, "opening the fork", chromedp.Navigate(ts.URL+"/#/s/triage-fix"), visible("#tab-fork"),
-		click("#tab-fork"), visible("#divergence-step"))
-	if step := textOf(t, ctx, "#divergence-step"); step != fmt.Sprint(decideStep) {
-		t.Errorf("first divergence shown at step %s, want %d", step, decideStep)
+		click("#tab-fork"), visible("#fork-point-step"))
+	if step := textOf(t, ctx, "#fork-point-step"); step != fmt.Sprint(decideStep) {
+		t.Errorf("fork point shown at step %s, want %d", step, decideStep)
 	}
-	highlighted := eval[[]string](t, ctx, `[...document.querySelectorAll('#fork tr.diverged')].map(r => r.dataset.step)`)
+	highlighted := eval[[]string](t, ctx, `[...document.querySelectorAll('#fork tr.fork-point')].map(r => r.dataset.step)`)
 	if len(highlighted) != 1 || highlighted[0] != fmt.Sprint(decideStep) {
 		t.Errorf("highlighted fork rows %v, want only step %d", highlighted, decideStep)
 	}
-	banner := textOf(t, ctx, "#divergence")
+	banner := textOf(t, ctx, "#fork-point")
 	if !strings.Contains(banner, "request.system") || !strings.Contains(banner, "CODEOWNERS") {
-		t.Errorf("the divergence does not show the system prompt change:\n%s", banner)
+		t.Errorf("the fork point does not show the system prompt change:\n%s", banner)
 	}
 	if row := textOf(t, ctx, `#fork tr[data-step="8"]`); !strings.Contains(row, "stub") {
 		t.Errorf("the fork's add_label after the divergence is not shown as a stub: %q", row)
@@ -190,10 +196,10 @@ func TestBrowserShowsTheTimelineTheContextAtAStepAndTheForkDiff(t *testing.T) {
 	}
 	screenshot(t, ctx, "fork.png")
 
-	// The fork's own timeline marks the step where it parted from its parent.
+	// The fork's own timeline marks the step where it went live with its change.
 	run(t, ctx, "opening the fork's timeline", click("#tab-timeline"), visible(`#timeline-rows .row[data-step="9"]`))
-	if marked := eval[[]string](t, ctx, `[...document.querySelectorAll('#timeline-rows .row .mark.diverged')].map(m => m.closest('.row').dataset.step)`); len(marked) != 1 || marked[0] != fmt.Sprint(decideStep) {
-		t.Errorf("the fork's timeline marks %v as where it diverged, want only step %d", marked, decideStep)
+	if marked := eval[[]string](t, ctx, `[...document.querySelectorAll('#timeline-rows .row .mark.forkpoint')].map(m => m.closest('.row').dataset.step)`); len(marked) != 1 || marked[0] != fmt.Sprint(decideStep) {
+		t.Errorf("the fork's timeline marks %v as its fork point, want only step %d", marked, decideStep)
 	}
 
 	// The resume plan and the checkpoints of the parent.

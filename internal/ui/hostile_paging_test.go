@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentrewind/agentrewind/internal/engine/price"
 	"github.com/agentrewind/agentrewind/internal/testenv"
 )
 
@@ -51,7 +52,7 @@ func TestForkPageCostsItsOwnSize(t *testing.T) {
 	page, whole := time.Duration(math.MaxInt64), time.Duration(math.MaxInt64)
 	for range 5 {
 		start := testenv.CPUTime(t)
-		if v := forkView("big", "fork", parent, child, 30_000, 10); len(v.Rows) != 10 || v.Rows[0].Parent == nil || v.Rows[0].Child == nil {
+		if v := forkView("big", "fork", parent, child, 30_000, 10, price.Default()); len(v.Rows) != 10 || v.Rows[0].Parent == nil || v.Rows[0].Child == nil {
 			t.Fatalf("the page: %+v", v.Rows)
 		}
 		mid := testenv.CPUTime(t)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentrewind/agentrewind/internal/engine/evidence"
 	"github.com/agentrewind/agentrewind/internal/engine/inspect"
+	"github.com/agentrewind/agentrewind/internal/engine/price"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 	"github.com/agentrewind/agentrewind/internal/engine/verdict"
 )
@@ -45,6 +46,8 @@ type Options struct {
 	// page on another site cannot reach a server bound to 127.0.0.1 through DNS rebinding. Set it
 	// when the listen address is a loopback one.
 	LoopbackOnly bool
+	// Prices prices the model calls shown; nil is the built-in list prices.
+	Prices *price.Table
 }
 
 // Server answers the page and its JSON endpoints over a Source. It only reads.
@@ -74,6 +77,9 @@ type loadedSession struct {
 
 // NewServer serves src.
 func NewServer(src Source, opts Options) *Server {
+	if opts.Prices == nil {
+		opts.Prices = price.Default()
+	}
 	srv := &Server{src: src, opts: opts, mux: http.NewServeMux(), loaded: map[string]*loadedSession{}, verdicts: map[string][2]string{}}
 	static, _ := fs.Sub(assets, "assets")
 	files := http.FileServerFS(static)
@@ -321,7 +327,7 @@ func (srv *Server) summary(r *http.Request) (any, error) {
 		return nil, err
 	}
 	id := r.PathValue("id")
-	sum := summaryOf(id, ls.s)
+	sum := summaryOf(id, ls.s, srv.opts.Prices)
 	if list, err := srv.src.Sessions(r.Context()); err == nil {
 		for _, l := range list {
 			if l.Parent != "" && (l.Parent == id || l.Parent == ls.s.Meta.ID) {
@@ -349,7 +355,7 @@ func (srv *Server) events(r *http.Request) (any, error) {
 		return nil, err
 	}
 	lo, hi := pageBounds(len(ls.s.Events), offset, limit)
-	return Page{Total: len(ls.s.Events), Offset: lo, Rows: rowsOf(ls.s, ls.s.Events[lo:hi])}, nil
+	return Page{Total: len(ls.s.Events), Offset: lo, Rows: pricedRowsOf(ls.s, ls.s.Events[lo:hi], srv.opts.Prices)}, nil
 }
 
 func (srv *Server) step(r *http.Request) (any, error) {
@@ -363,7 +369,7 @@ func (srv *Server) step(r *http.Request) (any, error) {
 	}
 	for i := range ls.s.Events {
 		if ls.s.Events[i].Step == step {
-			return stepView(ls.s, i)
+			return stepView(ls.s, i, srv.opts.Prices)
 		}
 	}
 	return nil, &inspect.StepError{Step: step}
@@ -404,7 +410,7 @@ func (srv *Server) fork(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return forkView(parentID, r.PathValue("id"), parent.s, ls.s, offset, limit), nil
+	return forkView(parentID, r.PathValue("id"), parent.s, ls.s, offset, limit, srv.opts.Prices), nil
 }
 
 func (srv *Server) plan(r *http.Request) (any, error) {

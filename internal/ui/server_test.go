@@ -235,23 +235,30 @@ func TestStepViewShowsTheContextWithRedactionTokens(t *testing.T) {
 	}
 }
 
-func TestForkViewShowsTheFirstDivergence(t *testing.T) {
+// TestForkViewShowsTheForkPointAsTheForksChange: a fork parts from its parent at its fork point on
+// purpose; the view says so (the fork point, what changed, the request diff) and reports no drift.
+func TestForkViewShowsTheForkPointAsTheForksChange(t *testing.T) {
 	ts := serve(t, triageRoot(t), Options{})
 	f := getJSON[ForkView](t, ts, "/api/sessions/triage-fix/fork")
-	if f.Parent != "triage" || f.ForkedAtStep != decideStep || f.Divergence == nil {
+	if f.Parent != "triage" || f.ForkedAtStep != decideStep || f.From != decideStep || f.ForkPoint == nil || f.Divergence != nil {
 		t.Fatalf("fork view: %+v", f)
 	}
-	if f.Divergence.Step != decideStep || f.Divergence.CallSite != "decide" || !strings.Contains(strings.Join(f.Divergence.Diff, "\n"), "request.system") {
-		t.Errorf("divergence: %+v", f.Divergence)
+	fp := f.ForkPoint
+	if fp.Step != decideStep || !cmp.Equal(fp.Changes, []string{"system prompt"}) || !strings.Contains(strings.Join(fp.Diff, "\n"), "request.system") ||
+		fp.ParentStep == nil || *fp.ParentStep != decideStep {
+		t.Errorf("fork point: %+v", fp)
 	}
-	var diverged []int64
+	var diverged, forkPoint []int64
 	for _, r := range f.Rows {
 		if r.Diverged {
 			diverged = append(diverged, r.Step)
 		}
+		if r.ForkPoint {
+			forkPoint = append(forkPoint, r.Step)
+		}
 	}
-	if diff := cmp.Diff([]int64{decideStep}, diverged); diff != "" || f.Total != 3 || f.Rows[0].Step != decideStep {
-		t.Errorf("rows from the fork point: total %d, diverged (-want +got):\n%s", f.Total, diff)
+	if len(diverged) != 0 || !cmp.Equal(forkPoint, []int64{decideStep}) || f.Total != 3 || f.Rows[0].Step != decideStep {
+		t.Errorf("rows from the fork point: total %d, drift at %v, fork point at %v", f.Total, diverged, forkPoint)
 	}
 	if code, body, _ := get(t, ts, "/api/sessions/triage/fork"); code != http.StatusNotFound || !strings.Contains(body, "not a fork") {
 		t.Errorf("fork view of a session that is no fork: %d %s", code, body)

@@ -10,6 +10,7 @@ import (
 	"github.com/agentrewind/agentrewind/internal/engine/checkpoint"
 	"github.com/agentrewind/agentrewind/internal/engine/codec"
 	"github.com/agentrewind/agentrewind/internal/engine/inspect"
+	"github.com/agentrewind/agentrewind/internal/engine/price"
 	"github.com/agentrewind/agentrewind/internal/engine/replay"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 	"github.com/agentrewind/agentrewind/internal/engine/verdict"
@@ -32,7 +33,10 @@ type Row struct {
 	LatencyMs    int64  `json:"latencyMs,omitempty"`
 	InputTokens  int64  `json:"inputTokens,omitempty"`
 	OutputTokens int64  `json:"outputTokens,omitempty"`
-	CostMicroUSD int64  `json:"costMicroUSD,omitempty"`
+	// CostMicroUSD is a model call's cost at the price table; CostUnknown, set instead, says why it
+	// has none (a model without a price), so the page shows "unknown", never $0.
+	CostMicroUSD *int64 `json:"costMicroUSD,omitempty"`
+	CostUnknown  string `json:"costUnknown,omitempty"`
 	Error        string `json:"error,omitempty"`
 	// Forged says why the stored fingerprint is not the one the stored call hashes to.
 	Forged string `json:"forged,omitempty"`
@@ -77,7 +81,7 @@ func rowsOf(s *session.Session, events []session.Event) []Row {
 		r := Row{Step: ev.Step, Seq: ev.Seq, Lane: ev.Lane, Kind: string(ev.Kind), CallSite: ev.CallSite, Author: string(ev.Author),
 			Provenance: string(ev.Provenance), LatencyMs: ev.LatencyMs, Forged: forged[ev.Step], What: inspect.What(ev)}
 		if ev.Usage != nil {
-			r.InputTokens, r.OutputTokens, r.CostMicroUSD = ev.Usage.InputTokens, ev.Usage.OutputTokens, ev.Usage.CostMicroUSD
+			r.InputTokens, r.OutputTokens = ev.Usage.InputTokens, ev.Usage.OutputTokens
 		}
 		if ev.Error != nil {
 			// Not ev.Error.Error(): that copies the whole message before it is cut.
@@ -87,6 +91,35 @@ func rowsOf(s *session.Session, events []session.Event) []Row {
 		rows[i] = r
 	}
 	return rows
+}
+
+// pricedRowsOf is rowsOf with every model call's cost at prices.
+func pricedRowsOf(s *session.Session, events []session.Event, prices *price.Table) []Row {
+	rows := rowsOf(s, events)
+	for i := range events {
+		if ev := &events[i]; ev.Kind == session.KindModelCall {
+			rows[i].CostMicroUSD, rows[i].CostUnknown = costFields(prices.Call(ev.Provider, price.ModelOf(ev), ev.Usage))
+		}
+	}
+	return rows
+}
+
+// CostView is a cost as the page shows it: micro-dollars, or why it is unknown.
+type CostView struct {
+	MicroUSD *int64 `json:"microUSD,omitempty"`
+	Unknown  string `json:"unknown,omitempty"`
+}
+
+func costView(c price.Cost) CostView {
+	micro, unknown := costFields(c)
+	return CostView{MicroUSD: micro, Unknown: unknown}
+}
+
+func costFields(c price.Cost) (*int64, string) {
+	if micro, ok := c.MicroUSD(); ok {
+		return &micro, ""
+	}
+	return nil, clip(c.Reason(), errorMax)
 }
 
 // Summary is a session's header: its meta and totals.
@@ -99,17 +132,20 @@ type Summary struct {
 	Errors     int           `json:"errors"`
 	Lanes      []string      `json:"lanes"`
 	Usage      session.Usage `json:"usage"`
-	LatencyMs  int64         `json:"latencyMs"`
+	// Cost is what the model calls cost at the price table.
+	Cost      CostView `json:"cost"`
+	LatencyMs int64    `json:"latencyMs"`
 	// Served is, for a fork, what its model calls served from the parent cost when they were recorded
-	// (replay.ServedUsage): Usage less Served is what the fork spent live.
-	Served *session.Usage `json:"served,omitempty"`
+	// (replay.ServedUsage): Usage less Served is what the fork spent live, and LiveCost its cost.
+	Served   *session.Usage `json:"served,omitempty"`
+	LiveCost *CostView      `json:"liveCost,omitempty"`
 	// Complete is false for a run that stopped before session_end.
 	Complete bool `json:"complete"`
 	// Forks are the sessions of the same source forked from this one.
 	Forks []string `json:"forks"`
 }
 
-func summaryOf(id string, s *session.Session) Summary {
+func summaryOf(id string, s *session.Session, prices *price.Table) Summary {
 	sum := Summary{ID: id, Meta: s.Meta, Events: len(s.Events), Complete: s.CheckComplete() == nil, Lanes: []string{}, Forks: []string{}}
 	lanes := map[string]bool{}
 	for i := range s.Events {
@@ -130,9 +166,11 @@ func summaryOf(id string, s *session.Session) Summary {
 			sum.Lanes = append(sum.Lanes, ev.Lane)
 		}
 	}
+	sum.Cost = costView(prices.Events(s.Events, nil))
 	if s.Meta.Parent != "" {
 		served := replay.ServedUsage(s.Events)
-		sum.Served = &served
+		live := costView(prices.Events(s.Events, func(ev *session.Event) bool { return ev.Provenance == session.ProvenanceLive }))
+		sum.Served, sum.LiveCost = &served, &live
 	}
 	return sum
 }
@@ -175,9 +213,9 @@ type PartView struct {
 	Text string `json:"text"`
 }
 
-func stepView(s *session.Session, index int) (StepView, error) {
+func stepView(s *session.Session, index int, prices *price.Table) (StepView, error) {
 	ev := &s.Events[index]
-	v := StepView{Row: rowsOf(s, []session.Event{*ev})[0], Index: index, TS: ev.TS, Provider: ev.Provider, ErrorDetail: ev.Error}
+	v := StepView{Row: pricedRowsOf(s, []session.Event{*ev}, prices)[0], Index: index, TS: ev.TS, Provider: ev.Provider, ErrorDetail: ev.Error}
 	switch ev.Kind {
 	case session.KindModelCall:
 		msgs, err := inspect.ContextAt(s.Events, ev.Step)
@@ -307,13 +345,19 @@ func systemAt(events []session.Event, step int64) string {
 	return ""
 }
 
-// ForkView is a fork beside its parent from the fork point, with where they first part.
+// ForkView is a fork beside its parent from the fork point, with where they first part. A fork parts
+// from its parent on purpose at or after its fork point, where it goes live with its change: that is
+// ForkPoint, not drift. Divergence is set only for drift, a part before the fork point, where the
+// fork's calls are served from the recording and must be the parent's.
 type ForkView struct {
 	Parent       string          `json:"parent"`
 	Child        string          `json:"child"`
 	ForkedAtStep int64           `json:"forkedAtStep"`
+	ForkPoint    *ForkPointView  `json:"forkPoint,omitempty"`
 	Divergence   *DivergenceView `json:"divergence,omitempty"`
-	// Total is the number of step pairs from the fork point; Rows is the page asked for.
+	// From is the first step the rows pair: the fork point, or an earlier step the fork drifted at.
+	From int64 `json:"from"`
+	// Total is the number of step pairs from From; Rows is the page asked for.
 	Total  int       `json:"total"`
 	Offset int       `json:"offset"`
 	Rows   []ForkRow `json:"rows"`
@@ -332,33 +376,65 @@ type DivergenceView struct {
 	ParentStep *int64 `json:"parentStep,omitempty"`
 }
 
-// ForkRow is one step of the parent and the fork side by side; either side may be missing.
+// ForkPointView is where a fork first asked something its parent did not, at or after its fork point:
+// what its change did to the request there.
+type ForkPointView struct {
+	Step int64 `json:"step"`
+	// Changes names what differs in the request: "system prompt", "model a → b", "params.temperature",
+	// "messages", "tool arguments".
+	Changes []string `json:"changes"`
+	// Diff is the request diff, each line a path with the parent's and the fork's value.
+	Diff []string `json:"diff"`
+	// Code and Message say how the calls part when they are not one request against another: the fork
+	// made fewer calls (RunEndedEarly) or more (ExtraCall).
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	// ParentStep is the parent's call at that point.
+	ParentStep *int64 `json:"parentStep,omitempty"`
+}
+
+// ForkRow is one step of the parent and the fork side by side; either side may be missing. Diverged
+// marks drift, ForkPoint the step where the fork's change took effect.
 type ForkRow struct {
-	Step     int64 `json:"step"`
-	Parent   *Row  `json:"parent,omitempty"`
-	Child    *Row  `json:"child,omitempty"`
-	Diverged bool  `json:"diverged"`
+	Step      int64 `json:"step"`
+	Parent    *Row  `json:"parent,omitempty"`
+	Child     *Row  `json:"child,omitempty"`
+	Diverged  bool  `json:"diverged"`
+	ForkPoint bool  `json:"forkPoint,omitempty"`
 }
 
 // forkView pairs parent and child events by step from the fork point and asks the engine where they
-// part: replay.Compare, the check a Replay ForkRun uses.
-func forkView(parentID, childID string, parent, child *session.Session, offset, limit int) ForkView {
+// part (replay.Compare, the check a Replay ForkRun uses): before the fork point that is drift, from it
+// on the fork's own change.
+func forkView(parentID, childID string, parent, child *session.Session, offset, limit int, prices *price.Table) ForkView {
 	at := int64(0)
 	if child.Meta.ForkedAtStep != nil {
 		at = *child.Meta.ForkedAtStep
 	}
 	v := ForkView{Parent: parentID, Child: childID, ForkedAtStep: at, Rows: []ForkRow{}}
 	if d := replay.Compare(parent.Events, child.Events); d != nil {
-		dv := &DivergenceView{Step: d.Step, Code: string(d.Code), Kind: string(d.Kind), Lane: d.Lane, CallSite: d.CallSite, Message: d.Error(), Diff: d.Diff}
-		if dv.Diff == nil {
-			dv.Diff = []string{}
+		diff := d.Diff
+		if diff == nil {
+			diff = []string{}
 		}
+		var parentStep *int64
 		if d.Expected != nil {
-			dv.ParentStep = &d.Expected.Step
+			parentStep = &d.Expected.Step
 		}
-		v.Divergence = dv
+		if d.Step >= at {
+			v.ForkPoint = &ForkPointView{Step: d.Step, Changes: changesOf(d.Expected, boundaryAt(child.Events, d.Step)), Diff: diff,
+				Code: string(d.Code), Message: d.Error(), ParentStep: parentStep}
+		} else {
+			v.Divergence = &DivergenceView{Step: d.Step, Code: string(d.Code), Kind: string(d.Kind), Lane: d.Lane, CallSite: d.CallSite,
+				Message: d.Error(), Diff: diff, ParentStep: parentStep}
+		}
 	}
-	ps, cs := fromStep(parent.Events, at), fromStep(child.Events, at)
+	// Drift before the fork point is shown in the rows too.
+	v.From = at
+	if v.Divergence != nil && v.Divergence.Step < at {
+		v.From = v.Divergence.Step
+	}
+	ps, cs := fromStep(parent.Events, v.From), fromStep(child.Events, v.From)
 	steps := mergeSteps(ps, cs)
 	v.Total = len(steps)
 	lo, hi := pageBounds(len(steps), offset, limit)
@@ -368,13 +444,106 @@ func forkView(parentID, childID string, parent, child *session.Session, offset, 
 	}
 	// Rows only for the page's steps: a row checks its fingerprint, and a page costs its own size.
 	first, last := steps[lo], steps[hi-1]
-	pRows, cRows := rowsByStep(parent, stepRange(ps, first, last)), rowsByStep(child, stepRange(cs, first, last))
+	pRows, cRows := rowsByStep(parent, stepRange(ps, first, last), prices), rowsByStep(child, stepRange(cs, first, last), prices)
 	for _, st := range steps[lo:hi] {
 		r := ForkRow{Step: st, Parent: pRows[st], Child: cRows[st]}
 		r.Diverged = v.Divergence != nil && st == v.Divergence.Step
+		r.ForkPoint = v.ForkPoint != nil && st == v.ForkPoint.Step
 		v.Rows = append(v.Rows, r)
 	}
 	return v
+}
+
+// boundaryAt is the boundary call of a log at step, if any.
+func boundaryAt(events []session.Event, step int64) *session.Event {
+	for i := range events {
+		if events[i].Step == step && events[i].Kind.IsBoundary() {
+			return &events[i]
+		}
+	}
+	return nil
+}
+
+// changeMax bounds a name or model shown in a change.
+const changeMax = 80
+
+// changesOf names what differs between the parent's call and the fork's at the fork point: the model,
+// the system prompt, each parameter, the messages; a tool's name and arguments. Empty when one side
+// is missing (the fork made fewer or more calls).
+func changesOf(parent, child *session.Event) []string {
+	out := []string{}
+	if parent == nil || child == nil {
+		return out
+	}
+	if parent.Kind != child.Kind {
+		return append(out, "kind "+string(parent.Kind)+" → "+string(child.Kind))
+	}
+	if parent.CallSite != child.CallSite {
+		out = append(out, "call site "+clip(parent.CallSite, changeMax)+" → "+clip(child.CallSite, changeMax))
+	}
+	switch parent.Kind {
+	case session.KindModelCall:
+		var a, b session.Request
+		if parent.Request != nil {
+			a = *parent.Request
+		}
+		if child.Request != nil {
+			b = *child.Request
+		}
+		if a.Model != b.Model {
+			out = append(out, "model "+clip(a.Model, changeMax)+" → "+clip(b.Model, changeMax))
+		}
+		if a.System != b.System {
+			out = append(out, "system prompt")
+		}
+		keys := map[string]bool{}
+		for k := range a.Params {
+			keys[k] = true
+		}
+		for k := range b.Params {
+			keys[k] = true
+		}
+		var params []string
+		for k := range keys {
+			if !bytes.Equal(compactJSON(a.Params[k]), compactJSON(b.Params[k])) {
+				params = append(params, "params."+clip(k, changeMax))
+			}
+		}
+		sort.Strings(params)
+		out = append(out, params...)
+		if !sameMessages(a.Messages, b.Messages) {
+			out = append(out, "messages")
+		}
+	case session.KindToolCall:
+		if parent.Name != child.Name {
+			out = append(out, "tool "+clip(parent.Name, changeMax)+" → "+clip(child.Name, changeMax))
+		}
+		if !bytes.Equal(compactJSON(parent.Args), compactJSON(child.Args)) {
+			out = append(out, "tool arguments")
+		}
+	}
+	return out
+}
+
+func sameMessages(a, b []session.Message) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Role != b[i].Role || !bytes.Equal(compactJSON(a[i].Content), compactJSON(b[i].Content)) {
+			return false
+		}
+	}
+	return true
+}
+
+// compactJSON is doc without insignificant white space, or doc itself when it does not parse.
+func compactJSON(doc json.RawMessage) []byte {
+	var b bytes.Buffer
+	if json.Compact(&b, doc) != nil {
+		return doc
+	}
+	return b.Bytes()
 }
 
 func fromStep(events []session.Event, at int64) []session.Event {
@@ -413,8 +582,8 @@ func mergeSteps(a, b []session.Event) []int64 {
 	return out
 }
 
-func rowsByStep(s *session.Session, events []session.Event) map[int64]*Row {
-	rows := rowsOf(s, events)
+func rowsByStep(s *session.Session, events []session.Event, prices *price.Table) map[int64]*Row {
+	rows := pricedRowsOf(s, events, prices)
 	out := make(map[int64]*Row, len(rows))
 	for i := range rows {
 		out[rows[i].Step] = &rows[i]

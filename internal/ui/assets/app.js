@@ -65,7 +65,10 @@
     return el('span', { class: 'badge v-' + v, title: reason || '' }, v);
   }
 
-  const usd = (micro) => micro ? '$' + (micro / 1e6).toFixed(micro < 10000 ? 6 : 4) : '';
+  const usd = (micro) => micro == null ? '' : '$' + (micro / 1e6).toFixed(micro < 10000 ? 6 : 4);
+  // cost shows a priced cost, or "unknown" with why (a model the price table lacks): a missing price
+  // is never shown as $0.
+  const cost = (micro, unknown) => unknown ? el('span', { class: 'unknown', title: unknown }, 'unknown') : usd(micro);
   const tokens = (r) => (r.inputTokens || r.outputTokens) ? (r.inputTokens || 0) + '→' + (r.outputTokens || 0) : '';
   const laneColor = (lane) => { let h = 0; for (const c of String(lane)) h = (h * 31 + c.charCodeAt(0)) % 360; return 'hsl(' + h + ',45%,45%)'; };
 
@@ -157,9 +160,9 @@
         el('span', {}, el('b', {}, String(s.modelCalls)), ' model calls'),
         el('span', {}, el('b', {}, String(s.toolCalls)), ' tool calls'),
         el('span', {}, el('b', {}, String(usage.inputTokens || 0) + '→' + String(usage.outputTokens || 0)), ' tokens'),
-        usage.costMicroUSD ? el('span', {}, el('b', {}, usd(usage.costMicroUSD)), ' cost') : null,
+        el('span', { id: 'summary-cost' }, el('b', {}, cost(s.cost.microUSD, s.cost.unknown)), ' cost'),
         s.served ? el('span', { id: 'summary-live' }, 'live: ', el('b', {}, String(usage.inputTokens - s.served.inputTokens) + '→' + String(usage.outputTokens - s.served.outputTokens)),
-          ' tokens, ', el('b', {}, usd(usage.costMicroUSD - s.served.costMicroUSD) || '$0'), ' (the rest served from the parent)') : null,
+          ' tokens, ', el('b', {}, cost(s.liveCost.microUSD, s.liveCost.unknown)), ' (the rest served from the parent)') : null,
         el('span', {}, el('b', {}, String(s.latencyMs)), ' ms latency'),
         el('span', {}, 'lanes ', el('b', {}, s.lanes.join(', '))),
         s.errors ? el('span', { class: 'error' }, String(s.errors) + ' error(s)') : null,
@@ -191,6 +194,7 @@
     if (v.sum.meta.parent) {
       const f = await getJSON('/api/sessions/' + enc(v.id) + '/fork?limit=1').catch(() => null);
       if (f && f.divergence) v.divergedAt = f.divergence.step;
+      if (f && f.forkPoint) v.forkPointAt = f.forkPoint.step;
     }
     await loadPage(v, 0);
     drawRows(v);
@@ -229,7 +233,8 @@
     const marks = [];
     if (r.error) marks.push(el('span', { class: 'mark err', title: r.error }, '!'));
     if (r.forged) marks.push(el('span', { class: 'mark drift', title: r.forged }, '≠'));
-    if (r.step === v.divergedAt) { cls.push('drift'); marks.push(el('span', { class: 'mark drift diverged', title: 'the first step where this fork parted from its parent' }, '⑂')); }
+    if (r.step === v.divergedAt) { cls.push('drift'); marks.push(el('span', { class: 'mark drift diverged', title: 'drift: the fork asked something else than its parent before its fork point' }, '≠')); }
+    if (r.step === v.forkPointAt) { cls.push('forkpoint'); marks.push(el('span', { class: 'mark forkpoint', title: 'the fork point: the fork went live here with its change' }, '⑂')); }
     if (r.provenance) marks.push(el('span', { class: 'mark drift', title: 'provenance: ' + r.provenance }, r.provenance[0].toUpperCase()));
     return el('div', { class: cls.join(' '), style: { top: (i * ROW) + 'px' }, 'data-step': r.step, 'data-kind': r.kind,
       on: { click: () => { location.hash = '#/s/' + enc(v.id) + '/step/' + r.step; } } },
@@ -240,7 +245,7 @@
     el('span', { title: r.what || '' }, text(r.what || '')),
     el('span', { class: 'mono' }, r.latencyMs ? r.latencyMs + ' ms' : ''),
     el('span', { class: 'mono' }, tokens(r)),
-    el('span', { class: 'mono' }, usd(r.costMicroUSD)),
+    el('span', { class: 'mono' }, cost(r.costMicroUSD, r.costUnknown)),
     el('span', {}, marks));
   }
 
@@ -259,7 +264,7 @@
       sv.provenance ? kv('provenance', sv.provenance) : null,
       sv.latencyMs ? kv('latency', sv.latencyMs + ' ms') : null,
       (sv.inputTokens || sv.outputTokens) ? kv('tokens', tokens(sv)) : null,
-      sv.costMicroUSD ? kv('cost', usd(sv.costMicroUSD)) : null,
+      sv.costUnknown ? kv('cost', 'unknown: ' + sv.costUnknown) : sv.costMicroUSD != null ? kv('cost', usd(sv.costMicroUSD)) : null,
       sv.fingerprint ? kv('fingerprint', sv.fingerprint) : null,
       sv.forged ? kv('drift', sv.forged) : null));
     if (sv.errorDetail) parts.push(el('h3', { class: 'error' }, 'Error'), pre(sv.errorDetail.name + ': ' + sv.errorDetail.message));
@@ -312,28 +317,47 @@
   }
 
   // ---- the fork beside its parent ----
+  // The fork point is the fork's change taking effect, not an error: it is shown with the request diff
+  // in the accent colour. Red is kept for drift, a part before the fork point, where the fork was
+  // served from its parent's recording and should have asked the same.
+  const SIDE = [['kind', 'Kind'], ['site', 'Call site'], ['what', 'What'], ['tokens', 'Tokens'], ['cost', 'Cost'], ['src', 'Source']];
   async function renderFork(v) {
     const f = await getJSON('/api/sessions/' + enc(v.id) + '/fork?limit=2000');
-    const dv = f.divergence;
-    const banner = dv
-      ? el('div', { class: 'banner', id: 'divergence' },
-        el('b', {}, 'First divergence at step ', el('span', { id: 'divergence-step' }, String(dv.step))), ' (' + dv.code + ', ' + dv.kind + ' from ',
-        el('span', { class: 'mono' }, dv.callSite), ')',
-        pre(dv.message))
-      : el('div', { class: 'banner ok', id: 'divergence' }, 'The fork made the same calls as its parent.');
-    const cell = (r) => r ? [el('td', { class: 'k-' + r.kind }, r.kind), el('td', { class: 'mono', title: r.callSite }, r.callSite),
-      el('td', { title: r.what || '' }, text(r.what || '')), el('td', { class: 'mono' }, tokens(r)), el('td', {}, r.provenance || '')]
-      : [el('td', { colspan: '5' }, '—')];
-    const rows = f.rows.map((r) => el('tr', { class: r.diverged ? 'diverged' : (r.step < (dv ? dv.step : Infinity) ? 'same' : ''), 'data-step': r.step },
+    const dv = f.divergence, fp = f.forkPoint;
+    const notes = [];
+    if (dv) {
+      notes.push(el('div', { class: 'banner', id: 'divergence' },
+        el('b', {}, 'Drift at step ', el('span', { id: 'divergence-step' }, String(dv.step))), ', before the fork point (' + dv.code + ', ' + dv.kind + ' from ',
+        el('span', { class: 'mono' }, dv.callSite), '): the fork was served from its parent there and asked something else.',
+        pre(dv.message)));
+    }
+    if (fp) {
+      notes.push(el('div', { class: 'banner forkpoint', id: 'fork-point' },
+        el('b', {}, 'Fork point at step ', el('span', { id: 'fork-point-step' }, String(fp.step))), ': the fork went live here',
+        fp.changes.length ? [' with its change to ', el('b', { id: 'fork-point-changes' }, fp.changes.join(', '))] : ' (' + fp.code + ')',
+        fp.diff.length ? el('div', { id: 'fork-point-diff' }, el('div', { class: 'role' }, 'Request diff, parent → fork'), pre(fp.diff.join('\n'))) : pre(fp.message)));
+    }
+    if (!dv && !fp) notes.push(el('div', { class: 'banner ok', id: 'fork-same' }, 'The fork made the same calls as its parent.'));
+    const cell = (r) => r
+      ? [el('td', { class: 'c-kind side-start k-' + r.kind, title: r.kind }, r.kind), el('td', { class: 'c-site mono', title: r.callSite }, r.callSite),
+        el('td', { class: 'c-what', title: r.what || '' }, text(r.what || '')), el('td', { class: 'c-tokens mono' }, tokens(r)),
+        el('td', { class: 'c-cost mono', title: r.costUnknown || '' }, cost(r.costMicroUSD, r.costUnknown)), el('td', { class: 'c-src' }, r.provenance || '')]
+      : [el('td', { class: 'side-start', colspan: String(SIDE.length) }, '—')];
+    const parted = fp ? fp.step : dv ? dv.step : Infinity;
+    const rows = f.rows.map((r) => el('tr', { class: r.diverged ? 'diverged' : r.forkPoint ? 'fork-point' : (r.step < parted ? 'same' : ''), 'data-step': r.step },
       el('td', { class: 'mono' }, String(r.step)), cell(r.parent), cell(r.child)));
+    const cols = el('colgroup', {}, el('col', { class: 'c-step' }), [0, 1].flatMap(() => SIDE.map(([c]) => el('col', { class: 'c-' + c }))));
     v.body.replaceChildren(
       el('p', {}, 'Fork ', el('b', {}, f.child), ' of ', el('a', { href: '#/s/' + enc(f.parent) }, f.parent), ' from step ', el('b', {}, String(f.forkedAtStep)),
-        ' (' + f.total + ' steps from the fork point' + (f.total > f.rows.length ? ', the first ' + f.rows.length + ' shown' : '') + ')'),
-      banner,
-      el('table', { class: 'fork', id: 'fork' },
-        el('thead', {}, el('tr', {}, el('th', {}, 'Step'), el('th', { colspan: '5' }, 'Parent ' + f.parent), el('th', { colspan: '5' }, 'Fork ' + f.child))),
+        ' (' + f.total + ' steps from ' + (f.from < f.forkedAtStep ? 'step ' + f.from + ', where it drifted' : 'the fork point') + (f.total > f.rows.length ? ', the first ' + f.rows.length + ' shown' : '') + ')'),
+      ...notes,
+      el('table', { class: 'fork', id: 'fork' }, cols,
+        el('thead', {},
+          el('tr', {}, el('th', {}, ''), el('th', { class: 'side-start', colspan: String(SIDE.length), title: f.parent }, 'Parent ' + f.parent),
+            el('th', { class: 'side-start', colspan: String(SIDE.length), title: f.child }, 'Fork ' + f.child)),
+          el('tr', {}, el('th', {}, 'Step'), [0, 1].flatMap(() => SIDE.map(([c, label], i) => el('th', { class: i === 0 ? 'side-start' : '' }, label))))),
         el('tbody', {}, rows)));
-    const hit = v.body.querySelector('tr.diverged');
+    const hit = v.body.querySelector('tr.diverged, tr.fork-point');
     if (hit) hit.scrollIntoView({ block: 'center' });
   }
 
