@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/agentrewind/agentrewind/api/v1alpha1"
 )
@@ -33,7 +35,8 @@ type AgentSessionReconciler struct {
 	Deps
 }
 
-// SetupWithManager registers the reconciler: it owns its recording and verify Jobs and its ResumePlan.
+// SetupWithManager registers the reconciler: it owns its recording and verify Jobs, and watches the
+// ResumePlans of its sessions.
 // It reacts only to the changes it has work for (sessionChanged, jobStateChanged, planVerdictChanged):
 // an event of its own finalizer or status write would start a pass on a cache that may not hold that
 // write yet, whose status patch the API server then refuses with a conflict.
@@ -46,7 +49,9 @@ func (r *AgentSessionReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.AgentSession{}, builder.WithPredicates(sessionChanged)).
 		Owns(&batchv1.Job{}, builder.WithPredicates(jobStateChanged)).
-		Owns(&v1alpha1.ResumePlan{}, builder.WithPredicates(planVerdictChanged)).
+		// By spec.sessionRef, not by owner: a ResumePlan made by hand has none, and its verdict is
+		// mirrored as promptly as the one the session made.
+		Watches(&v1alpha1.ResumePlan{}, handler.EnqueueRequestsFromMapFunc(sessionOfPlan), builder.WithPredicates(planVerdictChanged)).
 		Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(r.sharersOfRecording), builder.WithPredicates(jobStateChanged)).
 		Named("agentsession").
 		Complete(r)
@@ -59,6 +64,15 @@ var sessionChanged = predicate.Or[client.Object](predicate.GenerationChangedPred
 	predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return !o.GetDeletionTimestamp().IsZero() || !controllerutil.ContainsFinalizer(o, SessionFinalizer)
 	}))
+
+// sessionOfPlan maps a ResumePlan to the AgentSession it judges.
+func sessionOfPlan(_ context.Context, o client.Object) []reconcile.Request {
+	rp := o.(*v1alpha1.ResumePlan)
+	if rp.Spec.SessionRef.Name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: rp.Namespace, Name: rp.Spec.SessionRef.Name}}}
+}
 
 // planVerdictChanged passes a ResumePlan whose verdict or reachability changed, the two things the
 // session mirrors, and one that is gone (the session makes it again); not its creation by the session
