@@ -104,6 +104,8 @@ type Redactor struct {
 	counts  map[string]int    // pattern name → occurrences redacted
 	secrets map[string]string // token → secret
 	known   map[string]bool   // the literal of every entry of literals
+	// withheld maps each form of a secret withheld from the agent to the secret (MarkWithheld).
+	withheld map[string]string
 }
 
 type compiledPattern struct {
@@ -219,11 +221,13 @@ func (r *Redactor) Counts() map[string]int {
 }
 
 // Secrets returns the token → secret map of everything redacted so far (a copy), ready for
-// Vault.Merge.
+// Vault.Merge, with the mark of each secret withheld from the agent that was redacted (MarkWithheld).
 func (r *Redactor) Secrets() map[string]string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return maps.Clone(r.secrets)
+	m := maps.Clone(r.secrets)
+	r.withheldMarksLocked(m)
+	return m
 }
 
 // Snapshot returns a Redactor that knows what r knows now — its patterns, the secrets it learned and
@@ -233,7 +237,8 @@ func (r *Redactor) Secrets() map[string]string {
 func (r *Redactor) Snapshot() *Redactor {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s := &Redactor{patterns: r.patterns, counts: map[string]int{}, secrets: maps.Clone(r.secrets), known: maps.Clone(r.known)}
+	s := &Redactor{patterns: r.patterns, counts: map[string]int{}, secrets: maps.Clone(r.secrets), known: maps.Clone(r.known),
+		withheld: maps.Clone(r.withheld)}
 	s.literals.Store(r.literals.Load()) // copy-on-write: never changed in place
 	s.generation.Store(r.generation.Load())
 	return s
@@ -314,8 +319,11 @@ func (r *Redactor) redact(s string, from int, found *[]finding) string {
 // all is the configured patterns followed by the learned literals.
 func (r *Redactor) all() []compiledPattern {
 	lits := r.literals.Load()
-	if lits == nil {
+	switch {
+	case lits == nil:
 		return r.patterns
+	case len(r.patterns) == 0:
+		return *lits // never changed in place (copy-on-write)
 	}
 	return append(r.patterns[:len(r.patterns):len(r.patterns)], *lits...)
 }

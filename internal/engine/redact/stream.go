@@ -44,6 +44,24 @@ const maxStreamDepth = 10000
 // as JSON finds it, and is ErrStreamExposed: one token in place of the lane would not assemble to
 // JSON. A chunk holding invalid UTF-8 or an unpaired surrogate escape is a *TextError, never repaired.
 func (r *Redactor) Stream(chunks [][]byte) ([][]byte, error) {
+	parsed, err := parseChunks(chunks)
+	if err != nil {
+		return nil, err
+	}
+	lanes := collectLanes(parsed)
+	out, found, err := r.rewriteChunks(chunks, parsed, lanes)
+	if err != nil {
+		return nil, err
+	}
+	if r.exposed(out, lanes, found) {
+		return nil, ErrStreamExposed
+	}
+	r.record(found)
+	return out, nil
+}
+
+// parseChunks parses each chunk as one JSON document.
+func parseChunks(chunks [][]byte) ([]*jnode, error) {
 	parsed := make([]*jnode, len(chunks))
 	for i, c := range chunks {
 		n, err := parseChunk(c)
@@ -52,7 +70,22 @@ func (r *Redactor) Stream(chunks [][]byte) ([][]byte, error) {
 		}
 		parsed[i] = n
 	}
-	lanes := collectLanes(parsed)
+	return parsed, nil
+}
+
+// rewriteChunks redacts the lanes of the parsed chunks and their object keys, and re-emits the chunks
+// compacted. It records nothing: found is for the caller to check and record.
+func (r *Redactor) rewriteChunks(chunks [][]byte, parsed []*jnode, lanes []*lane) ([][]byte, []finding, error) {
+	found, err := r.rewriteStrings(parsed, lanes)
+	if err != nil {
+		return nil, nil, err
+	}
+	out, err := emitChunks(chunks, parsed)
+	return out, found, err
+}
+
+// rewriteStrings redacts the lanes and the object keys of the parsed chunks, setting each string's out.
+func (r *Redactor) rewriteStrings(parsed []*jnode, lanes []*lane) ([]finding, error) {
 	var found []finding
 	for _, ln := range lanes {
 		if err := r.rewriteLane(ln, &found); err != nil {
@@ -67,6 +100,11 @@ func (r *Redactor) Stream(chunks [][]byte) ([][]byte, error) {
 			}
 		})
 	}
+	return found, nil
+}
+
+// emitChunks re-emits the parsed chunks with their strings' out.
+func emitChunks(chunks [][]byte, parsed []*jnode) ([][]byte, error) {
 	out := make([][]byte, len(parsed))
 	for i, n := range parsed {
 		doc, err := n.emit(chunks[i])
@@ -75,10 +113,6 @@ func (r *Redactor) Stream(chunks [][]byte) ([][]byte, error) {
 		}
 		out[i] = doc
 	}
-	if r.exposed(out, lanes, found) {
-		return nil, ErrStreamExposed
-	}
-	r.record(found)
 	return out, nil
 }
 
@@ -88,6 +122,8 @@ type lane struct {
 	key    string // the member name of the leaves, for key-anchored patterns
 	member bool   // the leaves are object members (not array elements)
 	pieces []*jnode
+	// reps are the secrets rewriteLane replaced, in the lane's original text.
+	reps []replacement
 }
 
 func (l *lane) original() string {
@@ -140,6 +176,7 @@ func (r *Redactor) rewriteLane(ln *lane, found *[]finding) error {
 		p.out = cutPiece(text, off, off+len(p.str), reps)
 		off += len(p.str)
 	}
+	ln.reps = reps
 	*found = local
 	return nil
 }
