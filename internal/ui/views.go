@@ -40,6 +40,8 @@ type Row struct {
 	Error        string `json:"error,omitempty"`
 	// Forged says why the stored fingerprint is not the one the stored call hashes to.
 	Forged string `json:"forged,omitempty"`
+	// Truncated marks a model call whose stream the upstream cut off before its last event.
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 // whatMax bounds Row.What and errorMax Row.Error, in characters: the row is one line and its error a
@@ -79,7 +81,7 @@ func rowsOf(s *session.Session, events []session.Event) []Row {
 	for i := range events {
 		ev := &events[i]
 		r := Row{Step: ev.Step, Seq: ev.Seq, Lane: ev.Lane, Kind: string(ev.Kind), CallSite: ev.CallSite, Author: string(ev.Author),
-			Provenance: string(ev.Provenance), LatencyMs: ev.LatencyMs, Forged: forged[ev.Step], What: inspect.What(ev)}
+			Provenance: string(ev.Provenance), LatencyMs: ev.LatencyMs, Forged: forged[ev.Step], What: inspect.What(ev), Truncated: ev.Truncated()}
 		if ev.Usage != nil {
 			r.InputTokens, r.OutputTokens = ev.Usage.InputTokens, ev.Usage.OutputTokens
 		}

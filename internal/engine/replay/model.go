@@ -84,6 +84,9 @@ func (r *runner) serveModel(ctx context.Context, c call, rec *session.Event, emi
 	r.countServed()
 	r.finish(&ev)
 
+	if f, ok := ctx.Value(servedKey{}).(func(*session.Event)); ok {
+		f(rec)
+	}
 	if emit != nil {
 		if err := r.replayStream(ctx, rec.Stream, emit); err != nil {
 			return nil, err
@@ -154,7 +157,28 @@ func (r *runner) servedByField(rec *session.Response) (*session.Response, bool) 
 			return nil, false
 		}
 	}
+	if len(rec.Headers) > 0 { // an empty map is omitted, and decodes as nil
+		resp.Headers = make(map[string]string, len(rec.Headers))
+		for k, v := range rec.Headers {
+			if r.vault != nil {
+				k, v = r.vault.Restore(k), r.vault.Restore(v)
+			}
+			if _, dup := resp.Headers[k]; dup || !utf8.ValidString(k) || !utf8.ValidString(v) {
+				return nil, false // two names restored to one: the round trip decides which is kept
+			}
+			resp.Headers[k] = v
+		}
+	}
 	return resp, true
+}
+
+type servedKey struct{}
+
+// WithServed returns ctx with f, which a call answered from the recording calls with the recorded
+// event before it answers: a caller that writes the answer on a wire learns its recorded shape and
+// headers before the first streamed chunk. f must not keep or change the event.
+func WithServed(ctx context.Context, f func(rec *session.Event)) context.Context {
+	return context.WithValue(ctx, servedKey{}, f)
 }
 
 // servedJSON is one JSON field of a recorded response as it is served: compacted, respelled and

@@ -86,6 +86,11 @@ func TestServingByFieldEqualsTheRoundTrip(t *testing.T) {
 			compare(v, &session.Response{Content: deep, Raw: raws[2], StopReason: "end_turn"})
 			compare(v, &session.Response{Content: contents[2], Raw: deep, StopReason: "end_turn"})
 		}
+		// Recorded answer headers are served restored, like every other field.
+		for _, h := range []map[string]string{{}, {"request-id": "req_1"}, {"x-a": token + ";" + legacy, "x-b": badSecret},
+			{"x-c": `\u003c <&> ` + "\u2028 \u2029 \x01"}, {"x-d": "bad\xff"}, {token: "k"}} {
+			compare(v, &session.Response{Content: contents[5], Raw: raws[2], StopReason: "end_turn", Headers: h})
+		}
 	}
 	// The field path must be the one taken for an ordinary answer, or the test above proves nothing.
 	r := &runner{vault: vault}

@@ -170,6 +170,9 @@ type Response struct {
 	Usage      *Usage          `json:"usage,omitempty"`
 	// Raw is the provider's original response, for debugging; never used for matching.
 	Raw json.RawMessage `json:"raw,omitempty"`
+	// Headers are the answer's HTTP headers an SDK reads (request ids, rate limits, retry advice), by
+	// lower-case name, several values joined by ", ": a replay answers with them again.
+	Headers map[string]string `json:"headers,omitempty"`
 }
 
 // Usage is the token and cost accounting of a model call.

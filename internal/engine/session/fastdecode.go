@@ -780,6 +780,9 @@ func (d *fastDecoder) response(i int) (*Response, int, bool) {
 		case "raw":
 			r.Raw, i, ok = d.rawValue(i)
 			return 1 << 3, i, ok
+		case "headers":
+			r.Headers, i, ok = d.stringMap(i)
+			return 1 << 4, i, ok
 		}
 		return 0, i, false
 	})

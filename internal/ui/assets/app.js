@@ -232,6 +232,7 @@
     if (r.error) cls.push('err'); else if (r.forged || r.provenance === 'live' || r.provenance === 'stub') cls.push('drift');
     const marks = [];
     if (r.error) marks.push(el('span', { class: 'mark err', title: r.error }, '!'));
+    if (r.truncated) marks.push(el('span', { class: 'mark err truncated', title: 'the upstream cut this stream off before its last event; a replay ends it the same way' }, '✂'));
     if (r.forged) marks.push(el('span', { class: 'mark drift', title: r.forged }, '≠'));
     if (r.step === v.divergedAt) { cls.push('drift'); marks.push(el('span', { class: 'mark drift diverged', title: 'drift: the fork asked something else than its parent before its fork point' }, '≠')); }
     if (r.step === v.forkPointAt) { cls.push('forkpoint'); marks.push(el('span', { class: 'mark forkpoint', title: 'the fork point: the fork went live here with its change' }, '⑂')); }
