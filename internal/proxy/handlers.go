@@ -44,6 +44,10 @@ const (
 	outcomeUpstreamErr = "upstream_error"
 	outcomeClientErr   = "client_error"
 	outcomeError       = "error"
+	// outcomeCut ends an answer whose stream broke off by dropping the connection, as the upstream's
+	// did, so that an SDK reports the cut instead of taking what came for the whole answer. It is
+	// counted as an error.
+	outcomeCut = "cut"
 )
 
 func (s *Server) routes() {
@@ -76,6 +80,10 @@ type handler func(w http.ResponseWriter, r *http.Request) string
 func (s *Server) count(endpoint string, h handler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		outcome := h(w, r)
+		if outcome == outcomeCut {
+			s.metrics.requests.WithLabelValues(endpoint, string(s.opts.Mode), outcomeError).Inc()
+			panic(http.ErrAbortHandler) // net/http drops the connection without ending the body
+		}
 		s.metrics.requests.WithLabelValues(endpoint, string(s.opts.Mode), outcome).Inc()
 	}
 }
@@ -118,7 +126,7 @@ func (s *Server) writeError(w http.ResponseWriter, p *Provider, status int, mess
 		w.Header().Set("X-Should-Retry", "false") // the same request would fail the same way
 	}
 	w.WriteHeader(status)
-	_, _ = w.Write(p.ErrorBody(status, message))
+	_, _ = w.Write(p.ErrorBody(status, s.withhold.String(message)))
 	if status < 500 && status != http.StatusConflict {
 		return outcomeClientErr
 	}
@@ -251,8 +259,22 @@ func (s *Server) handleModel(p *Provider) handler {
 			return outcome
 		}
 		defer s.release()
-		if !streaming(req) {
+		// A call answered from the recording shows the proxy what it is served before the answer is
+		// written: its recorded shape and headers.
+		var served *session.Event
+		stream := streaming(req)
+		sw := &sseWriter{w: w, rc: http.NewResponseController(w), p: p, s: s, withheld: s.withhold.Stream()}
+		ctx = replay.WithServed(ctx, func(rec *session.Event) {
+			served = rec
+			if stream && rec.Response != nil {
+				sw.headers = s.restoredHeaders(rec.Response.Headers)
+			}
+		})
+		if !stream {
 			resp, err := ac.Model(withWire(ctx, &wire{sent: body}), req, replay.Site(site))
+			if served != nil && recordedStreamed(served) {
+				s.noteShape(served, "a stream", "JSON")
+			}
 			if err != nil {
 				return s.fail(w, r, p, err)
 			}
@@ -260,30 +282,42 @@ func (s *Server) handleModel(p *Provider) handler {
 			if err != nil {
 				return s.writeError(w, p, http.StatusBadGateway, "the response cannot be written back: "+err.Error())
 			}
+			s.setAnswerHeaders(w, resp.Headers)
 			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write(out)
+			_, _ = w.Write(s.withhold.Document(out))
 			return outcomeOK
 		}
-		sw := &sseWriter{w: w, rc: http.NewResponseController(w), p: p}
-		resp, err := ac.ModelStream(withWire(ctx, &wire{sent: body}), req, sw.emit, replay.Site(site))
+		resp, err := ac.ModelStream(withWire(ctx, &wire{sent: body, headers: func(h map[string]string) { sw.headers = h }}),
+			req, sw.emit, replay.Site(site))
 		if err != nil {
-			if sw.started {
-				return outcomeError // the stream ends where the recording's did; the status is sent
+			if sw.emitted {
+				// The stream broke off where the recording's did (or the agent left, or a secret could
+				// not be withheld): what was held goes out, then the connection is dropped.
+				_ = sw.end()
+				return outcomeCut
 			}
 			return s.fail(w, r, p, err)
 		}
-		if !sw.started {
+		if !sw.emitted {
 			// A recording kept without its stream (or a JSON call served to a streaming request): the
 			// codec writes the stream that assembles to the response.
+			if served != nil && !recordedStreamed(served) {
+				s.noteShape(served, "JSON", "a stream")
+			}
 			chunks, err := p.Codec.SynthesizeStream(*resp)
 			if err != nil {
 				return s.writeError(w, p, http.StatusBadGateway, "the response cannot be streamed: "+err.Error())
 			}
+			sw.headers = resp.Headers
 			for _, c := range chunks {
 				if err := sw.emit(c.Data); err != nil {
-					return outcomeError
+					_ = sw.end()
+					return outcomeCut
 				}
 			}
+		}
+		if err := sw.end(); err != nil {
+			return outcomeError
 		}
 		return outcomeOK
 	}
@@ -294,24 +328,93 @@ func streaming(req session.Request) bool {
 	return json.Unmarshal(req.Params["stream"], &on) == nil && on
 }
 
-// sseWriter sends chunks to the agent as server-sent events, in the codec's layout.
+// recordedStreamed reports whether a recorded model call was streamed: its request asked for a stream,
+// or it kept one.
+func recordedStreamed(rec *session.Event) bool {
+	return len(rec.Stream) > 0 || (rec.Request != nil && streaming(*rec.Request))
+}
+
+// DriftAnswerShape is the code of a tolerated difference: a call served from the recording in another
+// shape than it was recorded in (JSON to a streaming request, or the reverse).
+const DriftAnswerShape replay.DriftCode = "AnswerShape"
+
+// noteShape counts a served call whose recorded answer had another shape than the request asked for.
+// The answer is rebuilt in the shape asked (the stream its JSON assembles to, or the JSON its stream
+// did), so the agent reads the same answer; the request matched, since streaming is no part of a
+// fingerprint. Every drift policy tolerates it, and the replay's result lists it as a tolerated drift
+// saying so, where a Strict replay would otherwise report nothing.
+func (s *Server) noteShape(rec *session.Event, recorded, asked string) {
+	d := &replay.DriftError{Step: rec.Step, Kind: session.KindModelCall, Lane: rec.Lane, CallSite: rec.CallSite,
+		Fingerprint: rec.RequestHash, Code: DriftAnswerShape,
+		Reason: fmt.Sprintf("the recording answered this call as %s and the request asked for %s: it was served as %s rebuilt from the recorded answer; "+
+			"tolerated under the %s drift policy, as under every policy, because streaming is no part of a call's fingerprint",
+			recorded, asked, asked, s.opts.DriftPolicy)}
+	s.mu.Lock()
+	s.shapes = append(s.shapes, d)
+	s.mu.Unlock()
+}
+
+// restoredHeaders are recorded answer headers as the agent is served them: their tokens restored
+// from the vault (the proxy withholds its own secrets again when it writes them).
+func (s *Server) restoredHeaders(h map[string]string) map[string]string {
+	if s.vault == nil || len(h) == 0 {
+		return h
+	}
+	out := make(map[string]string, len(h))
+	for k, v := range h {
+		out[k] = s.vault.Restore(v)
+	}
+	return out
+}
+
+// sseWriter sends chunks to the agent as server-sent events, in the codec's layout, as soon as the
+// proxy's secrets cannot run through them (redact.WithheldStream).
 type sseWriter struct {
-	w       http.ResponseWriter
-	rc      *http.ResponseController
-	p       *Provider
-	started bool
+	w        http.ResponseWriter
+	rc       *http.ResponseController
+	p        *Provider
+	s        *Server
+	withheld *redact.WithheldStream
+	// headers are the answer's headers, sent with the first chunk.
+	headers map[string]string
+	// emitted is set once the engine handed over a chunk; started once the answer's head is written.
+	emitted, started bool
 }
 
 func (sw *sseWriter) emit(chunk json.RawMessage) error {
+	sw.emitted = true
+	out, err := sw.withheld.Next(chunk, sw.p.closesLanes(chunk))
+	if err != nil {
+		return err
+	}
+	return sw.write(out)
+}
+
+// end sends what is still held back: the stream is over.
+func (sw *sseWriter) end() error {
+	rest, err := sw.withheld.End()
+	if err != nil {
+		return err
+	}
+	return sw.write(rest)
+}
+
+func (sw *sseWriter) write(chunks [][]byte) error {
+	if len(chunks) == 0 {
+		return nil
+	}
 	if !sw.started {
+		sw.s.setAnswerHeaders(sw.w, sw.headers)
 		h := sw.w.Header()
 		h.Set("Content-Type", "text/event-stream; charset=utf-8")
 		h.Set("Cache-Control", "no-cache")
 		sw.w.WriteHeader(http.StatusOK)
 		sw.started = true
 	}
-	if _, err := sw.w.Write(sw.p.Codec.RebuildStream([]session.Chunk{{Data: chunk}})); err != nil {
-		return err
+	for _, c := range chunks {
+		if _, err := sw.w.Write(sw.p.Codec.RebuildStream([]session.Chunk{{Data: c}})); err != nil {
+			return err
+		}
 	}
 	return sw.rc.Flush()
 }
@@ -320,18 +423,21 @@ func (sw *sseWriter) emit(chunk json.RawMessage) error {
 // a drift as 409 naming the step, call site and nearest recorded call, anything else as 502.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, p *Provider, err error) string {
 	if f, ok := failureFrom(err); ok {
+		// A replayed failure's headers and body are restored from the vault; the proxy's own
+		// credentials are withheld from both, live and replayed (a 401 may quote the key).
+		s.setAnswerHeaders(w, s.restoredHeaders(f.Headers))
 		h := w.Header()
 		if f.ContentType != "" {
 			h.Set("Content-Type", f.ContentType)
 		}
 		if f.RetryAfter != "" {
-			h.Set("Retry-After", f.RetryAfter)
+			h.Set("Retry-After", s.withhold.String(f.RetryAfter))
 		}
 		if f.Location != "" {
-			h.Set("Location", f.Location)
+			h.Set("Location", s.withhold.String(f.Location))
 		}
 		w.WriteHeader(f.Status)
-		_, _ = io.WriteString(w, f.Body)
+		_, _ = w.Write(s.withhold.Document([]byte(f.Body)))
 		return outcomeUpstreamErr
 	}
 	var drift *replay.DriftError
@@ -412,7 +518,7 @@ func (s *Server) handleCountTokens(p *Provider) handler {
 		if err != nil {
 			return s.fail(w, r, p, err)
 		}
-		return writeJSON(w, result)
+		return s.writeResult(w, result)
 	}
 }
 
@@ -442,7 +548,7 @@ func (s *Server) handleTool(w http.ResponseWriter, r *http.Request) string {
 	if err != nil {
 		return s.fail(w, r, p, err)
 	}
-	return writeJSON(w, result)
+	return s.writeResult(w, result)
 }
 
 // handleEntropy draws a clock, random or uuid value through the engine.
@@ -543,6 +649,11 @@ func (s *Server) handleCheckpoint(w http.ResponseWriter, r *http.Request) string
 		return s.fail(w, r, p, err)
 	}
 	return writeJSON(w, map[string]string{"minted": "SUSPEND"})
+}
+
+// writeResult answers with a tool's or a token count's result, the proxy's own credentials withheld.
+func (s *Server) writeResult(w http.ResponseWriter, result json.RawMessage) string {
+	return writeJSON(w, json.RawMessage(s.withhold.Document(result)))
 }
 
 func writeJSON(w http.ResponseWriter, v any) string {

@@ -28,7 +28,7 @@ import (
 const canary = "canary-7f3a9c2e5b1d4f60a8e2c9b7d31"
 
 // weatherScript is the upstream's script: a question about the weather is answered with a weather
-// tool call (naming the canary when the question holds it, so the agent is answered it in the clear),
+// tool call (naming the canary when the question holds it: an upstream echoing the proxy's key),
 // the tool's result with a sentence whose wording depends on the system prompt; the other questions
 // the tests ask are echoed.
 var weatherScript = mustParse(`

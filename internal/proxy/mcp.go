@@ -148,7 +148,7 @@ func (s *Server) handleMCP(w http.ResponseWriter, r *http.Request, up mcpRelay) 
 	if tail, ok := up.(*mcpproxy.HTTPForkTail); ok && msg.Method == "initialize" {
 		tail.ClientInitialized(msg.Params)
 	}
-	stream := &mcpStream{w: w}
+	stream := &mcpStream{w: w, withhold: s.withhold.Document}
 	ctx = mcpproxy.WithObserver(ctx, mcpproxy.Observer{ToClient: stream.event, OnRequest: func(m mcp.Message) {
 		ac.Note(ctx, fmt.Sprintf("mcp %s: the server sent the client a request: %s", name, mcp.Encode(m)))
 	}})
@@ -184,8 +184,10 @@ func writeRPC(w http.ResponseWriter, status int, m mcp.Message, outcome string) 
 // mcpStream is the answer to one POSTed request: plain JSON, unless the server sent the client
 // something first, which turns it into an event stream.
 type mcpStream struct {
-	w       http.ResponseWriter
-	started bool
+	w http.ResponseWriter
+	// withhold takes the proxy's own credentials out of a message.
+	withhold func([]byte) []byte
+	started  bool
 }
 
 func (st *mcpStream) event(frame []byte) {
@@ -195,7 +197,7 @@ func (st *mcpStream) event(frame []byte) {
 		st.w.WriteHeader(http.StatusOK)
 		st.started = true
 	}
-	_, _ = fmt.Fprintf(st.w, "event: message\ndata: %s\n\n", frame)
+	_, _ = fmt.Fprintf(st.w, "event: message\ndata: %s\n\n", st.withhold(frame))
 	_ = http.NewResponseController(st.w).Flush()
 }
 
@@ -204,5 +206,7 @@ func (st *mcpStream) finish(resp mcp.Message) {
 		st.event(mcp.Encode(resp))
 		return
 	}
-	writeRPC(st.w, http.StatusOK, resp, "")
+	st.w.Header().Set("Content-Type", "application/json")
+	st.w.WriteHeader(http.StatusOK)
+	_, _ = st.w.Write(st.withhold(mcp.Encode(resp)))
 }

@@ -58,6 +58,20 @@ type Provider struct {
 	// StreamEnds are the events that finish a stream (none when only the [DONE] data does): once one
 	// has reached the agent, the answer is whole, so an agent that hangs up then does not cut it.
 	StreamEnds []string
+	// LanesEnd reports whether an event ends the stream's open text lanes (a content block, an output
+	// item): a secret's head that a lane ended with is then no longer held back for its tail.
+	LanesEnd func(event string) bool
+}
+
+// closesLanes reports whether a codec chunk's event ends the open lanes. The chunks the proxy
+// writes begin with their event's name, when they have one.
+func (p *Provider) closesLanes(chunk []byte) bool {
+	const head = `{"event":"`
+	if p.LanesEnd == nil || !bytes.HasPrefix(chunk, []byte(head)) {
+		return false
+	}
+	name, _, ok := bytes.Cut(chunk[len(head):], []byte(`"`))
+	return ok && p.LanesEnd(string(name))
 }
 
 // ends reports whether the event finishes the provider's stream.
@@ -87,6 +101,9 @@ var Anthropic = &Provider{
 	Chunk:           anthropicChunk,
 	StreamOpen:      "message_start",
 	StreamEnds:      []string{"message_stop"},
+	LanesEnd: func(event string) bool {
+		return event == "content_block_stop" || event == "message_delta" || event == "message_stop"
+	},
 }
 
 // OpenAI is the OpenAI Chat Completions API. Its SDK's base URL is <proxy>/v1.
@@ -119,6 +136,9 @@ var OpenAIResponses = &Provider{
 	Chunk:           openaiChunk,
 	StreamOpen:      "response.created",
 	StreamEnds:      []string{"response.completed", "response.incomplete", "response.failed"},
+	LanesEnd: func(event string) bool {
+		return strings.HasSuffix(event, ".done") || event == "response.completed" || event == "response.incomplete" || event == "response.failed"
+	},
 }
 
 // Providers are every model API the proxy speaks, the default first.

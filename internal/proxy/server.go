@@ -105,6 +105,8 @@ type Server struct {
 	providers []*Provider
 	provider  *Provider // the one the session records
 	redactor  *redact.Redactor
+	// withhold keeps the credentials the proxy holds for the agent out of every answer.
+	withhold *redact.Withholder
 	// vault holds the recording's secrets once Run has opened it (nil without one).
 	vault     *redact.Vault
 	upstreams map[string]*upstream
@@ -124,6 +126,8 @@ type Server struct {
 	inflight sync.WaitGroup
 	ready    chan struct{}
 	stop     chan struct{}
+	// shapes are the served calls whose recorded answer had another shape than the request asked for.
+	shapes []*replay.DriftError
 }
 
 // New checks the options and builds the server. Providers are the model APIs served.
@@ -193,9 +197,15 @@ func New(opts Options, providers ...*Provider) (*Server, error) {
 	if s.redactor == nil {
 		s.redactor = redact.New(redact.BuiltinPatterns())
 	}
+	s.withhold = redact.NewWithholder()
 	for _, key := range opts.APIKeys {
 		if key != "" {
 			opts.Secrets = append(opts.Secrets, key)
+			// The agent holds a placeholder so that it never reads the key: an upstream that echoes
+			// the key (a 401 quoting it) is answered with its token, and the vault marks it, so
+			// that a replay withholds it again.
+			s.withhold.Add(key)
+			s.redactor.MarkWithheld(key)
 		}
 	}
 	s.opts.Secrets = opts.Secrets
@@ -297,7 +307,13 @@ func (s *Server) Run(ctx context.Context) *Outcome {
 	}
 	s.cancelCall()
 	close(s.stop)
-	return <-done
+	out := <-done
+	if out.Replay != nil {
+		s.mu.Lock()
+		out.Replay.Drifts = append(out.Replay.Drifts, s.shapes...)
+		s.mu.Unlock()
+	}
+	return out
 }
 
 // waitInflight waits at most d for the requests in flight and says whether they all finished.
@@ -346,6 +362,10 @@ func (s *Server) learnVault(ctx context.Context) error {
 	}
 	for _, secret := range v.Secrets() {
 		s.redactor.AddLiteral("recorded-secret", secret)
+	}
+	for _, secret := range v.Withheld() {
+		s.withhold.Add(secret)
+		s.redactor.MarkWithheld(secret)
 	}
 	s.vault = v
 	return nil

@@ -28,7 +28,9 @@ type upstreamFailure struct {
 	ContentType string `json:"contentType,omitempty"`
 	// Location is a redirect's target: the proxy follows no redirect, the agent sees it as sent.
 	Location string `json:"location,omitempty"`
-	Body     string `json:"body"`
+	// Headers are the answer headers SDKs read (answerHeaders): request id, retry advice, limits.
+	Headers map[string]string `json:"headers,omitempty"`
+	Body    string            `json:"body"`
 }
 
 // maxUpstreamBody bounds what is read of an upstream answer.
@@ -51,9 +53,11 @@ type upstream struct {
 
 type wireKey struct{}
 
-// wire carries the body the agent sent from the handler to the upstream.
+// wire carries the body the agent sent from the handler to the upstream, and the live answer's
+// headers back before its first streamed chunk.
 type wire struct {
-	sent []byte
+	sent    []byte
+	headers func(map[string]string)
 }
 
 func withWire(ctx context.Context, w *wire) context.Context {
@@ -147,7 +151,7 @@ func (u *upstream) count(outcome string) {
 func failureOf(resp *http.Response) error {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	f := upstreamFailure{Status: resp.StatusCode, RetryAfter: resp.Header.Get("Retry-After"),
-		ContentType: resp.Header.Get("Content-Type"), Location: resp.Header.Get("Location"), Body: string(body)}
+		ContentType: resp.Header.Get("Content-Type"), Location: resp.Header.Get("Location"), Headers: answerHeaders(resp.Header), Body: string(body)}
 	msg, _ := json.Marshal(f)
 	return &session.SerializedError{Name: upstreamErrorName, Message: string(msg)}
 }
@@ -192,6 +196,7 @@ func (u *upstream) Create(ctx context.Context, req session.Request) (*session.Re
 	if err := checkAssembled(u.p, out); err != nil {
 		return nil, err
 	}
+	out.Headers = answerHeaders(resp.Header)
 	return &out, nil
 }
 
@@ -213,6 +218,11 @@ func checkAssembled(p *Provider, out session.Response) error {
 // an event stream, or that does not open the way the provider's streams do, is refused before the
 // agent sees any of it; an event that is not sound JSON text (invalid UTF-8, a repeated key, not JSON)
 // ends the stream there, so the agent gets exactly the events the recording holds.
+//
+// A stream that ends before its last event (message_stop, [DONE], response.completed), its body cut
+// or its connection dropped, without an error event saying why, is truncated: Stream returns the
+// response its events assemble to, when they do, together with a StreamTruncated error, so the call
+// is recorded with both and a replay ends the stream where this one ended.
 func (u *upstream) Stream(ctx context.Context, req session.Request, emit func(json.RawMessage) error) (*session.Response, error) {
 	body, err := u.body(ctx, req)
 	if err != nil {
@@ -226,47 +236,93 @@ func (u *upstream) Stream(ctx context.Context, req session.Request, emit func(js
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
 		return nil, fmt.Errorf("the %s answer to a streaming request is %q, not an event stream", u.p.Name, resp.Header.Get("Content-Type"))
 	}
+	headers := answerHeaders(resp.Header)
+	if w := wireOf(ctx); w != nil && w.headers != nil {
+		w.headers(headers)
+	}
 	var raw bytes.Buffer
-	opened, ended := false, false
+	opened, ended, errored, events := false, false, false, 0
 	err = readEvents(io.LimitReader(resp.Body, maxUpstreamBody), func(name string, data []byte) error {
 		if err := checkEvent(name, data); err != nil {
-			return fmt.Errorf("the %s stream: %w", u.p.Name, err)
+			return eventError{fmt.Errorf("the %s stream: %w", u.p.Name, err)}
 		}
 		if !opened {
 			switch {
 			case string(data) == "[DONE]":
-				return fmt.Errorf("the %s stream ended before its first %s", u.p.Name, u.p.streamUnit())
+				return eventError{fmt.Errorf("the %s stream ended before its first %s", u.p.Name, u.p.streamUnit())}
 			case u.p.StreamOpen == "" || name == u.p.StreamOpen:
 				opened = true
 			case name != "ping" && name != "error":
-				return fmt.Errorf("the %s stream begins with %q, not %s", u.p.Name, name, u.p.StreamOpen)
+				return eventError{fmt.Errorf("the %s stream begins with %q, not %s", u.p.Name, name, u.p.StreamOpen)}
 			}
 		}
 		writeEvent(&raw, name, data)
+		events++
 		if c := u.p.Chunk(name, data); c != nil {
 			if err := emit(c); err != nil {
-				return err
+				return eventError{err}
 			}
 		}
 		ended = ended || u.p.ends(name, data)
+		errored = errored || streamError(name, data)
 		return nil
 	})
-	if err != nil && !(ended && ctx.Err() != nil) {
+	var cut error // the stream broke off: how
+	var ee eventError
+	switch {
+	case err == nil:
+	case ended && ctx.Err() != nil:
 		// An agent that hangs up once the finishing event reached it (the OpenAI SDK closes at [DONE])
 		// cancels the read of what the upstream still sends; the answer was whole, so it is kept.
-		return nil, err
+	case errors.As(err, &ee):
+		return nil, ee.err
+	case ctx.Err() != nil || !opened:
+		return nil, err // the agent left, or the call was cut at shutdown: not the upstream's doing
+	default:
+		cut = err
 	}
 	if !opened {
 		return nil, fmt.Errorf("the %s stream ended before its first %s", u.p.Name, u.p.streamUnit())
 	}
+	var truncated error
+	if !ended && !errored {
+		how := "its body ended"
+		if cut != nil {
+			how = "its connection broke (" + cut.Error() + ")"
+		}
+		truncated = &session.SerializedError{Name: session.ErrorNameStreamTruncated,
+			Message: fmt.Sprintf("the %s stream was cut off after %d events, before its last: %s", u.p.Name, events, how)}
+	}
 	out, _, err := u.p.Codec.NormalizeStream(raw.Bytes())
+	if err == nil {
+		err = checkAssembled(u.p, out)
+	}
 	if err != nil {
+		if truncated != nil {
+			return nil, truncated // what arrived assembles to nothing: the chunks are recorded alone
+		}
 		return nil, fmt.Errorf("the %s stream: %w", u.p.Name, err)
 	}
-	if err := checkAssembled(u.p, out); err != nil {
-		return nil, err
+	out.Headers = headers
+	return &out, truncated
+}
+
+// eventError is an error of the event callback, not of the read: the stream was refused, or the
+// agent could not be written to.
+type eventError struct{ err error }
+
+func (e eventError) Error() string { return e.err.Error() }
+
+// streamError reports whether an event is the provider's in-stream error: the stream then ended for
+// a reason the provider gave, and is not truncated.
+func streamError(name string, data []byte) bool {
+	if name == "error" {
+		return true
 	}
-	return &out, nil
+	var doc struct {
+		Error json.RawMessage `json:"error"`
+	}
+	return bytes.Contains(data, []byte(`"error"`)) && json.Unmarshal(data, &doc) == nil && len(doc.Error) > 0 && string(doc.Error) != "null"
 }
 
 // checkEvent refuses a server-sent event the recording could not hold as the agent got it.
