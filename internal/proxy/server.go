@@ -58,7 +58,8 @@ type Options struct {
 	// never goes live, whatever is set here.
 	Upstreams map[string]string
 	// APIKeys are provider credentials held by the proxy, by provider name. When one is set, the
-	// agent's credential (a placeholder) is replaced; otherwise the agent's own is passed through.
+	// agent's credential (a placeholder) is replaced; otherwise the agent's own is passed through. A
+	// key is redacted from the recording and withheld from every answer to the agent.
 	APIKeys map[string]string
 	// Tools are the HTTP tool backends by tool name: POST /v1/tools/{name} forwards the arguments.
 	Tools map[string]string
