@@ -57,18 +57,43 @@ func (r *ForkRunReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manag
 		Complete(r)
 }
 
-// runsOfSession maps an AgentSession to the ForkRuns of it.
+// runsOfSession maps an AgentSession to the ForkRuns of it, and a fork's child to the ForkRun that
+// made it (its label).
 func (r *ForkRunReconciler) runsOfSession(ctx context.Context, o client.Object) []reconcile.Request {
 	var list v1alpha1.ForkRunList
 	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{forkRunSessionField: o.GetName()}); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Listing the ForkRuns of a session failed", "session", o.GetName())
 		return nil
 	}
-	reqs := make([]reconcile.Request, len(list.Items))
-	for i, fr := range list.Items {
-		reqs[i] = reconcile.Request{NamespacedName: types.NamespacedName{Namespace: fr.Namespace, Name: fr.Name}}
+	reqs := make([]reconcile.Request, 0, len(list.Items)+1)
+	for _, fr := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: fr.Namespace, Name: fr.Name}})
+	}
+	if by := o.GetLabels()[LabelForkRun]; by != "" {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: by}})
 	}
 	return reqs
+}
+
+// noteCollected says in a finished run's final condition that a session it points at, the one it
+// ran from or the child it recorded, was collected since (noteRunCollected).
+func (r *ForkRunReconciler) noteCollected(ctx context.Context, fr *v1alpha1.ForkRun) error {
+	for _, name := range []string{fr.Spec.SessionRef.Name, fr.Status.ChildSessionRef.Name} {
+		if name == "" {
+			continue
+		}
+		var s v1alpha1.AgentSession
+		if err := r.Get(ctx, types.NamespacedName{Namespace: fr.Namespace, Name: name}, &s); err != nil {
+			if client.IgnoreNotFound(err) != nil {
+				return err
+			}
+			continue // gone: the collector wrote it as it deleted it
+		}
+		if collected(&s) {
+			noteRunCollected(fr.Status.Conditions, &s)
+		}
+	}
+	return nil
 }
 
 // ForkRun: one Job per ForkRun, the child AgentSession of a fork (created, never updated or deleted:
@@ -162,7 +187,11 @@ func (r *ForkRunReconciler) run(ctx context.Context, fr *v1alpha1.ForkRun) (ctrl
 		return ctrl.Result{}, err
 	}
 	if conditions.Settled(fr.Status.Conditions, gen, name) {
-		return ctrl.Result{}, r.stopCrashed(ctx, fr, name) // this ForkRun's Job was read already
+		// This ForkRun's Job was read already.
+		if err := r.stopCrashed(ctx, fr, name); err != nil {
+			return ctrl.Result{}, err
+		}
+		return ctrl.Result{}, r.noteCollected(ctx, fr)
 	}
 	var s v1alpha1.AgentSession
 	if err := r.Get(ctx, types.NamespacedName{Namespace: fr.Namespace, Name: fr.Spec.SessionRef.Name}, &s); err != nil {

@@ -66,12 +66,14 @@ type GarbageCollector struct {
 // NeedLeaderElection keeps the GC on the leader: one deleter.
 func (g *GarbageCollector) NeedLeaderElection() bool { return true }
 
-// GC: status.reachability on AgentSessions, deletions of collectible sessions and pruned Checkpoints,
+// GC: status.reachability on AgentSessions, what a collected session's hand-made ResumePlans and
+// ForkRuns say of it (gc_dependents.go), deletions of collectible sessions and pruned Checkpoints,
 // the blob sweep Jobs and their Leases. Creating the sweep's ServiceAccount and Role is opt-in
 // (--gc-sweep-create-rbac) and needs config/rbac/gc_sweep_rbac.yaml: the generated role creates no RBAC.
 // +kubebuilder:rbac:groups=agentrewind.io,resources=agentsessions,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=agentrewind.io,resources=agentsessions/status,verbs=get;patch
 // +kubebuilder:rbac:groups=agentrewind.io,resources=resumeplans;forkruns,verbs=get;list;watch
+// +kubebuilder:rbac:groups=agentrewind.io,resources=resumeplans/status;forkruns/status,verbs=get;patch
 // +kubebuilder:rbac:groups=agentrewind.io,resources=checkpoints,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update
@@ -134,6 +136,7 @@ func (g *GarbageCollector) Pass(ctx context.Context) (PassReport, error) {
 		if gone {
 			rep.Deleted = append(rep.Deleted, d.Session)
 			deleted[d.Session] = true
+			g.tellDependents(ctx, objs, s)
 		}
 	}
 	pruned, err := g.prune(ctx, objs, deleted)

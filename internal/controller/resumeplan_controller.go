@@ -124,8 +124,15 @@ func (r *ResumePlanReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		if client.IgnoreNotFound(serr) != nil {
 			return ctrl.Result{}, serr
 		}
+		if sessionCollectedSaid(&rp) {
+			return ctrl.Result{}, nil // said as the session went: it will not come back by itself
+		}
 		conditions.MarkReconciling(&rp.Status.Conditions, rp.Generation, conditions.ReasonWaitingForSession,
 			fmt.Sprintf("AgentSession %s does not exist", rp.Spec.SessionRef.Name))
+		return ctrl.Result{}, nil
+	}
+	if collected(&s) {
+		markPlanCollected(&rp, &s)
 		return ctrl.Result{}, nil
 	}
 	verified := meta.FindStatusCondition(s.Status.Conditions, v1alpha1.SessionConditionVerified)
