@@ -203,14 +203,7 @@ stringData:
 			return err
 		}
 	}
-	img, tag := splitImage(o.image)
-	args := []string{"upgrade", "--install", "agentrewind", "charts/agentrewind", "--namespace", systemNamespace,
-		"--set", "image.repository=" + img, "--set", "image.tag=" + tag, "--set", "image.pullPolicy=Never",
-		"--set", "store.endpoint=http://" + storeService + "." + systemNamespace + ".svc:7070", "--set", "store.bucket=" + storeBucket,
-		"--set", "upstreams.anthropic=" + fakeModelURL,
-		// The manager reads its store credentials at start: a cluster that ran with others rolls it over.
-		"--set-string", "manager.podAnnotations.agentrewind\\.io/store-credentials=" + credentialsDigest(),
-		"--take-ownership", "--wait", "--timeout", "4m"}
+	args := helmArgs(o)
 	fmt.Printf("$ helm %s\n", strings.Join(args, " "))
 	cmd := exec.CommandContext(ctx, o.helm, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+o.kubeconfig)
@@ -224,6 +217,27 @@ stringData:
 		}
 	}
 	return nil
+}
+
+// upstreamProviders are the providers whose upstream the chart sets (values.yaml upstreams): every
+// one is the fake model, so that no live call of a fork, whatever API its session speaks, leaves the
+// cluster.
+var upstreamProviders = []string{"anthropic", "openai"}
+
+// helmArgs install the chart as the demo runs it: the demo's image (never pulled), the in-cluster
+// store, and the fake model as every provider's upstream.
+func helmArgs(o options) []string {
+	img, tag := splitImage(o.image)
+	args := []string{"upgrade", "--install", "agentrewind", "charts/agentrewind", "--namespace", systemNamespace,
+		"--set", "image.repository=" + img, "--set", "image.tag=" + tag, "--set", "image.pullPolicy=Never",
+		"--set", "store.endpoint=http://" + storeService + "." + systemNamespace + ".svc:7070", "--set", "store.bucket=" + storeBucket}
+	for _, p := range upstreamProviders {
+		args = append(args, "--set", "upstreams."+p+"="+fakeModelURL)
+	}
+	return append(args,
+		// The manager reads its store credentials at start: a cluster that ran with others rolls it over.
+		"--set-string", "manager.podAnnotations.agentrewind\\.io/store-credentials="+credentialsDigest(),
+		"--take-ownership", "--wait", "--timeout", "4m")
 }
 
 // writeAddons writes the kustomization of the add-ons under bin/ (kustomize wants them below its root):

@@ -44,9 +44,10 @@ const (
 	// talks to it.
 	fakeLLMService = "fake-llm"
 	fakeLLMPort    = 8080
-	// countedLLMService is the fake model the operator's proxies call live (--anthropic-upstream): the
-	// same fakellm server, run in this process behind a Service without selector, because the suite
-	// must count the requests that reach it and `agentrewind fake-llm` serves no counter.
+	// countedLLMService is the fake model the operator's proxies call live (--anthropic-upstream and
+	// --openai-upstream): the same fakellm server, run in this process behind a Service without
+	// selector, because the suite must count the requests that reach it and `agentrewind fake-llm`
+	// serves no counter.
 	countedLLMService = "fake-llm-counted"
 	triageScript      = "examples/proxy-agent/testdata/triage.yaml"
 )

@@ -68,7 +68,8 @@ func helmValues(overrides map[string]any) map[string]any {
 			"bucket":   storeBucket,
 			"sync":     map[string]any{"namespace": syncNamespace, "interval": "3s"},
 		},
-		"upstreams": map[string]any{"anthropic": countedLLMURL()},
+		// Every provider's live calls go to the counted fake model: none leaves the cluster.
+		"upstreams": map[string]any{"anthropic": countedLLMURL(), "openai": countedLLMURL()},
 		"engine":    map[string]any{"jobRetryAfter": "5s"},
 		"gc":        map[string]any{"interval": "5s"},
 		"checkpointPolicy": map[string]any{"namespaceSelector": map[string]any{

@@ -241,8 +241,8 @@ func kustomizeOperator() error {
 // writeOverlay writes a kustomization over config/default that sets the image under test, in a
 // temporary directory under bin/ (kustomize wants a relative path to config/default), and adds the
 // manager flags the suite needs: the store sync into syncNamespace every few seconds, the counted fake
-// model as every proxy's Anthropic upstream, a short retry after a Job failed for a passing reason, and
-// a garbage collection pass every few seconds.
+// model as every proxy's Anthropic and OpenAI upstream, a short retry after a Job failed for a passing
+// reason, and a garbage collection pass every few seconds.
 func writeOverlay() (string, error) {
 	if err := os.MkdirAll(filepath.Join(repoRoot, "bin"), 0o755); err != nil {
 		return "", err
@@ -303,6 +303,7 @@ func managerArgs() []string {
 		"--store-sync-namespace=" + syncNamespace,
 		"--store-sync-interval=3s",
 		"--anthropic-upstream=" + countedLLMURL(),
+		"--openai-upstream=" + countedLLMURL(),
 		"--job-retry-after=5s",
 		// Garbage collection passes every few seconds; deletion still waits for each session's grace.
 		"--gc-interval=5s",
