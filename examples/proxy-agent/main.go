@@ -14,8 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	sdk "github.com/anthropics/anthropic-sdk-go/v2"
-	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -35,8 +33,16 @@ const maxTurns = 6
 // operator sets for the AgentSession's spec.agent.mcpServers entry named tracker.
 const EnvTracker = "AGENTREWIND_MCP_TRACKER"
 
+// The model APIs the agent speaks (AGENT_API), each through its provider's official SDK.
+const (
+	APIAnthropic       = "anthropic"        // the Messages API, ANTHROPIC_BASE_URL (the default)
+	APIOpenAI          = "openai"           // Chat Completions, OPENAI_BASE_URL
+	APIOpenAIResponses = "openai-responses" // the Responses API, OPENAI_BASE_URL
+)
+
 // config is what the agent reads from its environment.
 type config struct {
+	api                                         string
 	baseURL, proxyURL, apiKey, authToken, model string
 	// trackerMCP, when set, is the tracker's MCP endpoint, which search_issues is called on; without
 	// it, search_issues goes to the proxy's tool gateway like add_label.
@@ -44,18 +50,28 @@ type config struct {
 }
 
 func configFrom(getenv func(string) string) (config, error) {
-	c := config{baseURL: getenv("ANTHROPIC_BASE_URL"), proxyURL: getenv("AGENTREWIND_PROXY"),
-		apiKey: getenv("ANTHROPIC_API_KEY"), authToken: getenv("ANTHROPIC_AUTH_TOKEN"), model: getenv("AGENT_MODEL"),
-		trackerMCP: getenv(EnvTracker)}
+	c := config{api: getenv("AGENT_API"), proxyURL: getenv("AGENTREWIND_PROXY"), model: getenv("AGENT_MODEL"), trackerMCP: getenv(EnvTracker)}
+	base, model := "ANTHROPIC_BASE_URL", "claude-sonnet-4-5"
+	switch c.api {
+	case "", APIAnthropic:
+		c.api = APIAnthropic
+		c.baseURL, c.apiKey, c.authToken = getenv(base), getenv("ANTHROPIC_API_KEY"), getenv("ANTHROPIC_AUTH_TOKEN")
+	case APIOpenAI, APIOpenAIResponses:
+		base, model = "OPENAI_BASE_URL", "gpt-4.1-mini"
+		c.baseURL, c.apiKey = getenv(base), getenv("OPENAI_API_KEY")
+	default:
+		return c, fmt.Errorf("AGENT_API %q: use %s, %s or %s", c.api, APIAnthropic, APIOpenAI, APIOpenAIResponses)
+	}
 	if c.baseURL == "" {
-		return c, errors.New("ANTHROPIC_BASE_URL is not set: point it at agentrewind proxy")
+		return c, fmt.Errorf("%s is not set: point it at agentrewind proxy", base)
 	}
 	if c.proxyURL == "" {
-		c.proxyURL = c.baseURL
+		// The SDKs' base URLs: the proxy itself for Anthropic's, its /v1 for OpenAI's.
+		c.proxyURL = strings.TrimSuffix(strings.TrimRight(c.baseURL, "/"), "/v1")
 	}
 	c.proxyURL = strings.TrimRight(c.proxyURL, "/")
 	if c.model == "" {
-		c.model = "claude-sonnet-4-5"
+		c.model = model
 	}
 	return c, nil
 }
@@ -89,16 +105,8 @@ func run(ctx context.Context, getenv func(string) string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	opts := []option.RequestOption{option.WithBaseURL(cfg.baseURL)}
-	switch {
-	case cfg.apiKey != "":
-		opts = append(opts, option.WithAPIKey(cfg.apiKey))
-	case cfg.authToken != "":
-		opts = append(opts, option.WithAuthToken(cfg.authToken))
-	default:
-		opts = append(opts, option.WithAPIKey("placeholder")) // the proxy holds the real key
-	}
-	a := &agent{cfg: cfg, client: sdk.NewClient(opts...), http: &http.Client{Timeout: 2 * time.Minute}}
+	a := &agent{cfg: cfg, http: &http.Client{Timeout: 2 * time.Minute}}
+	conv := newConversation(cfg)
 
 	drawn, err := a.get(ctx, "/v1/entropy/uuid")
 	if err != nil {
@@ -121,49 +129,39 @@ func run(ctx context.Context, getenv func(string) string, out io.Writer) error {
 		defer a.tracker.Close()
 	}
 
-	params := sdk.MessageNewParams{Model: sdk.Model(cfg.model), MaxTokens: 1024,
-		System:   []sdk.TextBlockParam{{Text: SystemPrompt}},
-		Messages: []sdk.MessageParam{sdk.NewUserMessage(sdk.NewTextBlock(Issue))},
-		Tools: []sdk.ToolUnionParam{
-			tool("search_issues", "query"),
-			tool("add_label", "label"),
-		}}
 	var labels []string
 	var final string
 	for turn := 0; turn < maxTurns; turn++ {
-		msg, err := a.client.Messages.New(ctx, params)
+		text, calls, ended, err := conv.next(ctx)
 		if err != nil {
 			return fmt.Errorf("turn %d: %w", turn, err)
 		}
-		params.Messages = append(params.Messages, msg.ToParam())
-		var results []sdk.ContentBlockParamUnion
-		for _, block := range msg.Content {
-			switch block.Type {
-			case "text":
-				final = block.Text
-			case "tool_use":
-				res, err := a.callTool(ctx, block.Name, block.Input)
-				if err != nil {
-					return fmt.Errorf("tool %s: %w", block.Name, err)
-				}
-				results = append(results, sdk.NewToolResultBlock(block.ID, string(res), false))
-				step := map[string]string{"search_issues": "search", "add_label": "label"}[block.Name]
-				if block.Name == "add_label" {
-					var in struct{ Label string }
-					_ = json.Unmarshal(block.Input, &in)
-					labels = append(labels, in.Label)
-				}
-				if step != "" {
-					if err := a.ledger(ctx, map[string]any{"schema": "agentrewind.io/ledger/v1", "op": "STEP_CLAIMED", "step": step}); err != nil {
-						return err
-					}
+		if text != "" {
+			final = text
+		}
+		results := make([]string, len(calls))
+		for i, call := range calls {
+			res, err := a.callTool(ctx, call.name, call.input)
+			if err != nil {
+				return fmt.Errorf("tool %s: %w", call.name, err)
+			}
+			results[i] = string(res)
+			step := map[string]string{"search_issues": "search", "add_label": "label"}[call.name]
+			if call.name == "add_label" {
+				var in struct{ Label string }
+				_ = json.Unmarshal(call.input, &in)
+				labels = append(labels, in.Label)
+			}
+			if step != "" {
+				if err := a.ledger(ctx, map[string]any{"schema": "agentrewind.io/ledger/v1", "op": "STEP_CLAIMED", "step": step}); err != nil {
+					return err
 				}
 			}
 		}
-		if msg.StopReason != sdk.StopReasonToolUse || len(results) == 0 {
+		if ended || len(calls) == 0 {
 			break
 		}
-		params.Messages = append(params.Messages, sdk.NewUserMessage(results...))
+		conv.answer(calls, results)
 	}
 	// Parked: the proxy stamps the checkpoint from the transcript it saw, whatever this record says.
 	if err := a.ledger(ctx, map[string]any{"schema": "agentrewind.io/ledger/v1", "op": "SUSPEND"}); err != nil {
@@ -173,15 +171,8 @@ func run(ctx context.Context, getenv func(string) string, out io.Writer) error {
 	return err
 }
 
-// tool is a tool taking one string argument.
-func tool(name, arg string) sdk.ToolUnionParam {
-	return sdk.ToolUnionParamOfTool(sdk.ToolInputSchemaParam{
-		Properties: map[string]any{arg: map[string]string{"type": "string"}}, Required: []string{arg}}, name)
-}
-
 type agent struct {
 	cfg     config
-	client  sdk.Client
 	http    *http.Client
 	tracker *mcp.ClientSession // the tracker's MCP server, when the agent was given one
 }

@@ -4,8 +4,9 @@
 //
 // TestMain deploys the add-ons of hack/cluster/addons (versitygw as the store Service
 // agentrewind-store, the fake model as fake-llm), serves a second fake model from this process behind
-// the Service fake-llm-counted (the manager's --anthropic-upstream, so tests count the live calls that
-// reach it; the suite must therefore run on the node), records one session of the proxy-agent example on
-// this machine through `agentrewind proxy --mode record`, and rolls out the manager. Each scenario then
-// pushes that session into its own namespace's prefix of the store and works from there.
+// the Service fake-llm-counted (the manager's --anthropic-upstream and --openai-upstream, so tests count
+// the live calls that reach it; the suite must therefore run on the node), records one session of the
+// proxy-agent example on this machine through `agentrewind proxy --mode record`, and rolls out the
+// manager. Each scenario then pushes that session into its own namespace's prefix of the store and
+// works from there; the OpenAI scenarios record their own, on each OpenAI API.
 package e2e
