@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -111,11 +112,8 @@ func (g *GarbageCollector) tellDependents(ctx context.Context, objs gcObjects, s
 		if rp.Namespace != s.Namespace || rp.Spec.SessionRef.Name != s.Name || metav1.IsControlledBy(rp, s) {
 			continue
 		}
-		base := rp.DeepCopy()
-		if markPlanCollected(rp, s) {
-			if err := g.Status().Patch(ctx, rp, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
-				log.Info("Could not write that the session of a ResumePlan was collected; its controller will", "resumePlan", rp.Name, "error", err.Error())
-			}
+		if err := g.writeStatus(ctx, rp, func() bool { return markPlanCollected(rp, s) }); err != nil {
+			log.Info("Could not write that the session of a ResumePlan was collected; its controller will", "resumePlan", rp.Name, "error", err.Error())
 		}
 		g.Recorder.Eventf(rp, s, corev1.EventTypeWarning, ReasonSessionCollected, "GarbageCollect", "%s", apimap.Message(planCollectedMessage(s)))
 	}
@@ -128,13 +126,29 @@ func (g *GarbageCollector) tellDependents(ctx context.Context, objs gcObjects, s
 		if fr.Spec.SessionRef.Name != s.Name {
 			role = "the child session this fork recorded"
 		}
-		base := fr.DeepCopy()
-		if noteRunCollected(fr.Status.Conditions, s) {
-			if err := g.Status().Patch(ctx, fr, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
-				log.Info("Could not write that the session of a ForkRun was collected; its controller will", "forkRun", fr.Name, "error", err.Error())
-			}
+		if err := g.writeStatus(ctx, fr, func() bool { return noteRunCollected(fr.Status.Conditions, s) }); err != nil {
+			log.Info("Could not write that the session of a ForkRun was collected; its controller will", "forkRun", fr.Name, "error", err.Error())
 		}
 		g.Recorder.Eventf(fr, s, corev1.EventTypeWarning, ReasonSessionCollected, "GarbageCollect",
 			"%s: %s is gone; the run's status stays as it left it", apimap.Message(what), role)
+	}
+}
+
+// writeStatus patches obj's status after change, when it changed anything, as obj is at the API
+// server: the listed copy may be behind its controller's latest write, so a conflict reads it again
+// (without the cache) and tries once more. An object gone meanwhile is no error.
+func (g *GarbageCollector) writeStatus(ctx context.Context, obj client.Object, change func() bool) error {
+	for attempt := 0; ; attempt++ {
+		base := obj.DeepCopyObject().(client.Object)
+		if !change() {
+			return nil
+		}
+		err := g.Status().Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+		if !apierrors.IsConflict(err) || attempt == 1 {
+			return client.IgnoreNotFound(err)
+		}
+		if err := g.APIReader.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			return client.IgnoreNotFound(err)
+		}
 	}
 }
