@@ -221,3 +221,29 @@ func TestCheckpointIDFromManifestKey(t *testing.T) {
 		}
 	}
 }
+
+// touchFails is a store whose renewal in place fails the way a server answering a copy with an
+// empty 200 does.
+type touchFails struct{ *MemObjectStore }
+
+func (touchFails) Touch(context.Context, string, int64) (bool, error) {
+	return false, errors.New(`s3 touch blobs/sha256/ab: 200 OK`)
+}
+
+// A capture that finds a blob stored and cannot renew it in place stores it again rather than
+// failing: the renewal is what protects the blob from a sweep, and sending it again renews it.
+func TestCheckpointBlobWhoseRenewalFailsIsStoredAgain(t *testing.T) {
+	mem := NewMemObjectStore()
+	store := NewSessionStore(touchFails{mem}, Layout{}, StoreOptions{})
+	blobs := store.Checkpoints()
+	data := []byte("a file two captures share")
+	ws := workspace(t, map[string][]byte{"shared.txt": data})
+	for i := range 2 {
+		if _, err := blobs.Create(context.Background(), ws, checkpoint.CaptureOptions{Anchor: checkpoint.Anchor{Session: "s1"}, Now: checkpointClock()}); err != nil {
+			t.Fatalf("capture %d: %v", i+1, err)
+		}
+	}
+	if n := mem.PutCount(store.Layout().Blob(sha(data))); n != 2 {
+		t.Fatalf("the shared blob was put %d times, want twice: once stored, once renewed by sending it again", n)
+	}
+}

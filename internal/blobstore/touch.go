@@ -72,11 +72,15 @@ func (m *MemObjectStore) Touch(ctx context.Context, key string, _ int64) (bool, 
 // refresh renews the modification time of a blob a push or a capture found already stored and did not
 // send, so that a blob sweep's safety margin counts from now: a sweep that listed the blob as old and
 // unreferenced before the session referencing it was committed must not delete it. An object store
-// that cannot renew it in place gets it again through reupload.
+// that cannot renew it in place gets it again through reupload, and so does one whose renewal
+// failed: a copy answered with an empty 200 or an error says nothing certain about the object, and
+// sending it again is always a correct renewal.
 func (s *SessionStore) refresh(ctx context.Context, key string, size int64, reupload func() error) error {
 	if t, ok := s.objects.(toucher); ok {
-		done, err := t.Touch(ctx, key, size)
-		if done || err != nil {
+		if done, _ := t.Touch(ctx, key, size); done {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
 			return err
 		}
 	}
