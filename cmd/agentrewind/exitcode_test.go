@@ -52,6 +52,7 @@ var readerErrors = map[string]struct {
 	"blobstore.TooSlowError":           {&blobstore.TooSlowError{}, exitError},
 	"blobstore.OpError":                {&blobstore.OpError{Op: "get", Object: "s3://b/k", Err: errors.New("connection reset")}, exitError},
 	"blobstore.ConflictError":          {&blobstore.ConflictError{ID: "s"}, exitError},
+	"blobstore.ErrExists":              {blobstore.ErrExists, exitError},
 	"replay.FingerprintMismatchError":  {&replay.FingerprintMismatchError{Session: "s", Field: "argsHash"}, exitCorrupt},
 	"replay.DriftError":                {&replay.DriftError{Step: 3}, exitDrift},
 }
@@ -125,6 +126,10 @@ func exportedErrors(t *testing.T, dir string) []string {
 						names = append(names, sp.Name.Name)
 					}
 				case *ast.ValueSpec:
+					// A const is a name or a number, never an error value.
+					if gd.Tok != token.VAR {
+						continue
+					}
 					for _, n := range sp.Names {
 						if n.IsExported() && strings.HasPrefix(n.Name, "Err") {
 							names = append(names, n.Name)

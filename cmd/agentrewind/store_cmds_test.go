@@ -111,7 +111,7 @@ func TestStorePushLsPullRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	obj, err := client.GetObject(context.Background(), "cli-bucket", "team/sessions/run-1/vault.enc", minio.GetObjectOptions{})
+	obj, err := client.GetObject(context.Background(), "cli-bucket", "team/sessions/run-1/vault."+sha256Hex(fixtureVault)+".enc", minio.GetObjectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestStorePullOfATamperedSessionExitsAsCorrupt(t *testing.T) {
 	if _, _, err := runStoreCommand(t, newPushCommand, dir, "--store", store, "--create-bucket"); err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{storedSegments(t, srv, "run-1")[1], "sessions/run-1/vault.enc"} {
+	for _, key := range []string{storedSegments(t, srv, "run-1")[1], "sessions/run-1/vault." + sha256Hex(fixtureVault) + ".enc"} {
 		path := srv.ObjectPath("cli-bucket", key)
 		data, err := os.ReadFile(path)
 		if err != nil {
@@ -522,8 +522,21 @@ func TestStoreSessionsVerifyRejectsNeitherEnterNorLeaveTheStore(t *testing.T) {
 		t.Fatalf("ls after a refused push: %v\n%s", err, out)
 	}
 
-	damage := map[string]func(id, metaPath, sumPath string){
-		"meta.json counting an event more than the log holds": func(id, metaPath, sumPath string) {
+	// writeSum stores the record that vouches for meta, as a forger with write access would.
+	writeSum := func(id string, meta []byte) {
+		client, err := srv.Client()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(meta)
+		rec := metaSum(meta)
+		key := "sessions/" + id + "/meta.json." + hex.EncodeToString(sum[:]) + ".sha256"
+		if _, err := client.PutObject(context.Background(), "cli-bucket", key, bytes.NewReader(rec), int64(len(rec)), minio.PutObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	damage := map[string]func(id, metaPath string){
+		"meta.json counting an event more than the log holds": func(id, metaPath string) {
 			var log []byte
 			for _, seg := range storedSegments(t, srv, id) {
 				log = append(log, mustRead(t, srv.ObjectPath("cli-bucket", seg))...)
@@ -531,15 +544,15 @@ func TestStoreSessionsVerifyRejectsNeitherEnterNorLeaveTheStore(t *testing.T) {
 			_, meta := rewriteCommitted(t, log, mustRead(t, metaPath), func(ev []byte) []byte { return ev },
 				func(n int64) int64 { return n + 1 })
 			mustWriteFile(t, metaPath, meta)
-			mustWriteFile(t, sumPath, metaSum(meta))
+			writeSum(id, meta)
 		},
-		"meta.json with a key in another case": func(_, metaPath, sumPath string) {
+		"meta.json with a key in another case": func(id, metaPath string) {
 			meta := bytes.Replace(mustRead(t, metaPath), []byte(`"createdAt"`), []byte(`"CreatedAt"`), 1)
 			mustWriteFile(t, metaPath, meta)
-			mustWriteFile(t, sumPath, metaSum(meta))
+			writeSum(id, meta)
 		},
-		"the log's index missing": func(id, _, _ string) {
-			if err := os.Remove(srv.ObjectPath("cli-bucket", "sessions/"+id+"/segments.json")); err != nil {
+		"the log's index missing": func(id, _ string) {
+			if err := os.Remove(srv.ObjectPath("cli-bucket", storedIndex(t, srv, id))); err != nil {
 				t.Fatal(err)
 			}
 		},
@@ -551,7 +564,7 @@ func TestStoreSessionsVerifyRejectsNeitherEnterNorLeaveTheStore(t *testing.T) {
 				t.Fatal(err)
 			}
 			key := func(f string) string { return srv.ObjectPath("cli-bucket", "sessions/"+id+"/"+f) }
-			spoil(id, key(session.MetaFile), key(session.MetaFile+".sha256"))
+			spoil(id, key(session.MetaFile))
 			parent := t.TempDir()
 			_, _, err := runStoreCommand(t, newPullCommand, id, filepath.Join(parent, "out"), "--store", store)
 			if exitCode(err) != exitCorrupt {
@@ -573,7 +586,7 @@ func storedSegments(t *testing.T, srv *testenv.S3Server, id string) []string {
 			Hash string `json:"sha256"`
 		} `json:"segments"`
 	}
-	if err := json.Unmarshal(mustRead(t, srv.ObjectPath("cli-bucket", "sessions/"+id+"/segments.json")), &idx); err != nil {
+	if err := json.Unmarshal(mustRead(t, srv.ObjectPath("cli-bucket", storedIndex(t, srv, id))), &idx); err != nil {
 		t.Fatal(err)
 	}
 	var keys []string
@@ -581,6 +594,23 @@ func storedSegments(t *testing.T, srv *testenv.S3Server, id string) []string {
 		keys = append(keys, "blobs/sha256/"+seg.Hash[:2]+"/"+seg.Hash)
 	}
 	return keys
+}
+
+// storedIndex is the key of session id's segment index, named by its log's hash.
+func storedIndex(t *testing.T, srv *testenv.S3Server, id string) string {
+	t.Helper()
+	var m struct {
+		EventsHash string `json:"eventsHash"`
+	}
+	if err := json.Unmarshal(mustRead(t, srv.ObjectPath("cli-bucket", "sessions/"+id+"/meta.json")), &m); err != nil {
+		t.Fatal(err)
+	}
+	return "sessions/" + id + "/segments." + m.EventsHash + ".json"
+}
+
+func sha256Hex(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
 }
 
 func metaSum(meta []byte) []byte {

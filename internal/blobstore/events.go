@@ -41,9 +41,6 @@ type EventStream struct {
 	err    error // sticky
 }
 
-// maxEventLine bounds one line of events.jsonl: large fields live in blobs, so a huge line is damage.
-const maxEventLine = 64 << 20
-
 // OpenEvents opens the events of the committed session id for streaming.
 func (s *SessionStore) OpenEvents(ctx context.Context, id string) (*EventStream, error) {
 	_, meta, err := s.readMeta(ctx, id)
@@ -115,8 +112,9 @@ func (e *EventStream) readLine() ([]byte, error) {
 	for {
 		chunk, err := e.br.ReadSlice('\n')
 		line = append(line, chunk...)
-		if len(line) > maxEventLine {
-			return nil, &session.CorruptEventError{File: e.name, Line: e.line + 1, Offset: e.offset, Err: fmt.Errorf("line longer than %d bytes", maxEventLine)}
+		// Large fields live in blobs, so a line past the session format's cap is damage.
+		if len(line) > session.MaxLineBytes {
+			return nil, &session.CorruptEventError{File: e.name, Line: e.line + 1, Offset: e.offset, Err: fmt.Errorf("line longer than %d bytes", session.MaxLineBytes)}
 		}
 		switch {
 		case err == nil:

@@ -209,7 +209,7 @@ func logSegment(t testing.TB, l Layout, objs ObjectStore, id, s string) string {
 // segmentKeys lists the keys of session id's stored segments, in log order (none when it has no
 // readable segments.json).
 func segmentKeys(l Layout, objs ObjectStore, id string) []string {
-	data, _ := readObject(objs, l.SessionSegments(id))
+	data, _ := readObject(objs, indexKey(l, objs, id))
 	var idx segmentIndex
 	_ = json.Unmarshal(data, &idx)
 	var out []string
@@ -217,6 +217,39 @@ func segmentKeys(l Layout, objs ObjectStore, id string) []string {
 		out = append(out, l.Blob(seg.Hash))
 	}
 	return out
+}
+
+// indexKey is the key of the segment index session id's stored meta.json names (the first index
+// listed when there is no readable meta.json).
+func indexKey(l Layout, objs ObjectStore, id string) string {
+	if m := storedHashes(objs, l, id); m.EventsHash != "" {
+		return l.SessionSegments(id, m.EventsHash)
+	}
+	list, _ := objs.List(context.Background(), l.SessionsPrefix()+id+"/")
+	for _, o := range list {
+		if l.IsSessionIndex(id, o.Key) {
+			return o.Key
+		}
+	}
+	return l.SessionSegments(id, strings.Repeat("0", 64))
+}
+
+// vaultKey is the key of the sealed vault session id's stored meta.json names.
+func vaultKey(l Layout, objs ObjectStore, id string) string {
+	return l.SessionVault(id, storedHashes(objs, l, id).VaultHash)
+}
+
+// storedHashes reads the hashes session id's stored meta.json names, unverified; zero when unreadable.
+func storedHashes(objs ObjectStore, l Layout, id string) (m struct{ EventsHash, VaultHash string }) {
+	if data, err := readObject(objs, l.SessionMeta(id)); err == nil {
+		_ = json.Unmarshal(data, &m)
+	}
+	return m
+}
+
+// metaSumKey is the key of the record that vouches for meta.
+func metaSumKey(l Layout, id string, meta []byte) string {
+	return l.SessionMetaSum(id, sha256Hex(meta))
 }
 
 func readObject(objs ObjectStore, key string) ([]byte, error) {
@@ -262,7 +295,7 @@ func storeLog(t testing.TB, l Layout, objs ObjectStore, id string, log []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	put(l.SessionSegments(id), data)
+	put(l.SessionSegments(id, sum), data)
 }
 
 // localSegments is the number of segments a push cuts the log of the session in dir into.

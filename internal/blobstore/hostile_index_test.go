@@ -62,7 +62,7 @@ func TestASegmentIndexThatLiesIsRefusedByPullAndByStreamingRead(t *testing.T) {
 		}
 	}
 	index := func(id string) (segmentIndex, []byte) {
-		data, ok := mem.Bytes(store.Layout().SessionSegments(id))
+		data, ok := mem.Bytes(indexKey(store.Layout(), mem, id))
 		if !ok {
 			t.Fatalf("%s has no segments.json", id)
 		}
@@ -88,8 +88,9 @@ func TestASegmentIndexThatLiesIsRefusedByPullAndByStreamingRead(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			mem.Set(store.Layout().SessionSegments("victim"), data)
-			defer mem.Set(store.Layout().SessionSegments("victim"), honestBytes)
+			key := indexKey(store.Layout(), mem, "victim")
+			mem.Set(key, data)
+			defer mem.Set(key, honestBytes)
 			_, err = store.Pull(ctx, "victim", filepath.Join(t.TempDir(), "pulled"))
 			if err == nil || !strings.Contains(err.Error(), lie.says) {
 				t.Fatalf("pull: got %v, want an error naming %q", err, lie.says)

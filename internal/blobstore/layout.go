@@ -15,15 +15,19 @@ import (
 // layout documented in DESIGN.md ("Storage") has exactly one implementation:
 //
 //	<prefix>/blobs/sha256/<hh>/<hash>        content-addressed, shared by sessions, forks and checkpoints
-//	<prefix>/sessions/<id>/meta.json         written last: its presence commits the session
-//	<prefix>/sessions/<id>/meta.json.sha256  written just before it: the SHA-256 that verifies it
-//	<prefix>/sessions/<id>/segments.json     the log as content-addressed segments (blobs), in order
-//	<prefix>/sessions/<id>/events.jsonl      the log of a session stored before segments
-//	<prefix>/sessions/<id>/vault.enc         the sealed vault, when meta.json declares one (vaultHash)
+//	<prefix>/sessions/<id>/meta.json         written last, only where none is: its presence commits the session
+//	<prefix>/sessions/<id>/meta.json.<sha256>.sha256  written just before it: the record that verifies it
+//	<prefix>/sessions/<id>/segments.<eventsHash>.json  the log as content-addressed segments (blobs), in order
+//	<prefix>/sessions/<id>/vault.<vaultHash>.enc  the sealed vault, when meta.json declares one
+//	<prefix>/sessions/<id>/events.jsonl, segments.json, vault.enc, meta.json.sha256  as older agentrewinds stored them
 //	<prefix>/checkpoints/<id>/manifest.json
 //	<prefix>/results/<uid>.json
 //	<prefix>/gc/marks.bin                    the blob sweep's cache of what each session and manifest references
 //	<prefix>/gc/windows/<opened>-<n>s-<holder>  a sweep's delete window, recorded before it re-marks (fence.go)
+//
+// Every session object but meta.json is named by its content's hash, and meta.json is created only
+// where none is, so two pushes racing for one id never overwrite each other: one commits, the other
+// finds meta.json taken and fails (commit.go).
 //
 // vault.enc is AES-256-GCM ciphertext: forks and replays in the cluster fetch it to restore redacted
 // secrets. Its key lives in a Kubernetes Secret or a local key file and has no key here, by design.
@@ -85,27 +89,79 @@ func (l Layout) SessionsPrefix() string { return l.join(sessionsDir) + "/" }
 // SessionMeta is the key of a session's meta.json, the commit marker.
 func (l Layout) SessionMeta(id string) string { return l.join(sessionsDir, id, session.MetaFile) }
 
-// SessionMetaSum is the key of the record that verifies a session's meta.json: its SHA-256 in
-// sha256sum's format. It is an object rather than user metadata on meta.json because S3-compatible
-// servers, gateways and copy tools may drop or rewrite user metadata, never an object's bytes.
-func (l Layout) SessionMetaSum(id string) string {
+// SessionMetaSum is the key of the record that verifies a session's meta.json whose SHA-256 is
+// metaHash. It is an object rather than user metadata on meta.json because S3-compatible servers,
+// gateways and copy tools may drop or rewrite user metadata, never an object's bytes. Its name holds
+// the hash, so a push that loses a race for the id stores a record of its own beside the winner's
+// instead of replacing it: no object of a session is ever overwritten by another session's push.
+func (l Layout) SessionMetaSum(id, metaHash string) string {
+	return l.join(sessionsDir, id, session.MetaFile+"."+metaHash+metaSumSuffix)
+}
+
+// SessionMetaSumsPrefix is the key prefix of a session's meta.json records, the legacy one included.
+func (l Layout) SessionMetaSumsPrefix(id string) string {
+	return l.join(sessionsDir, id, session.MetaFile) + "."
+}
+
+// SessionLegacyMetaSum is the key of the record an older agentrewind wrote, named without the hash.
+func (l Layout) SessionLegacyMetaSum(id string) string {
 	return l.join(sessionsDir, id, session.MetaFile+metaSumSuffix)
 }
 
-// metaSumSuffix names the record that verifies meta.json.
+// MetaSumFromKey reads which meta.json a record under SessionMetaSumsPrefix vouches for: the hash
+// its name holds, or legacy for the older record, whose hash is in its bytes.
+func (l Layout) MetaSumFromKey(id, key string) (metaHash string, legacy, ok bool) {
+	rest, ok := strings.CutPrefix(key, l.SessionMetaSumsPrefix(id))
+	if !ok {
+		return "", false, false
+	}
+	if rest == metaSumSuffix[1:] {
+		return "", true, true
+	}
+	h, ok := strings.CutSuffix(rest, metaSumSuffix)
+	if !ok || !session.ValidBlobHash(h) {
+		return "", false, false
+	}
+	return h, false, true
+}
+
+// metaSumSuffix names the records that verify meta.json.
 const metaSumSuffix = ".sha256"
 
 // SessionEvents is the key of a session's events.jsonl.
 func (l Layout) SessionEvents(id string) string { return l.join(sessionsDir, id, session.EventsFile) }
 
-// SessionSegments is the key of a session's segment index (segments.go).
-func (l Layout) SessionSegments(id string) string { return l.join(sessionsDir, id, segmentsFile) }
+// SessionSegments is the key of a session's segment index (segments.go) for the log whose SHA-256 is
+// eventsHash. The hash in the name keeps a losing push's index from replacing the winner's.
+func (l Layout) SessionSegments(id, eventsHash string) string {
+	return l.join(sessionsDir, id, "segments."+eventsHash+".json")
+}
 
-// segmentsFile names a session's segment index.
-const segmentsFile = "segments.json"
+// SessionLegacySegments is the key of the segment index an older agentrewind wrote.
+func (l Layout) SessionLegacySegments(id string) string {
+	return l.join(sessionsDir, id, "segments.json")
+}
 
-// SessionVault is the key of a session's sealed vault.enc. Only ciphertext is stored under it.
-func (l Layout) SessionVault(id string) string { return l.join(sessionsDir, id, session.VaultFile) }
+// IsSessionIndex says whether key is one of session id's segment indexes, legacy or named by hash.
+func (l Layout) IsSessionIndex(id, key string) bool {
+	if key == l.SessionLegacySegments(id) {
+		return true
+	}
+	rest, ok := strings.CutPrefix(key, l.join(sessionsDir, id, "segments."))
+	h, json := strings.CutSuffix(rest, ".json")
+	return ok && json && session.ValidBlobHash(h)
+}
+
+// SessionVault is the key of a session's sealed vault, vault.enc, whose SHA-256 is vaultHash. Only
+// ciphertext is stored under it.
+func (l Layout) SessionVault(id, vaultHash string) string {
+	return l.join(sessionsDir, id, "vault."+vaultHash+".enc")
+}
+
+// SessionLegacyVault is the key of the sealed vault an older agentrewind wrote.
+func (l Layout) SessionLegacyVault(id string) string {
+	return l.join(sessionsDir, id, session.VaultFile)
+}
 
 // SessionIDFromMetaKey returns the session id of a key that is some session's meta.json.
 func (l Layout) SessionIDFromMetaKey(key string) (string, bool) {

@@ -45,6 +45,15 @@ func NewMemObjectStore() *MemObjectStore {
 }
 
 func (m *MemObjectStore) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	return m.put(ctx, key, r, size, false)
+}
+
+// Create stores the object only when key holds none, as a conditional S3 PUT does.
+func (m *MemObjectStore) Create(ctx context.Context, key string, r io.Reader, size int64) error {
+	return m.put(ctx, key, r, size, true)
+}
+
+func (m *MemObjectStore) put(ctx context.Context, key string, r io.Reader, size int64, create bool) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -62,6 +71,9 @@ func (m *MemObjectStore) Put(ctx context.Context, key string, r io.Reader, size 
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if _, ok := m.objects[key]; ok && create {
+		return fmt.Errorf("create %s: %w", key, ErrExists)
+	}
 	m.objects[key] = memObject{data: data, modified: m.now()}
 	m.puts[key]++
 	return nil

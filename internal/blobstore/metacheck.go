@@ -6,15 +6,17 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
 
-// meta.json is verified like every other object: a push stores its SHA-256 in meta.json.sha256
-// (sha256sum's format) just before meta.json itself, and every read checks one against the other.
-// A bit flip in either, in transit or at rest, fails the check instead of being written out; a
-// flip that leaves the record parseable names another hash, which fails it as well.
+// meta.json is verified like every other object: a push stores its SHA-256 as the record
+// meta.json.<sha256>.sha256 (sha256sum's format) just before meta.json itself, and every read checks
+// that the meta.json it got has a record. A bit flip in meta.json, in transit or at rest, names a
+// hash no record has, which fails the check instead of being written out. Older agentrewinds wrote
+// one record, meta.json.sha256, that holds the hash; it is still read.
 
 // ErrMetaUnverified is wrapped when a stored meta.json cannot be checked: its meta.json.sha256 is
 // missing (a push by an older agentrewind) or is not a SHA-256 record.
@@ -46,23 +48,29 @@ func sha256Hex(data []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// storedMeta is one reading of a session's meta.json and the record that verifies it.
+// storedMeta is one reading of a session's meta.json and the records that verify it.
 type storedMeta struct {
-	data   []byte // meta.json; nil when the store has none
-	sum    string // the SHA-256 meta.json.sha256 names; "" when it is missing or damaged
-	sumErr error  // why sum is "": wraps ErrNotFound when there is no record
+	data []byte // meta.json; nil when the store has none
+	// sums are the SHA-256s the session's records vouch for: one when meta.json's own was found, all
+	// of them otherwise (a push that lost a race for the id leaves one of its own until it cleans up).
+	sums   []string
+	sumErr error // why sums is empty: wraps ErrNotFound when there is no record
+	// sumKey names the record meta.json should have, for messages.
+	sumKey string
 }
 
-func (m storedMeta) verified() bool {
-	return m.data != nil && m.sum != "" && sha256Hex(m.data) == m.sum
-}
+func (m storedMeta) verified() bool { return m.data != nil && m.vouches(sha256Hex(m.data)) }
 
-// readStoredMeta reads meta.json and meta.json.sha256. While both exist and disagree it reads
-// them again, up to verifyReads times in all, since a flip on the way goes away when fetched
-// again and one at rest does not; done may end the reading early. It returns the last reading and
-// how many were made; an error only when the store could not be read.
+// vouches says whether a record names the meta.json whose SHA-256 is h.
+func (m storedMeta) vouches(h string) bool { return slices.Contains(m.sums, h) }
+
+// readStoredMeta reads meta.json and looks for its record. While meta.json has none but other
+// records exist it reads it again, up to verifyReads times in all, since a flip on the way goes away
+// when fetched again and one at rest does not; done may end the reading early. It returns the last
+// reading and how many were made; an error only when the store could not be read. A verified read
+// costs a GET and a HEAD.
 func (s *SessionStore) readStoredMeta(ctx context.Context, id string, done func(storedMeta) bool) (storedMeta, int, error) {
-	metaKey, sumKey := s.layout.SessionMeta(id), s.layout.SessionMetaSum(id)
+	metaKey := s.layout.SessionMeta(id)
 	for n := 1; ; n++ {
 		var m storedMeta
 		data, err := s.readSmall(ctx, metaKey, maxMetaSize)
@@ -73,23 +81,61 @@ func (s *SessionStore) readStoredMeta(ctx context.Context, id string, done func(
 			return m, n, err
 		}
 		m.data = data
-		rec, err := s.readSmall(ctx, sumKey, maxMetaSumSize)
+		h := sha256Hex(data)
+		m.sumKey = s.layout.SessionMetaSum(id, h)
+		_, err = s.objects.Stat(ctx, m.sumKey)
 		switch {
-		case errors.Is(err, ErrNotFound):
-			m.sumErr = err
-		case err != nil:
+		case err == nil:
+			m.sums = []string{h}
+			return m, n, nil
+		case !errors.Is(err, ErrNotFound):
 			return m, n, err
-		default:
-			if h, ok := parseMetaSum(rec); ok {
-				m.sum = h
-			} else {
-				m.sumErr = fmt.Errorf("%s is not a SHA-256 record of %s: it is damaged", s.name(sumKey), session.MetaFile)
-			}
+		}
+		if m.sums, m.sumErr, err = s.listMetaSums(ctx, id); err != nil {
+			return m, n, err
 		}
 		if m.verified() || errors.Is(m.sumErr, ErrNotFound) || (done != nil && done(m)) || n >= verifyReads {
 			return m, n, nil
 		}
 	}
+}
+
+// listMetaSums lists the records of session id and returns the hashes they vouch for, reading the
+// legacy record's bytes; sumErr says why there are none.
+func (s *SessionStore) listMetaSums(ctx context.Context, id string) (sums []string, sumErr, err error) {
+	objs, err := s.objects.List(ctx, s.layout.SessionMetaSumsPrefix(id))
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, o := range objs {
+		h, legacy, ok := s.layout.MetaSumFromKey(id, o.Key)
+		switch {
+		case !ok:
+			continue
+		case !legacy:
+			sums = append(sums, h)
+			continue
+		}
+		rec, err := s.readSmall(ctx, o.Key, maxMetaSumSize)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			continue // removed since the listing
+		case err != nil:
+			return nil, nil, err
+		}
+		if h, ok := parseMetaSum(rec); ok {
+			sums = append(sums, h)
+		} else {
+			sumErr = fmt.Errorf("%s is not a SHA-256 record of %s: it is damaged", s.name(o.Key), session.MetaFile)
+		}
+	}
+	switch {
+	case len(sums) > 0:
+		return sums, nil, nil
+	case sumErr != nil:
+		return nil, sumErr, nil
+	}
+	return nil, fmt.Errorf("no record of %s under %s*: %w", session.MetaFile, s.name(s.layout.SessionMetaSumsPrefix(id)), ErrNotFound), nil
 }
 
 // checkStoredMeta turns a reading into the verified meta.json, or says why it is not.
@@ -98,12 +144,12 @@ func (s *SessionStore) checkStoredMeta(id string, m storedMeta, reads int) (sess
 	switch {
 	case errors.Is(m.sumErr, ErrNotFound):
 		return session.Meta{}, fmt.Errorf("session %s in the store: %w: %s is missing (a push by an older agentrewind, or one interrupted just before its commit): push the session again from a machine that has it to add it",
-			id, ErrMetaUnverified, s.name(s.layout.SessionMetaSum(id)))
+			id, ErrMetaUnverified, s.name(m.sumKey))
 	case m.sumErr != nil:
 		return session.Meta{}, fmt.Errorf("session %s in the store: %w: %w (read %d times); push the session again from a machine that has it to repair it", id, ErrMetaUnverified, m.sumErr, reads)
 	case !m.verified():
 		return session.Meta{}, fmt.Errorf("%w (read %d times, never matching: the stored object is damaged, not just its transfer)",
-			&session.DigestMismatchError{Object: s.name(metaKey), Want: m.sum, Got: sha256Hex(m.data)}, reads)
+			&session.DigestMismatchError{Object: s.name(metaKey), Want: strings.Join(m.sums, " or "), Got: sha256Hex(m.data)}, reads)
 	}
 	meta, err := session.DecodeMeta(m.data, s.name(metaKey))
 	if err != nil {

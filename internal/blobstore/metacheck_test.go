@@ -120,11 +120,11 @@ func TestPullRefusesAMetaJSONWithoutItsRecordAndARePushAddsIt(t *testing.T) {
 	if _, err := store.Push(ctx, dir); err != nil {
 		t.Fatal(err)
 	}
-	_ = mem.Delete(ctx, store.Layout().SessionMetaSum("s1")) // as an older agentrewind pushed it
+	_ = mem.Delete(ctx, metaSumKey(store.Layout(), "s1", mustRead(t, filepath.Join(dir, session.MetaFile)))) // as an older agentrewind pushed it
 	if _, err := store.Pull(ctx, "s1", filepath.Join(t.TempDir(), "out")); !errors.Is(err, ErrMetaUnverified) {
 		t.Fatalf("pull without meta.json.sha256: %v, want ErrMetaUnverified", err)
 	}
-	if list, err := store.List(ctx); err != nil || len(list) != 1 || !strings.Contains(list[0].Problem, "meta.json.sha256") {
+	if list, err := store.List(ctx); err != nil || len(list) != 1 || !strings.Contains(list[0].Problem, ".sha256 is missing") {
 		t.Fatalf("ls without meta.json.sha256: %+v, %v; want the session listed with the problem", list, err)
 	}
 	res, err := store.Push(ctx, dir)
@@ -146,7 +146,7 @@ func TestPushRefusesAStoredMetaJSONWithAnUnknownKeyEvenWhenItsRecordMatches(t *t
 	data, _ := mem.Bytes(l.SessionMeta("s1"))
 	data = bytes.Replace(data, []byte(`"fingerprintMode"`), []byte(`"fingerprintMod3"`), 1)
 	mem.Set(l.SessionMeta("s1"), data)
-	mem.Set(l.SessionMetaSum("s1"), metaSumRecord(data))
+	mem.Set(metaSumKey(l, "s1", data), metaSumRecord(data))
 	_, err := store.Pull(ctx, "s1", filepath.Join(t.TempDir(), "out"))
 	if err == nil || !strings.Contains(err.Error(), `unknown key "fingerprintMod3"`) {
 		t.Fatalf("pull of a consistent meta.json with an unknown key: %v", err)

@@ -25,6 +25,19 @@ type ObjectStore interface {
 	Delete(ctx context.Context, key string) error
 }
 
+// CreatingStore is an ObjectStore that can store an object only where there is none, as S3's
+// If-None-Match: * does. Two pushes of different content under one id then cannot both commit: the
+// second create of meta.json fails with ErrExists, atomically in the store.
+type CreatingStore interface {
+	ObjectStore
+	// Create stores size bytes read from r under key unless an object is there already, and then
+	// fails with an error wrapping ErrExists and stores nothing.
+	Create(ctx context.Context, key string, r io.Reader, size int64) error
+}
+
+// ErrExists is wrapped when a Create finds an object at its key.
+var ErrExists = errors.New("an object is already stored under the key")
+
 // ObjectInfo describes a stored object.
 type ObjectInfo struct {
 	Key          string

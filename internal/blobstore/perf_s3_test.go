@@ -56,13 +56,12 @@ func (e *s3Env) countingStore(t testing.TB, opts StoreOptions) (*SessionStore, *
 
 // TestS3RequestsPerPushAndPull pins the requests a push and a pull of a fixed session send, so that
 // an extra round trip per object cannot creep in unnoticed. A push of a new session: one GET for
-// the commit marker (missing, so its record is not asked for), per blob and per segment of the log a
-// HEAD (is it stored?), a PUT and a HEAD confirming it, the same PUT and confirming HEAD for the log's
-// index (segments.json) and the vault, then PUT and HEAD for meta.json.sha256 and meta.json; and the
-// settle: a HEAD of the bucket for the store's time before and after one GET listing the sweeps'
-// delete windows (none, so nothing is checked again). A pull:
-// meta.json and its record, segments.json, every segment, every blob and the vault, one GET each and
-// nothing else.
+// meta.json (missing, so no record is asked for); per blob and per segment of the log a HEAD (is it
+// stored?), a PUT and a HEAD confirming it; a PUT and a confirming HEAD each for the log's index, the
+// vault and meta.json's record; meta.json created (a conditional PUT) and read back with one GET;
+// and the settle: a HEAD of the bucket for the store's time before and after one GET listing the
+// sweeps' delete windows (none, so nothing is checked again). A pull: meta.json (GET) and a HEAD of
+// the record its hash names, then the index, every segment, every blob and the vault, one GET each.
 func TestS3RequestsPerPushAndPull(t *testing.T) {
 	env := startS3(t)
 	s, _, counter := env.countingStore(t, StoreOptions{Parallelism: 4})
@@ -79,15 +78,15 @@ func TestS3RequestsPerPushAndPull(t *testing.T) {
 		t.Fatalf("the log is %d segments, want at least 2 (session_start is a segment of its own)", segs)
 	}
 	assertRequests(t, "push", counter.take(), map[string]int{
-		http.MethodGet:  1 + 1,
-		http.MethodHead: 2*blobs + 2*segs + 2 + 2 + 2,
+		http.MethodGet:  1 + 1 + 1,
+		http.MethodHead: 2*blobs + 2*segs + 3 + 2,
 		http.MethodPut:  blobs + segs + 2 + 2,
 	})
 	out := filepath.Join(t.TempDir(), "pulled")
 	if _, err := s.Pull(ctx, meta.ID, out); err != nil {
 		t.Fatal(err)
 	}
-	assertRequests(t, "pull", counter.take(), map[string]int{http.MethodGet: 2 + 1 + segs + blobs + 1})
+	assertRequests(t, "pull", counter.take(), map[string]int{http.MethodGet: 1 + 1 + segs + blobs + 1, http.MethodHead: 1})
 	assertSameSession(t, dir, out)
 }
 

@@ -214,7 +214,7 @@ func (s *SessionStore) pullInto(ctx context.Context, barrier *syncBarrier, tmp, 
 // each checked as it arrives, or from the one events.jsonl of a session stored before segments. It
 // returns the key it was read from.
 func (s *SessionStore) downloadLog(ctx context.Context, barrier *syncBarrier, meta session.Meta, path string) (string, int64, error) {
-	idx, found, err := s.readIndex(ctx, meta)
+	idx, key, found, err := s.readIndex(ctx, meta)
 	if err != nil {
 		return "", 0, err
 	}
@@ -226,13 +226,12 @@ func (s *SessionStore) downloadLog(ctx context.Context, barrier *syncBarrier, me
 		}
 		return key, n, err
 	}
-	key := s.layout.SessionSegments(meta.ID)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return "", 0, err
 	}
 	cw := &countingWriter{w: f}
-	r := s.newSegmentReader(ctx, meta, idx.Segments)
+	r := s.newSegmentReader(ctx, key, idx.Segments)
 	defer r.Close()
 	err = copyVerified(cw, r, meta.EventsHash, s.name(key))
 	if err == nil {
@@ -262,8 +261,12 @@ func (s *SessionStore) pullVault(ctx context.Context, barrier *syncBarrier, tmp 
 		return nil
 	}
 	t.phase(PhaseVault, 0)
-	key := s.layout.SessionVault(meta.ID)
+	key := s.layout.SessionVault(meta.ID, meta.VaultHash)
 	n, err := s.download(ctx, barrier, key, filepath.Join(tmp, session.VaultFile), meta.VaultHash)
+	if errors.Is(err, ErrNotFound) {
+		key = s.layout.SessionLegacyVault(meta.ID)
+		n, err = s.download(ctx, barrier, key, filepath.Join(tmp, session.VaultFile), meta.VaultHash)
+	}
 	if errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("session %s: %w: its meta.json declares one (vaultHash %s) but %s is not in the store, so the upload was incomplete; push the session again from the machine that recorded it: %w",
 			meta.ID, ErrVaultMissing, meta.VaultHash, s.name(key), err)

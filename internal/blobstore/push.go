@@ -165,7 +165,11 @@ func (s *SessionStore) Push(ctx context.Context, dir string) (*PushResult, error
 	if !res.AlreadyCommitted {
 		repair = metaRepair{sum: true, meta: true}
 	}
-	sent, err := s.commit(ctx, id, local.metaBytes, repair)
+	sent, err := s.commit(ctx, local, repair, !res.AlreadyCommitted)
+	var conflict *ConflictError
+	if errors.As(err, &conflict) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("committing session %s (its other objects are stored; push again to finish): %w", id, err)
 	}
@@ -206,7 +210,7 @@ func (l *localSession) size() int64 {
 func (s *SessionStore) storedAlready(ctx context.Context, local *localSession) (committed bool, repair metaRepair, err error) {
 	id := local.meta.ID
 	localSum := sha256Hex(local.metaBytes)
-	ours := func(m storedMeta) bool { return m.sum == localSum || bytes.Equal(m.data, local.metaBytes) }
+	ours := func(m storedMeta) bool { return m.vouches(localSum) || bytes.Equal(m.data, local.metaBytes) }
 	m, reads, err := s.readStoredMeta(ctx, id, func(m storedMeta) bool { return ours(m) })
 	switch {
 	case err != nil:
@@ -214,7 +218,7 @@ func (s *SessionStore) storedAlready(ctx context.Context, local *localSession) (
 	case m.data == nil:
 		return false, repair, nil // never pushed, or an interrupted push this one completes
 	case ours(m):
-		return true, metaRepair{sum: m.sum != localSum, meta: !bytes.Equal(m.data, local.metaBytes)}, nil
+		return true, metaRepair{sum: !m.vouches(localSum), meta: !bytes.Equal(m.data, local.metaBytes)}, nil
 	case m.verified() || errors.Is(m.sumErr, ErrNotFound):
 		// The store holds other content under this id (committed by an older agentrewind when the
 		// record is missing).
@@ -573,7 +577,7 @@ func (s *SessionStore) pushEvents(ctx context.Context, local *localSession, res 
 			res.SegmentsSkipped++
 		}
 	}
-	return s.pushFile(ctx, s.layout.SessionSegments(local.meta.ID), bytes.NewReader(local.index), int64(len(local.index)),
+	return s.pushFile(ctx, s.layout.SessionSegments(local.meta.ID, local.meta.EventsHash), bytes.NewReader(local.index), int64(len(local.index)),
 		sha256Hex(local.index), res.AlreadyCommitted, t)
 }
 
@@ -586,7 +590,7 @@ func (s *SessionStore) pushVault(ctx context.Context, local *localSession, res *
 		return false, nil
 	}
 	t.phase(PhaseVault, 0)
-	return s.pushFile(ctx, s.layout.SessionVault(local.meta.ID), local.vault, local.vaultSize, local.meta.VaultHash, res.AlreadyCommitted, t)
+	return s.pushFile(ctx, s.layout.SessionVault(local.meta.ID, local.meta.VaultHash), local.vault, local.vaultSize, local.meta.VaultHash, res.AlreadyCommitted, t)
 }
 
 // pushFile uploads one of the session's own objects from f (a file, or the bytes of the log's
@@ -634,34 +638,6 @@ func (s *SessionStore) confirm(ctx context.Context, key string, size int64) erro
 		return fmt.Errorf("%s was acknowledged but the store does not hold it at its %d bytes: push again", s.name(key), size)
 	}
 	return nil
-}
-
-// commit writes meta.json.sha256 and then meta.json, as repair says, confirming each is stored:
-// until meta.json is, the session is not pushed. It returns the bytes it sent.
-func (s *SessionStore) commit(ctx context.Context, id string, meta []byte, repair metaRepair) (int64, error) {
-	var sent int64
-	if repair.sum {
-		rec := metaSumRecord(meta)
-		key := s.layout.SessionMetaSum(id)
-		if err := s.objects.Put(ctx, key, bytes.NewReader(rec), int64(len(rec))); err != nil {
-			return sent, err
-		}
-		if err := s.confirm(ctx, key, int64(len(rec))); err != nil {
-			return sent, err
-		}
-		sent += int64(len(rec))
-	}
-	if repair.meta {
-		key := s.layout.SessionMeta(id)
-		if err := s.objects.Put(ctx, key, bytes.NewReader(meta), int64(len(meta))); err != nil {
-			return sent, err
-		}
-		if err := s.confirm(ctx, key, int64(len(meta))); err != nil {
-			return sent, err
-		}
-		sent += int64(len(meta))
-	}
-	return sent, nil
 }
 
 func fileExists(path string) bool {

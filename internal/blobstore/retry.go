@@ -103,6 +103,8 @@ var retryableCodes = map[string]bool{
 	"SlowDown": true, "SlowDownRead": true, "SlowDownWrite": true, "ServiceUnavailable": true,
 	"InternalError": true, "RequestTimeout": true, "Throttling": true, "ThrottlingException": true,
 	"RequestLimitExceeded": true, "RequestThrottled": true, "TooManyRequests": true,
+	// Two conditional writes of one key at once: the store asks the loser to try again.
+	"ConditionalRequestConflict": true,
 }
 
 // retryable decides whether a failed request is worth another attempt. parent is the caller's

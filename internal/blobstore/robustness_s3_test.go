@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -366,5 +367,34 @@ func TestS3ACallerThatReadsSlowlyIsNotAbandoned(t *testing.T) {
 	rest, err := io.ReadAll(rc)
 	if err != nil || !bytes.Equal(append(head, rest...), data) {
 		t.Fatalf("reading on after a pause of the caller's: %d bytes, %v", len(rest), err)
+	}
+}
+
+func isIndex(r *http.Request) bool { return strings.Contains(path.Base(r.URL.Path), "segments.") }
+
+// TestS3SegmentIndexDamagedOnTheWayIsReadAgain: the log's index gets the tries every other object
+// gets, whether its answer is cut short or garbled on the way; damaged on every read, the pull says
+// how many times it read it.
+func TestS3SegmentIndexDamagedOnTheWayIsReadAgain(t *testing.T) {
+	garble := func(b []byte) { b[len(b)/2] = 0xff }
+	for _, f := range []fault{faultTruncate, faultFlip} {
+		t.Run(f.String(), func(t *testing.T) {
+			dir, _, once, proxy := proxiedStore(t, payloads(1, 2, 8<<10), f, 1, isIndex, nil)
+			proxy.flip = garble
+			out := filepath.Join(t.TempDir(), "out")
+			if _, err := once.Pull(context.Background(), "run-1", out); err != nil {
+				t.Fatalf("pull through an index damaged once on the way: %v", err)
+			}
+			assertSameSession(t, dir, out)
+			if proxy.counts()[f.String()] == 0 {
+				t.Fatal("the proxy damaged no index read")
+			}
+		})
+	}
+	_, _, always, proxy := proxiedStore(t, payloads(1, 2, 8<<10), faultFlip, 1<<30, isIndex, nil)
+	proxy.flip = garble
+	_, err := always.Pull(context.Background(), "run-1", filepath.Join(t.TempDir(), "out"))
+	if err == nil || !strings.Contains(err.Error(), "read 3 times") || !strings.Contains(err.Error(), "segments.") {
+		t.Fatalf("pull through an index damaged on every read: %v, want it named and read 3 times", err)
 	}
 }

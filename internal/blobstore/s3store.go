@@ -87,7 +87,7 @@ func sizeAllowance(size, minThroughput int64) string {
 // signed with the same credentials were accepted. Re-sending it may succeed; blaming the
 // credentials would send the user after the wrong problem.
 func (s *S3ObjectStore) alteredInTransit(op string, err error) bool {
-	if op != "put" {
+	if op != "put" && op != "create" {
 		return false
 	}
 	switch minio.ToErrorResponse(err).Code {
@@ -133,6 +133,24 @@ func (s *S3ObjectStore) fail(ctx context.Context, op, key string, attempts int, 
 }
 
 func (s *S3ObjectStore) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	return s.put(ctx, "put", key, r, size, minio.PutObjectOptions{})
+}
+
+// Create is a PUT with If-None-Match: *, which S3, MinIO and versitygw refuse with 412 when the key
+// holds an object. An attempt that stored the object but lost its answer is refused the same way
+// when retried, so a caller that gets ErrExists reads the object to see whose it is.
+func (s *S3ObjectStore) Create(ctx context.Context, key string, r io.Reader, size int64) error {
+	var opts minio.PutObjectOptions
+	opts.SetMatchETagExcept("*")
+	err := s.put(ctx, "create", key, r, size, opts)
+	var resp minio.ErrorResponse
+	if errors.As(err, &resp) && resp.Code == "PreconditionFailed" {
+		return fmt.Errorf("create %s: %w", s.URL(key), ErrExists)
+	}
+	return err
+}
+
+func (s *S3ObjectStore) put(ctx context.Context, op, key string, r io.Reader, size int64, opts minio.PutObjectOptions) error {
 	if size < 0 {
 		return fmt.Errorf("put %s: the object size is required (got %d)", s.URL(key), size)
 	}
@@ -140,13 +158,13 @@ func (s *S3ObjectStore) Put(ctx context.Context, key string, r io.Reader, size i
 	if err != nil {
 		return fmt.Errorf("put %s: %w", s.URL(key), err)
 	}
-	return s.do(ctx, "put", key, size, attempts, func(ctx context.Context) error {
+	opts.ContentType, opts.PartSize = "application/octet-stream", partSize
+	return s.do(ctx, op, key, size, attempts, func(ctx context.Context) error {
 		rd, err := body()
 		if err != nil {
 			return err
 		}
-		_, err = s.client.PutObject(ctx, s.bucket, key, rd, size, minio.PutObjectOptions{
-			ContentType: "application/octet-stream", PartSize: partSize})
+		_, err = s.client.PutObject(ctx, s.bucket, key, rd, size, opts)
 		return err
 	})
 }

@@ -123,35 +123,59 @@ func cutSegments(r io.Reader) ([]segment, string, error) {
 	return g.segs, hex.EncodeToString(g.all.Sum(nil)), nil
 }
 
-// readIndex reads a session's segments.json; found is false for a session stored as one events.jsonl.
-func (s *SessionStore) readIndex(ctx context.Context, meta session.Meta) (idx segmentIndex, found bool, err error) {
-	key := s.layout.SessionSegments(meta.ID)
-	data, err := s.readSmall(ctx, key, maxIndexSize)
+// readIndex reads a session's segment index, named by its eventsHash or, stored by an older
+// agentrewind, segments.json, and returns the key it read; found is false for a session stored as
+// one events.jsonl. An index cut short or altered on the way is read again, up to verifyReads times
+// in all, as every other object of a pull is: one bad transfer must not fail the pull.
+func (s *SessionStore) readIndex(ctx context.Context, meta session.Meta) (idx segmentIndex, key string, found bool, err error) {
+	for reads := 1; ; reads++ {
+		idx, key, found, err = s.readIndexOnce(ctx, meta)
+		if err == nil || errors.Is(err, ErrNotFound) || ctx.Err() != nil {
+			return idx, key, found, err
+		}
+		if reads >= verifyReads {
+			return idx, key, found, fmt.Errorf("%w (read %d times, never intact: the stored object is damaged, not just its transfer)", err, reads)
+		}
+	}
+}
+
+func (s *SessionStore) readIndexOnce(ctx context.Context, meta session.Meta) (idx segmentIndex, key string, found bool, err error) {
+	key, data, err := s.readEither(ctx, s.layout.SessionSegments(meta.ID, meta.EventsHash), s.layout.SessionLegacySegments(meta.ID), maxIndexSize)
 	if errors.Is(err, ErrNotFound) {
-		return idx, false, nil
+		return idx, key, false, nil
 	}
 	if err != nil {
-		return idx, false, err
+		return idx, key, false, err
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&idx); err != nil {
-		return idx, true, fmt.Errorf("%s: %w", s.name(key), err)
+		return idx, key, true, fmt.Errorf("%s: %w", s.name(key), err)
 	}
 	if idx.EventsHash != meta.EventsHash {
-		return idx, true, &session.CorruptMetaError{File: s.name(key), Field: "eventsHash",
+		return idx, key, true, &session.CorruptMetaError{File: s.name(key), Field: "eventsHash",
 			Err: fmt.Errorf("is %s, but meta.json commits %s: the index does not belong to this session", idx.EventsHash, meta.EventsHash)}
 	}
 	var total int64
 	for i, seg := range idx.Segments {
 		if !session.ValidBlobHash(seg.Hash) || seg.Bytes <= 0 {
-			return idx, true, fmt.Errorf("%s: segments[%d] is not a sha256 digest with a positive size", s.name(key), i)
+			return idx, key, true, fmt.Errorf("%s: segments[%d] is not a sha256 digest with a positive size", s.name(key), i)
 		}
 		if total += seg.Bytes; total < 0 {
-			return idx, true, fmt.Errorf("%s: segments[%d].bytes: the sizes add up past 2^63 bytes", s.name(key), i)
+			return idx, key, true, fmt.Errorf("%s: segments[%d].bytes: the sizes add up past 2^63 bytes", s.name(key), i)
 		}
 	}
-	return idx, true, nil
+	return idx, key, true, nil
+}
+
+// readEither reads the object at key, or at legacy when there is none at key, and says which it read.
+func (s *SessionStore) readEither(ctx context.Context, key, legacy string, limit int64) (string, []byte, error) {
+	data, err := s.readSmall(ctx, key, limit)
+	if errors.Is(err, ErrNotFound) {
+		key = legacy
+		data, err = s.readSmall(ctx, key, limit)
+	}
+	return key, data, err
 }
 
 // segmentReader reads a segmented log as one stream: each segment is fetched whole and checked
@@ -181,8 +205,8 @@ type fetchedSegment struct {
 	err  error
 }
 
-func (s *SessionStore) newSegmentReader(ctx context.Context, meta session.Meta, segs []segment) *segmentReader {
-	return &segmentReader{s: s, ctx: ctx, index: s.name(s.layout.SessionSegments(meta.ID)), segs: segs, ahead: s.parallel}
+func (s *SessionStore) newSegmentReader(ctx context.Context, indexKey string, segs []segment) *segmentReader {
+	return &segmentReader{s: s, ctx: ctx, index: s.name(indexKey), segs: segs, ahead: s.parallel}
 }
 
 // fetchAhead starts fetching the segments in order, at most ahead of them waiting to be read.
@@ -263,15 +287,15 @@ func (r *segmentReader) Close() error {
 
 // openLog opens a committed session's log for reading, from its segments or its one events.jsonl.
 func (s *SessionStore) openLog(ctx context.Context, meta session.Meta) (io.ReadCloser, string, error) {
-	idx, found, err := s.readIndex(ctx, meta)
+	idx, key, found, err := s.readIndex(ctx, meta)
 	if err != nil {
 		return nil, "", err
 	}
 	if found {
-		r := s.newSegmentReader(ctx, meta, idx.Segments)
+		r := s.newSegmentReader(ctx, key, idx.Segments)
 		return r, r.index, nil
 	}
-	key := s.layout.SessionEvents(meta.ID)
+	key = s.layout.SessionEvents(meta.ID)
 	body, err := s.objects.Get(ctx, key)
 	if errors.Is(err, ErrNotFound) {
 		return nil, "", missingEvents(meta.ID, s.name(key), err)

@@ -64,7 +64,7 @@ func newStallingStore(t *testing.T) (*SessionStore, *stallingSegments, session.M
 	if _, err := NewSessionStore(mem, layout, StoreOptions{}).Push(context.Background(), dir); err != nil {
 		t.Fatal(err)
 	}
-	raw, ok := mem.Bytes(layout.SessionSegments(meta.ID))
+	raw, ok := mem.Bytes(layout.SessionSegments(meta.ID, meta.EventsHash))
 	if !ok {
 		t.Fatal("the push stored no segments.json")
 	}

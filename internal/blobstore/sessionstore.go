@@ -63,11 +63,21 @@ type ConflictError struct {
 	ID               string
 	LocalEventsHash  string
 	StoredEventsHash string
+	// Raced says another push committed the id while this one ran; nothing of this push is kept.
+	Raced bool
 }
 
 func (e *ConflictError) Error() string {
-	return fmt.Sprintf("session %s is already in the store with different content (eventsHash %s there, %s here): sessions are immutable; record or fork under a new id",
-		e.ID, e.StoredEventsHash, e.LocalEventsHash)
+	what := "is already in the store"
+	if e.Raced {
+		what = "was committed by another push while this one ran"
+	}
+	diff := fmt.Sprintf("eventsHash %s there, %s here", e.StoredEventsHash, e.LocalEventsHash)
+	if e.StoredEventsHash == e.LocalEventsHash {
+		diff = "the same events, another meta.json"
+	}
+	return fmt.Sprintf("session %s %s with different content (%s): sessions are immutable; record or fork under a new id",
+		e.ID, what, diff)
 }
 
 // maxMetaSize bounds meta.json reads: it is a few hundred bytes, and a huge one is not a session.
@@ -139,9 +149,9 @@ func missingEvents(id, name string, err error) error {
 
 // missingSession tells a session never pushed from one whose upload stopped before meta.json.
 func (s *SessionStore) missingSession(ctx context.Context, id string) error {
-	_, err := s.objects.Stat(ctx, s.layout.SessionSegments(id))
-	if errors.Is(err, ErrNotFound) {
-		_, err = s.objects.Stat(ctx, s.layout.SessionEvents(id))
+	objs, err := s.objects.List(ctx, s.layout.SessionsPrefix()+id+"/")
+	if err == nil && len(objs) == 0 {
+		err = fmt.Errorf("no object under %s: %w", s.name(s.layout.SessionsPrefix()+id+"/"), ErrNotFound)
 	}
 	switch {
 	case err == nil:

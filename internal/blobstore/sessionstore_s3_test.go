@@ -6,11 +6,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -20,7 +22,7 @@ import (
 )
 
 // keyRE is every key a session store may write under the test prefix.
-var keyRE = regexp.MustCompile(`^team/prod/(blobs/sha256/([0-9a-f]{2})/([0-9a-f]{64})|sessions/[A-Za-z0-9._-]+/(meta\.json|meta\.json\.sha256|segments\.json|vault\.enc))$`)
+var keyRE = regexp.MustCompile(`^team/prod/(blobs/sha256/([0-9a-f]{2})/([0-9a-f]{64})|sessions/[A-Za-z0-9._-]+/(meta\.json|meta\.json\.[0-9a-f]{64}\.sha256|segments\.[0-9a-f]{64}\.json|vault\.[0-9a-f]{64}\.enc))$`)
 
 func TestS3RoundTripWithLargeAndSmallBlobs(t *testing.T) {
 	env := startS3(t)
@@ -38,7 +40,7 @@ func TestS3RoundTripWithLargeAndSmallBlobs(t *testing.T) {
 	}
 	all := keys(t, objs, "")
 	if len(all) != 47+res.Segments {
-		t.Fatalf("bucket holds %d objects, want 43 blobs + the log's %d segments + segments.json + vault.enc + meta.json.sha256 + meta.json", len(all), res.Segments)
+		t.Fatalf("bucket holds %d objects, want 43 blobs + the log's %d segments + its index + the vault + meta.json's record + meta.json", len(all), res.Segments)
 	}
 	for _, key := range all {
 		m := keyRE.FindStringSubmatch(key)
@@ -46,9 +48,9 @@ func TestS3RoundTripWithLargeAndSmallBlobs(t *testing.T) {
 			t.Errorf("key %s is outside the layout", key)
 		}
 	}
-	vaultKey := "team/prod/sessions/run-1/vault.enc"
-	if store.Layout().SessionVault(meta.ID) != vaultKey {
-		t.Fatalf("SessionVault(run-1) = %s, want %s", store.Layout().SessionVault(meta.ID), vaultKey)
+	vaultKey := "team/prod/sessions/run-1/vault." + meta.VaultHash + ".enc"
+	if store.Layout().SessionVault(meta.ID, meta.VaultHash) != vaultKey {
+		t.Fatalf("SessionVault(run-1) = %s, want %s", store.Layout().SessionVault(meta.ID, meta.VaultHash), vaultKey)
 	}
 	if stored := getObject(t, objs, vaultKey); !bytes.Equal(stored, testVault) {
 		t.Fatalf("%s holds %d bytes, not the %d sealed bytes recorded", vaultKey, len(stored), len(testVault))
@@ -95,7 +97,7 @@ func TestS3ForksSharingAPrefixStoreTheSharedBlobsOnce(t *testing.T) {
 		t.Fatalf("the store holds %d blobs, want 13 (8 shared once + 2 + 3) + %d segments; fork b shared %d segments", n, segs, b.SegmentsSkipped)
 	}
 	if n := len(keys(t, objs, store.Layout().SessionsPrefix())); n != 8 {
-		t.Fatalf("the store holds %d session objects, want 8 (segments.json, vault.enc, meta.json.sha256 and meta.json each)", n)
+		t.Fatalf("the store holds %d session objects, want 8 (a segment index, a vault, meta.json's record and meta.json each)", n)
 	}
 	for _, fork := range []string{"fork-a", "fork-b"} {
 		out := filepath.Join(t.TempDir(), fork)
@@ -129,7 +131,7 @@ func TestS3InterruptedUploadIsInvisibleAndARetryCompletesIt(t *testing.T) {
 			return func(key string) bool { return key == l.SessionMeta("run-1") }
 		}},
 		{"at vault.enc", func(l Layout) func(string) bool {
-			return func(key string) bool { return key == l.SessionVault("run-1") }
+			return func(key string) bool { return strings.HasPrefix(key, l.SessionsPrefix()+"run-1/vault.") }
 		}},
 		{"half-way through the blobs", func(l Layout) func(string) bool {
 			var n atomic.Int64
@@ -210,7 +212,7 @@ func TestS3TamperedObjectsAreDetectedOnRead(t *testing.T) {
 
 	// vault.enc rewritten on the server's disk, same size, one bit changed: a replay must not
 	// unseal it. Streaming events does not read the vault, so it is unaffected.
-	vaultKey := l.SessionVault("run-1")
+	vaultKey := vaultKey(l, store.objects, "run-1")
 	vaultPath := env.srv.ObjectPath(env.bucket, vaultKey)
 	sealed, err := os.ReadFile(vaultPath)
 	if err != nil {
@@ -401,5 +403,61 @@ func verifyStoredBlobs(t *testing.T, objs ObjectStore, l Layout) {
 		if got := hex.EncodeToString(sum.Sum(nil)); got != h {
 			t.Errorf("stored blob %s hashes to %s: corrupt bytes were stored", key, got)
 		}
+	}
+}
+
+// TestS3TwoPushesUnderOneIDAtOnceCommitOne: the S3 server refuses a second meta.json with 412, and
+// of two different sessions pushed under one id at the same moment exactly one is told it pushed;
+// the other gets a ConflictError and the store holds the winner's session alone.
+func TestS3TwoPushesUnderOneIDAtOnceCommitOne(t *testing.T) {
+	env := startS3(t)
+	ctx := context.Background()
+	_, objs := env.sessionStore(t, StoreOptions{})
+	if err := objs.Create(ctx, "probe", strings.NewReader("a"), 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := objs.Create(ctx, "probe", strings.NewReader("b"), 1); !errors.Is(err, ErrExists) {
+		t.Fatalf("a second create of one key: %v, want ErrExists (the server ignores If-None-Match)", err)
+	}
+	root := t.TempDir()
+	for trial := range 5 {
+		id := fmt.Sprintf("run-%d", trial)
+		dirs := [2]string{filepath.Join(root, id+"-a"), filepath.Join(root, id+"-b")}
+		for i, dir := range dirs {
+			writeSession(t, dir, id, "", payloads(uint64(10*trial+i), 3, 4<<10))
+		}
+		var errs [2]error
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i, dir := range dirs {
+			store, _ := env.sessionStore(t, StoreOptions{Parallelism: 2})
+			wg.Go(func() {
+				<-start
+				_, errs[i] = store.Push(ctx, dir)
+			})
+		}
+		close(start)
+		wg.Wait()
+		winner := -1
+		for i, err := range errs {
+			var conflict *ConflictError
+			switch {
+			case err == nil && winner < 0:
+				winner = i
+			case err == nil:
+				t.Fatalf("trial %d: both pushes of different sessions under %s succeeded", trial, id)
+			case !errors.As(err, &conflict):
+				t.Fatalf("trial %d: push %d failed other than with a conflict: %v", trial, i, err)
+			}
+		}
+		if winner < 0 {
+			t.Fatalf("trial %d: neither push committed: %v", trial, errs)
+		}
+		store, _ := env.sessionStore(t, StoreOptions{})
+		out := filepath.Join(t.TempDir(), "pulled")
+		if _, err := store.Pull(ctx, id, out); err != nil {
+			t.Fatalf("trial %d: %v", trial, err)
+		}
+		assertSameSession(t, dirs[winner], out)
 	}
 }

@@ -66,9 +66,10 @@ func TestPushStoresBlobsThenSegmentsThenTheirIndexThenVaultThenMetaSumThenMetaLa
 	}
 	l := store.Layout()
 	n := 3 + res.Segments
-	if res.Segments < 2 || len(order) != n+4 || order[n] != l.SessionSegments(meta.ID) || order[n+1] != l.SessionVault(meta.ID) ||
-		order[n+2] != l.SessionMetaSum(meta.ID) || order[n+3] != l.SessionMeta(meta.ID) {
-		t.Fatalf("upload order %v: want 3 blobs and the log's segments (%d), then segments.json, then vault.enc, then meta.json.sha256, then meta.json", order, res.Segments)
+	metaBytes := mustRead(t, filepath.Join(dir, session.MetaFile))
+	if res.Segments < 2 || len(order) != n+4 || order[n] != l.SessionSegments(meta.ID, meta.EventsHash) || order[n+1] != l.SessionVault(meta.ID, meta.VaultHash) ||
+		order[n+2] != metaSumKey(l, meta.ID, metaBytes) || order[n+3] != l.SessionMeta(meta.ID) {
+		t.Fatalf("upload order %v: want 3 blobs and the log's segments (%d), then the segment index, then the vault, then meta.json's record, then meta.json", order, res.Segments)
 	}
 	for _, key := range order[:n] {
 		if !strings.HasPrefix(key, "pfx/blobs/sha256/") {
@@ -86,8 +87,8 @@ func TestPushStoresTheSealedVaultUnderItsLayoutKey(t *testing.T) {
 	if _, err := store.Push(context.Background(), dir); err != nil {
 		t.Fatal(err)
 	}
-	const key = "pfx/sessions/s1/vault.enc"
-	if got := store.Layout().SessionVault("s1"); got != key {
+	key := "pfx/sessions/s1/vault." + meta.VaultHash + ".enc"
+	if got := store.Layout().SessionVault("s1", meta.VaultHash); got != key {
 		t.Fatalf("SessionVault(s1) = %s, want %s", got, key)
 	}
 	stored, ok := mem.Bytes(key)
@@ -227,7 +228,7 @@ func (d droppingStore) Put(ctx context.Context, key string, r io.Reader, size in
 
 func TestPushConfirmsTheVaultIsStoredBeforeCommitting(t *testing.T) {
 	dir, meta, store, mem := memSession(t)
-	vaultKey := store.Layout().SessionVault(meta.ID)
+	vaultKey := store.Layout().SessionVault(meta.ID, meta.VaultHash)
 	lying := NewSessionStore(droppingStore{mem, func(key string) bool { return key == vaultKey }}, store.Layout(), StoreOptions{})
 	_, err := lying.Push(context.Background(), dir)
 	if err == nil || !strings.Contains(err.Error(), vaultKey) || !strings.Contains(err.Error(), "push again") {
@@ -244,8 +245,9 @@ func TestPushAgainRestoresAVaultMissingFromTheStore(t *testing.T) {
 	if _, err := store.Push(ctx, dir); err != nil {
 		t.Fatal(err)
 	}
-	key := store.Layout().SessionVault(meta.ID)
+	key := store.Layout().SessionVault(meta.ID, meta.VaultHash)
 	_ = mem.Delete(ctx, key)
+	key = store.Layout().SessionLegacyVault(meta.ID) // the last place a pull looks
 	_, err := store.Pull(ctx, meta.ID, filepath.Join(t.TempDir(), "broken"))
 	if !errors.Is(err, ErrVaultMissing) || !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), key) ||
 		!strings.Contains(err.Error(), "upload was incomplete") || !strings.Contains(err.Error(), "push the session again") {
@@ -411,7 +413,7 @@ func TestPullDetectsTamperedObjects(t *testing.T) {
 			return key
 		}},
 		{"segments.json listing the segments out of order", func(t testing.TB, l Layout, mem *MemObjectStore) string {
-			key := l.SessionSegments("s1")
+			key := indexKey(l, mem, "s1")
 			data, _ := mem.Bytes(key)
 			var idx segmentIndex
 			if err := json.Unmarshal(data, &idx); err != nil || len(idx.Segments) < 2 {
@@ -423,14 +425,14 @@ func TestPullDetectsTamperedObjects(t *testing.T) {
 			return key
 		}},
 		{"vault.enc with a flipped bit", func(t testing.TB, l Layout, mem *MemObjectStore) string {
-			key := l.SessionVault("s1")
+			key := vaultKey(l, mem, "s1")
 			data, _ := mem.Bytes(key)
 			data[len(data)/2] ^= 1
 			mem.Set(key, data)
 			return key
 		}},
 		{"vault.enc replaced by another session's", func(t testing.TB, l Layout, mem *MemObjectStore) string {
-			key := l.SessionVault("s1")
+			key := vaultKey(l, mem, "s1")
 			mem.Set(key, sealedBytes(99, len(testVault)))
 			return key
 		}},
@@ -523,7 +525,7 @@ func TestProgressReportsEveryObjectWithoutOverlap(t *testing.T) {
 		size += int64(len(data))
 	}
 	// 3 blobs, the log's segments and their index, the vault and meta.json.
-	index := int64(len(mustBytes(t, mem, store.Layout().SessionSegments("s1"))))
+	index := int64(len(mustBytes(t, mem, indexKey(store.Layout(), mem, "s1"))))
 	if objs := 6 - 1 + pushed.Segments + 1; last.Phase != PhaseDone || last.DoneObjects != objs || last.TotalObjects != objs || last.DoneBytes != size+index || last.TotalBytes != size+index {
 		t.Fatalf("last push progress %+v, want %d/%d objects and %d/%d bytes", last, objs, objs, size+index, size+index)
 	}

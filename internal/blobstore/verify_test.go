@@ -103,7 +103,7 @@ func TestPullAndStreamRefuseAStoredSessionVerifyRejects(t *testing.T) {
 			events, metaBytes := tamperSession(t, tc, storedLog(t, l, mem, meta.ID), mustBytes(t, mem, l.SessionMeta(meta.ID)))
 			storeLog(t, l, mem, meta.ID, events)
 			mem.Set(l.SessionMeta(meta.ID), metaBytes)
-			mem.Set(l.SessionMetaSum(meta.ID), metaSumRecord(metaBytes))
+			mem.Set(metaSumKey(l, meta.ID, metaBytes), metaSumRecord(metaBytes))
 			assertPullRefused(t, store, meta.ID, tc.want)
 			if err := drain(store, meta.ID); !tc.want(err) {
 				t.Fatalf("stream: %v, want the error session.Open gives", err)
@@ -131,7 +131,7 @@ func TestS3PullRefusesASessionTamperedAtRestThatVerifyRejects(t *testing.T) {
 	events, meta := tamperSession(t, tc, storedLog(t, l, store.objects, "run-1"), readFile(t, metaPath))
 	storeLog(t, l, store.objects, "run-1", events)
 	writeFile(t, metaPath, meta)
-	writeFile(t, env.srv.ObjectPath(env.bucket, l.SessionMetaSum("run-1")), metaSumRecord(meta))
+	writeFile(t, env.srv.ObjectPath(env.bucket, metaSumKey(l, "run-1", meta)), metaSumRecord(meta))
 	assertPullRefused(t, store, "run-1", tc.want)
 	if err := drain(store, "run-1"); !tc.want(err) {
 		t.Fatalf("stream: %v, want the error session.Open gives", err)
@@ -178,7 +178,7 @@ func TestStoreDamageIsCorruptNotAFailureToRead(t *testing.T) {
 		want   func(error) bool
 	}{
 		{"the log's index deleted", func(l Layout, mem *MemObjectStore, id string) {
-			mem.Delete(context.Background(), l.SessionSegments(id))
+			mem.Delete(context.Background(), indexKey(l, mem, id))
 		}, isMissing},
 		{"a segment of the log deleted", func(l Layout, mem *MemObjectStore, id string) {
 			mem.Delete(context.Background(), segmentKeys(l, mem, id)[0])
@@ -190,7 +190,7 @@ func TestStoreDamageIsCorruptNotAFailureToRead(t *testing.T) {
 			data, _ := mem.Bytes(l.SessionMeta(id))
 			data = bytes.Replace(data, []byte(`"createdAt"`), []byte(`"createdAu"`), 1)
 			mem.Set(l.SessionMeta(id), data)
-			mem.Set(l.SessionMetaSum(id), metaSumRecord(data))
+			mem.Set(metaSumKey(l, id, data), metaSumRecord(data))
 		}, isCorruptMeta},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

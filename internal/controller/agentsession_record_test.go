@@ -97,7 +97,7 @@ func TestASessionThatAsksForARecordingRecordsItsAgent(t *testing.T) {
 	e.runJob(e.waitJob("rec", "verify"))
 	s = e.waitSession("rec", v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonVerified)
 	rec := s.Status.Recording
-	size := e.storedSize(e.storeKey("sessions", "rec")+"/", "meta.json", "events.jsonl", "vault.enc") + e.segmentBytes("rec")
+	size := e.storedSize(e.storeKey("sessions", "rec")+"/", "meta.json", "events.jsonl", "vault."+stored.VaultHash+".enc") + e.segmentBytes("rec")
 	if rec.EventsHash != stored.EventsHash || *rec.Events != 3 || *rec.ModelCalls != 1 || *rec.Blobs != 0 || *rec.Bytes != size || rec.LogState != v1alpha1.LogClosed {
 		t.Errorf("recording: hash %s, %d events, %d model calls, %d blobs, %d bytes, log %s; want the stored session's hash %s, 3 events (start, the call, end), 1 model call, no blobs, %d bytes, closed",
 			rec.EventsHash, *rec.Events, *rec.ModelCalls, *rec.Blobs, *rec.Bytes, rec.LogState, stored.EventsHash, size)
@@ -304,20 +304,27 @@ func checkRecordPod(t *testing.T, job *batchv1.Job, s *v1alpha1.AgentSession) {
 	}
 }
 
-// segmentBytes is the size of the session's log as the store keeps it in segments (segments.json);
+// segmentBytes is the size of the session's log as the store keeps it in segments (its index);
 // 0 for a log stored as one events.jsonl.
 func (e *env) segmentBytes(id string) int64 {
-	_, n := segmentsOf(e.ctx, e.t, e.storeKey("sessions", id, "segments.json"))
+	_, n := segmentsOf(e.ctx, e.t, e.storeKey("sessions", id))
 	return n
 }
 
-// segmentsOf reads the segment index at key: the hashes of the segments that hold a session's log and
-// their total size; none for a session whose log is one events.jsonl.
-func segmentsOf(ctx context.Context, t testing.TB, key string) (hashes []string, bytes int64) {
+// segmentsOf reads the segment index of the session whose objects are under sessionKey: the hashes of
+// the segments that hold its log and their total size; none for a log stored as one events.jsonl.
+func segmentsOf(ctx context.Context, t testing.TB, sessionKey string) (hashes []string, bytes int64) {
 	t.Helper()
 	c, err := s3.Client()
 	if err != nil {
 		t.Fatal(err)
+	}
+	key := sessionKey + "/segments.json" // an older agentrewind's name, read when no index is named by hash
+	for o := range c.ListObjects(ctx, testBucket, minio.ListObjectsOptions{Prefix: sessionKey + "/segments.", Recursive: true}) {
+		if o.Err != nil {
+			t.Fatal(o.Err)
+		}
+		key = o.Key
 	}
 	obj, err := c.GetObject(ctx, testBucket, key, minio.GetObjectOptions{})
 	if err != nil {

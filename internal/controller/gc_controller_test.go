@@ -264,13 +264,13 @@ func TestGCPassDeletesOnlyCollectibleSessionsPastTheirGraceAndTheSweepTheirBlobs
 	kept := map[string]bool{}
 	for _, s := range mixedPopulation {
 		if s.name != "complete-old" {
-			hashes, _ := segmentsOf(h.ctx, t, h.storeKey("sessions", s.name, "segments.json"))
+			hashes, _ := segmentsOf(h.ctx, t, h.storeKey("sessions", s.name))
 			for _, hash := range hashes {
 				kept[hash] = true
 			}
 		}
 	}
-	doomedSegments, _ := segmentsOf(h.ctx, t, h.storeKey("sessions", "complete-old", "segments.json"))
+	doomedSegments, _ := segmentsOf(h.ctx, t, h.storeKey("sessions", "complete-old"))
 	for _, hash := range doomedSegments {
 		if !kept[hash] {
 			swept = append(swept, h.storeKey("blobs", "sha256", hash[:2], hash))

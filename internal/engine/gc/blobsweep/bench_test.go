@@ -86,7 +86,7 @@ func BenchmarkSweepVsListing(b *testing.B) {
 					fmt.Fprintf(&ev, `{"schemaVersion":3,"step":%d,"kind":"tool_call","blobs":{"result":%q}}`+"\n", j, hash(s*perSession+j))
 				}
 				for key, data := range map[string]string{e.layout.SessionEvents(id): ev.String(),
-					e.layout.SessionMetaSum(id): "0000  meta.json\n", e.layout.SessionMeta(id): `{"id":"` + id + `"}`} {
+					e.layout.SessionMetaSum(id, strings.Repeat("0", 64)): "0000  meta.json\n", e.layout.SessionMeta(id): `{"id":"` + id + `"}`} {
 					if err := e.objects.Put(context.Background(), key, strings.NewReader(data), int64(len(data))); err != nil {
 						b.Error(err)
 						return

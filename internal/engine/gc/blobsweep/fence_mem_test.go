@@ -40,7 +40,7 @@ func TestARepairPushSettlesLikeANewOne(t *testing.T) {
 	if _, err := store.Push(ctx, dir); err != nil {
 		t.Fatal(err)
 	}
-	if err := mem.Delete(ctx, layout.SessionSegments("run")); err != nil {
+	if err := mem.Delete(ctx, indexOf(t, mem, layout, "run")); err != nil {
 		t.Fatal(err)
 	}
 	clock.add(72 * time.Hour)
@@ -161,4 +161,23 @@ func TestASweepThatCannotDeleteInItsWindowsStops(t *testing.T) {
 			t.Log(err)
 		})
 	}
+}
+
+// indexOf is the key of session id's one segment index.
+func indexOf(t testing.TB, mem *blobstore.MemObjectStore, layout blobstore.Layout, id string) string {
+	t.Helper()
+	objs, err := mem.List(context.Background(), layout.SessionsPrefix()+id+"/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found []string
+	for _, o := range objs {
+		if layout.IsSessionIndex(id, o.Key) {
+			found = append(found, o.Key)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("session %s has segment indexes %v, want one", id, found)
+	}
+	return found[0]
 }

@@ -152,6 +152,21 @@ func (e *s3env) deleteKeys(t testing.TB, keys ...string) {
 	}
 }
 
+// sessionKeys lists the keys under session id whose name, after the session's prefix, starts with
+// name ("" for all of them).
+func (e *s3env) sessionKeys(t testing.TB, id, name string) []string {
+	t.Helper()
+	objs, err := e.objects.List(context.Background(), e.layout.SessionsPrefix()+id+"/"+name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, o := range objs {
+		keys = append(keys, o.Key)
+	}
+	return keys
+}
+
 // blobBytes reads a blob of a local session directory.
 func blobBytes(t testing.TB, dir, hash string) []byte {
 	t.Helper()
@@ -173,7 +188,11 @@ func contains(s []string, k string) bool { return slices.Contains(s, k) }
 // segmentsOf lists the keys of the segments session id's log is stored as (its segments.json).
 func (e *s3env) segmentsOf(t testing.TB, id string) []string {
 	t.Helper()
-	rc, err := e.objects.Get(context.Background(), e.layout.SessionSegments(id))
+	index := e.sessionKeys(t, id, "segments.")
+	if len(index) != 1 {
+		t.Fatalf("session %s has segment indexes %v, want one", id, index)
+	}
+	rc, err := e.objects.Get(context.Background(), index[0])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -430,8 +430,8 @@ func (s *sweep) mark(ctx context.Context) (roots, error) {
 	var r roots
 	type prefix struct {
 		committed bool
-		// logs are what lists the session's blobs: its events.jsonl, or the segments.json that
-		// indexes its log's segments and names every blob the log references (both, once re-pushed).
+		// logs are what lists the session's blobs: its events.jsonl, or the segment index that
+		// names its log's segments and every blob the log references (several, once re-pushed).
 		logs []blobstore.ObjectInfo
 	}
 	sessions := map[string]*prefix{}
@@ -449,10 +449,11 @@ func (s *sweep) mark(ctx context.Context) (roots, error) {
 				sessions[id] = p
 				order = append(order, id)
 			}
-			switch o.Key {
-			case l.SessionMeta(id):
+			switch {
+			case o.Key == l.SessionMeta(id):
 				p.committed = true
-			case l.SessionEvents(id), l.SessionSegments(id):
+			case o.Key == l.SessionEvents(id), l.IsSessionIndex(id, o.Key):
+				// Every index under the session is marked, a losing push's too, until it is removed.
 				p.logs = append(p.logs, o)
 			}
 		}

@@ -39,11 +39,11 @@ func population(t *testing.T, e *s3env) (doomed []string) {
 	// The GC controller deleted this session: its objects go, its blobs (its log's segments too) stay
 	// for the sweep.
 	goneSegments := e.segmentsOf(t, "deleted")
-	e.deleteKeys(t, e.layout.SessionMeta("deleted"), e.layout.SessionMetaSum("deleted"), e.layout.SessionSegments("deleted"))
+	e.deleteKeys(t, e.sessionKeys(t, "deleted", "")...)
 	// An upload interrupted before meta.json: uncommitted, still a root.
 	dirUp, _ := record(t, "uploading", 7)
 	e.push(t, dirUp)
-	e.deleteKeys(t, e.layout.SessionMeta("uploading"), e.layout.SessionMetaSum("uploading"))
+	e.deleteKeys(t, e.sessionKeys(t, "uploading", "meta.json")...)
 	// A checkpoint whose workspace holds the bytes of the deleted session's blob 6 and of kept-a's blob 1.
 	ws := t.TempDir()
 	must(t, os.WriteFile(filepath.Join(ws, "six.json"), blobBytes(t, dirGone, hGone[6]), 0o644))
