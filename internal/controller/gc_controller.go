@@ -68,8 +68,9 @@ func (g *GarbageCollector) NeedLeaderElection() bool { return true }
 
 // GC: status.reachability on AgentSessions, what a collected session's hand-made ResumePlans and
 // ForkRuns say of it (gc_dependents.go), deletions of collectible sessions and pruned Checkpoints,
-// the blob sweep Jobs and their Leases. Creating the sweep's ServiceAccount and Role is opt-in
-// (--gc-sweep-create-rbac) and needs config/rbac/gc_sweep_rbac.yaml: the generated role creates no RBAC.
+// the blob sweep Jobs and their Leases. Creating the sweep's ServiceAccount and Role
+// (--gc-sweep-create-rbac, on in the Helm chart) needs config/rbac/gc_sweep_rbac.yaml, whose admission
+// policy lets the manager create only those: the generated role creates no RBAC.
 // +kubebuilder:rbac:groups=agentrewind.io,resources=agentsessions,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=agentrewind.io,resources=agentsessions/status,verbs=get;patch
 // +kubebuilder:rbac:groups=agentrewind.io,resources=resumeplans;forkruns,verbs=get;list;watch

@@ -208,8 +208,37 @@ func TestChartClusterRoleHasTheRulesOfConfigRBAC(t *testing.T) {
 	if diff := cmp.Diff(want, crb.Subjects); diff != "" || crb.RoleRef.Name != "agentrewind-manager" {
 		t.Errorf("ClusterRoleBinding binds %s to (-want +got):\n%s", crb.RoleRef.Name, diff)
 	}
-	if r := render(t); r.find("ClusterRole", "agentrewind-gc-sweep-rbac") != nil || r.find("ClusterRoleBinding", "agentrewind-gc-sweep-rbac") != nil {
-		t.Error("the sweep's RBAC-creating ClusterRole is rendered without gc.sweep.createRBAC")
+	if r := render(t, "--set", "gc.sweep.createRBAC=false"); r.find("ClusterRole", "agentrewind-gc-sweep-rbac") != nil ||
+		r.find("ClusterRoleBinding", "agentrewind-gc-sweep-rbac") != nil || r.find("ValidatingAdmissionPolicy", "agentrewind-gc-sweep-rbac") != nil {
+		t.Error("the sweep's RBAC-creating ClusterRole or its policy is rendered with gc.sweep.createRBAC=false")
+	}
+}
+
+// The blob sweep runs with the chart's defaults: the manager may create the sweep's RBAC, under the
+// admission policy of config/rbac/gc_sweep_rbac.yaml (internal/controller tests it on an API server),
+// which names the release's manager.
+func TestChartSweepsByDefaultUnderThePolicyOfConfigRBAC(t *testing.T) {
+	r := render(t, "--namespace", "ops", "--set", "serviceAccount.name=rewinder")
+	if f := flags(t, manager(t, r)); f["gc-sweep-create-rbac"] != "true" || f["gc-sweep-interval"] == "0s" {
+		t.Fatalf("the manager's sweep flags by default: create-rbac=%q interval=%q", f["gc-sweep-create-rbac"], f["gc-sweep-interval"])
+	}
+	if r.find("ClusterRoleBinding", "agentrewind-gc-sweep-rbac") == nil {
+		t.Fatal("the sweep's RBAC-creating ClusterRole is not bound by default")
+	}
+	var want, got admissionv1.ValidatingAdmissionPolicy
+	fromFile(t, "config/rbac/gc_sweep_rbac.yaml", "ValidatingAdmissionPolicy", &want)
+	get(t, r, "ValidatingAdmissionPolicy", "agentrewind-gc-sweep-rbac", &got)
+	if len(got.Spec.MatchConditions) != 1 || got.Spec.MatchConditions[0].Expression != "request.userInfo.username == 'system:serviceaccount:ops:rewinder'" {
+		t.Fatalf("the chart's policy applies to %+v, want the release's manager", got.Spec.MatchConditions)
+	}
+	got.Spec.MatchConditions = want.Spec.MatchConditions
+	if diff := cmp.Diff(want.Spec, got.Spec); diff != "" {
+		t.Errorf("the chart's sweep policy differs from config/rbac/gc_sweep_rbac.yaml (-config +chart):\n%s", diff)
+	}
+	var b admissionv1.ValidatingAdmissionPolicyBinding
+	get(t, r, "ValidatingAdmissionPolicyBinding", "agentrewind-gc-sweep-rbac", &b)
+	if b.Spec.PolicyName != got.Name || len(b.Spec.ValidationActions) != 1 || b.Spec.ValidationActions[0] != admissionv1.Deny {
+		t.Errorf("the policy's binding: %+v", b.Spec)
 	}
 }
 
