@@ -201,32 +201,67 @@ func (l *localSession) size() int64 {
 
 // storedAlready reads the commit marker before anything is uploaded: a committed session must not
 // have its events overwritten. It reports whether the store holds this session, and fails with
-// *ConflictError when it holds other content under the same id. The session is this one when
-// meta.json.sha256 names the local meta.json or the stored meta.json is byte for byte the local
-// one: a meta.json or record damaged on the way is read again, and one damaged at rest is
-// returned in repair to be rewritten, so that damage never passes for a conflict. (Two pushes of
-// different content racing for one id are not detected; ids are UUIDs or Kubernetes names, unique
-// by construction.)
+// *ConflictError when it holds other content under the same id. The session is this one when the
+// stored meta.json is byte for byte the local one (its record is rewritten when missing). A stored
+// meta.json that does not verify is read again, since damage on the way goes when fetched again. One
+// still damaged is this session's, to be rewritten, when a record vouches for the local meta.json,
+// no other session's log is stored under the id, and either the damaged meta.json still names this
+// session's log or this session's record is the only one. A record alone never decides: a push
+// that lost the id, or was killed before its commit, leaves its record beside the winner's.
 func (s *SessionStore) storedAlready(ctx context.Context, local *localSession) (committed bool, repair metaRepair, err error) {
 	id := local.meta.ID
 	localSum := sha256Hex(local.metaBytes)
-	ours := func(m storedMeta) bool { return m.vouches(localSum) || bytes.Equal(m.data, local.metaBytes) }
-	m, reads, err := s.readStoredMeta(ctx, id, func(m storedMeta) bool { return ours(m) })
+	same := func(m storedMeta) bool { return bytes.Equal(m.data, local.metaBytes) }
+	m, reads, err := s.readStoredMeta(ctx, id, same)
 	switch {
 	case err != nil:
 		return false, repair, fmt.Errorf("checking whether session %s is already stored: %w", id, err)
 	case m.data == nil:
 		return false, repair, nil // never pushed, or an interrupted push this one completes
-	case ours(m):
-		return true, metaRepair{sum: !m.vouches(localSum), meta: !bytes.Equal(m.data, local.metaBytes)}, nil
+	case same(m):
+		return true, metaRepair{sum: !m.vouches(localSum)}, nil
 	case m.verified() || errors.Is(m.sumErr, ErrNotFound):
 		// The store holds other content under this id (committed by an older agentrewind when the
 		// record is missing).
 		stored, _ := session.DecodeMeta(m.data, s.name(s.layout.SessionMeta(id)))
 		return false, repair, &ConflictError{ID: id, LocalEventsHash: local.meta.EventsHash, StoredEventsHash: stored.EventsHash}
+	case m.vouches(localSum):
+		names, other, err := s.logOfDamagedMeta(ctx, local, m.data)
+		switch {
+		case err != nil:
+			return false, repair, fmt.Errorf("checking whether session %s is already stored: %w", id, err)
+		case other != "":
+			return false, repair, &ConflictError{ID: id, LocalEventsHash: local.meta.EventsHash, StoredEventsHash: other}
+		case names || len(m.sums) == 1:
+			return true, metaRepair{meta: true}, nil // this session's meta.json, damaged at rest
+		}
 	}
 	_, err = s.checkStoredMeta(id, m, reads)
-	return false, repair, fmt.Errorf("session %s is in the store with a meta.json other than this one that its meta.json.sha256 cannot vouch for, so it is not replaced: %w", id, err)
+	return false, repair, fmt.Errorf("session %s is in the store with a meta.json other than this one that no record vouches for, so it is not replaced: %w", id, err)
+}
+
+// logOfDamagedMeta reads a damaged stored meta.json for the log it commits: names says it is the
+// local session's log; other is that log's hash when it is another's and the store holds it, so the
+// meta.json is that session's, whatever records lie beside it. Neither is set when nothing decodes.
+func (s *SessionStore) logOfDamagedMeta(ctx context.Context, local *localSession, stored []byte) (names bool, other string, err error) {
+	id := local.meta.ID
+	meta, err := session.DecodeMeta(stored, s.name(s.layout.SessionMeta(id)))
+	switch {
+	case err != nil || !session.ValidBlobHash(meta.EventsHash):
+		return false, "", nil
+	case meta.EventsHash == local.meta.EventsHash:
+		return true, "", nil
+	}
+	for _, key := range []string{s.layout.SessionSegments(id, meta.EventsHash), s.layout.SessionLegacySegments(id), s.layout.SessionEvents(id)} {
+		_, err := s.objects.Stat(ctx, key)
+		switch {
+		case err == nil:
+			return false, meta.EventsHash, nil
+		case !errors.Is(err, ErrNotFound):
+			return false, "", err
+		}
+	}
+	return false, "", nil
 }
 
 // metaRepair says which of a committed session's meta.json and meta.json.sha256 a push rewrites,
