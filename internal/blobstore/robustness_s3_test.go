@@ -398,3 +398,24 @@ func TestS3SegmentIndexDamagedOnTheWayIsReadAgain(t *testing.T) {
 		t.Fatalf("pull through an index damaged on every read: %v, want it named and read 3 times", err)
 	}
 }
+
+func isListing(r *http.Request) bool { return r.URL.Query().Has("list-type") }
+
+// TestS3ListPagesEndsWhenAListingTrickles: the sweep's page-by-page listing gives each attempt a
+// deadline that covers the answer's body, so a server that sends a listing a byte at a time (or half
+// of it and then nothing) fails the sweep within its budget instead of holding it for ever.
+func TestS3ListPagesEndsWhenAListingTrickles(t *testing.T) {
+	_, _, faulty, proxy := proxiedStore(t, payloads(1, 3, 2<<10), faultTrickle, 1<<30, isListing, func(c *Config) {
+		c.RequestTimeout = 300 * time.Millisecond
+		c.Retry = RetryPolicy{MaxAttempts: 2, BaseDelay: 5 * time.Millisecond, MaxDelay: 50 * time.Millisecond}
+	})
+	objs := faulty.objects.(*S3ObjectStore)
+	start := time.Now()
+	err := objs.ListPages(context.Background(), faulty.Layout().SessionsPrefix(), func([]ObjectInfo) error { return nil })
+	if took := time.Since(start); err == nil || took > 10*time.Second {
+		t.Fatalf("listing from a trickling server: %v after %s, want a failure within seconds", err, took)
+	}
+	if proxy.counts()["trickle"] == 0 {
+		t.Fatal("the proxy trickled no listing")
+	}
+}

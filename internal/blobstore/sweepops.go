@@ -23,31 +23,47 @@ const ListPageSize = 1000
 // request per page, each retried under the store's policy. An error from fn stops the listing.
 // The context is checked between pages; a page in flight is bounded by the request timeout.
 func (s *S3ObjectStore) ListPages(ctx context.Context, prefix string, fn func([]ObjectInfo) error) error {
-	token := ""
+	after := ""
 	for {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("list %s: %w", s.URL(prefix), context.Cause(ctx))
 		}
-		var res minio.ListBucketV2Result
-		err := s.do(ctx, "list", prefix, 0, s.retry.MaxAttempts, func(context.Context) error {
-			var err error
-			res, err = s.core.ListObjectsV2(s.bucket, prefix, "", token, "", ListPageSize)
-			return err
+		var page []ObjectInfo
+		// Each attempt lists under its own deadline, body included: a server that sends half a page
+		// and stalls must not hold the sweep past its timeout.
+		err := s.do(ctx, "list", prefix, 0, s.retry.MaxAttempts, func(ctx context.Context) error {
+			page = page[:0]
+			opts := minio.ListObjectsOptions{Prefix: prefix, Recursive: true, StartAfter: after, MaxKeys: ListPageSize}
+			for oi := range s.client.ListObjectsIter(ctx, s.bucket, opts) {
+				if oi.Err != nil {
+					return oi.Err
+				}
+				last := after
+				if n := len(page); n > 0 {
+					last = page[n-1].Key
+				}
+				if oi.Key <= last {
+					return fmt.Errorf("%w: the server listed %q after %q", errListOutOfOrder, oi.Key, last)
+				}
+				page = append(page, objectInfo(oi))
+				if len(page) == ListPageSize {
+					break // one page per request; the next starts after its last key
+				}
+			}
+			return nil
 		})
 		if err != nil {
 			return err
 		}
-		page := make([]ObjectInfo, 0, len(res.Contents))
-		for _, oi := range res.Contents {
-			page = append(page, objectInfo(oi))
+		if len(page) > 0 {
+			if err := fn(page); err != nil {
+				return err
+			}
 		}
-		if err := fn(page); err != nil {
-			return err
-		}
-		if !res.IsTruncated || res.NextContinuationToken == "" {
+		if len(page) < ListPageSize {
 			return nil
 		}
-		token = res.NextContinuationToken
+		after = page[len(page)-1].Key
 	}
 }
 
