@@ -208,6 +208,9 @@ func Run(ctx context.Context, objects Objects, opts Options) (*Report, error) {
 	}
 	rep.Sessions, rep.Uncommitted, rep.Checkpoints, rep.Damaged = found.sessions, found.uncommitted, found.checkpoints, found.damaged
 	rep.Cached = found.cached
+	if err := unmarkable(found); err != nil && !opts.DryRun {
+		return rep, err
+	}
 	if err := run(ctx, opts.Hooks.AfterMark); err != nil {
 		return rep, err
 	}
@@ -256,6 +259,10 @@ func Run(ctx context.Context, objects Objects, opts Options) (*Report, error) {
 		if final, err = s.mark(ctx); err != nil {
 			return rep, fmt.Errorf("re-marking what was stored during the sweep (deleted %d): %w", rep.Deleted, err)
 		}
+		if err := unmarkable(final); err != nil && !opts.DryRun {
+			rep.Damaged = final.damaged
+			return rep, fmt.Errorf("re-marking (deleted %d before): %w", rep.Deleted, err)
+		}
 		s.rescue(rep)
 		if err := run(ctx, opts.Hooks.AfterRemark); err != nil {
 			return rep, err
@@ -287,6 +294,16 @@ func Run(ctx context.Context, objects Objects, opts Options) (*Report, error) {
 	}
 	slices.Sort(rep.DamagedCheckpoints)
 	return rep, nil
+}
+
+// unmarkable refuses to delete past a committed session whose log the listing did not show: what it
+// references is unknown, and one key a listing skipped must not cost a session its blobs.
+func unmarkable(r roots) error {
+	if len(r.damaged) == 0 {
+		return nil
+	}
+	return fmt.Errorf("nothing was deleted: committed session(s) %s have no event log in the listing, so what they reference is unknown; pull or verify them, then sweep again",
+		strings.Join(r.damaged, ", "))
 }
 
 // doomed are the candidates still to delete.

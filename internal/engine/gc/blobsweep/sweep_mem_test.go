@@ -112,7 +112,9 @@ func TestSweepRefusesWhatItCannotDoSafely(t *testing.T) {
 	}
 }
 
-func TestSweepReportsACommittedSessionWithoutItsLog(t *testing.T) {
+// A committed session whose log the listing does not show (damaged, or a key the listing skipped)
+// references blobs nobody can name: a dry run reports it, and a sweep that deletes deletes nothing.
+func TestSweepReportsACommittedSessionWithoutItsLogAndDeletesNothing(t *testing.T) {
 	layout, _ := blobstore.NewLayout("p")
 	m := blobstore.NewMemObjectStore()
 	now := time.Now()
@@ -120,11 +122,19 @@ func TestSweepReportsACommittedSessionWithoutItsLog(t *testing.T) {
 	memPut(t, m, layout.SessionEvents("fine"), `{"blobs":{"result":"`+memHash(1)+`"}}`, now)
 	memPut(t, m, layout.SessionMeta("fine"), "{}", now)
 	memPut(t, m, layout.Blob(memHash(1)), "x", now.Add(-48*time.Hour))
+	memPut(t, m, layout.Blob(memHash(2)), "broken's, perhaps", now.Add(-48*time.Hour))
 	rep, err := blobsweep.Run(context.Background(), m, blobsweep.Options{Layout: layout, Margin: time.Hour, DryRun: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fmt.Sprint(rep.Damaged) != "[broken]" || rep.Sessions != 2 || rep.Plan.Referenced != 1 || rep.Plan.Delete != 0 {
+	if fmt.Sprint(rep.Damaged) != "[broken]" || rep.Sessions != 2 || rep.Plan.Referenced != 1 || rep.Plan.Delete != 1 {
 		t.Errorf("report: damaged %v, %d sessions, %d referenced, %d to delete", rep.Damaged, rep.Sessions, rep.Plan.Referenced, rep.Plan.Delete)
+	}
+	rep, err = blobsweep.Run(context.Background(), m, blobsweep.Options{Layout: layout, Margin: time.Hour, Lock: &blobsweep.MemLock{}, Holder: "t"})
+	if err == nil || !strings.Contains(err.Error(), "nothing was deleted") || !strings.Contains(err.Error(), "broken") || rep.Deleted != 0 {
+		t.Fatalf("a deleting sweep past a session without its log: %v, %d deleted", err, rep.Deleted)
+	}
+	if _, ok := m.Bytes(layout.Blob(memHash(2))); !ok {
+		t.Fatal("the sweep deleted a blob while a committed session's log was missing")
 	}
 }
