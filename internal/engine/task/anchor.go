@@ -11,10 +11,11 @@ import (
 // counts them all.
 const MaxReportedAnchors = 256
 
-// Anchor is a point of a session a rewind may go back to: a SUSPEND the recorder stamped into the log
-// (author OS_RECORDED), never one the agent wrote. The operator turns each into a Checkpoint.
+// Anchor is a point of a session a rewind may go back to: an ANCHOR or SUSPEND the recorder stamped
+// into the log (author OS_RECORDED), never one the agent wrote. The operator turns each into a
+// Checkpoint.
 type Anchor struct {
-	// Step is the step of the SUSPEND event in the log.
+	// Step is the step of the stamping event in the log.
 	Step int64 `json:"step"`
 	// TurnIndex is the zero-based model call the stamp anchors.
 	TurnIndex int `json:"turnIndex"`
@@ -23,8 +24,8 @@ type Anchor struct {
 }
 
 // MintedAnchors lists the anchors among events, in log order, the latest MaxReportedAnchors of them,
-// and counts them all. An anchor is a readable SUSPEND ledger record authored by the recorder with a
-// turn and a SHA-256 digest. An agent-authored record of the same shape is not one, and neither is any
+// and counts them all. An anchor is a readable ANCHOR or SUSPEND ledger record authored by the recorder
+// with a turn and a SHA-256 digest. An agent-authored record of the same shape is not one, and neither is any
 // stamp of a turn the recorder stamped with two different digests: the transcript under that turn
 // changed between the stamps, so no digest identifies it (the ledger fold reads them the same way).
 func MintedAnchors(events []session.Event) (anchors []Anchor, total int64) {
@@ -36,7 +37,7 @@ func MintedAnchors(events []session.Event) (anchors []Anchor, total int64) {
 			continue
 		}
 		rec, damage := ledger.Decode(ev.Ledger)
-		if (damage != ledger.DamageNone && damage != ledger.DamageUntagged) || rec.Op != ledger.OpSuspend || rec.TurnIndex == nil || *rec.TurnIndex < 0 {
+		if (damage != ledger.DamageNone && damage != ledger.DamageUntagged) || (rec.Op != ledger.OpSuspend && rec.Op != ledger.OpAnchor) || rec.TurnIndex == nil || *rec.TurnIndex < 0 {
 			continue
 		}
 		digest := strings.TrimSpace(rec.TranscriptDigest)

@@ -19,8 +19,9 @@ type Verification struct {
 	Via string `json:"via,omitempty"`
 }
 
-// Checkpoint is the conversation anchor the recorder minted at SUSPEND: the index of a turn and the
-// digest of that turn's bytes. Present is false when no recorder-minted SUSPEND carried a stamp.
+// Checkpoint is the latest conversation anchor the recorder minted (an ANCHOR, or the stamp of a
+// SUSPEND): the index of a turn and the digest of that turn's bytes. Present is false when no
+// recorder-minted record carried a stamp.
 type Checkpoint struct {
 	Present          bool   `json:"present"`
 	TurnIndex        int    `json:"turnIndex"`
@@ -53,8 +54,15 @@ type State struct {
 	Claimed  map[string]Claim        `json:"claimed,omitempty"`
 	Verified map[string]Verification `json:"verified,omitempty"`
 
-	// Suspended, Checkpoint and SuspendSHA come only from recorder-minted SUSPEND records.
-	Suspended  bool       `json:"suspended"`
+	// Suspended is true when the run stopped without finishing, by the recorder's word: it paused on
+	// the agent's request (a minted SUSPEND with no model or tool call after it), or the recorder's END
+	// says the agent failed, was killed or ran out of time. Stop says which. An anchor never suspends.
+	Suspended bool       `json:"suspended"`
+	Stop      StopReason `json:"stop,omitempty"`
+	// End is the recorder's END record, absent when the log has none (recorded before the recorder
+	// wrote one) or when the run went on after it (a fork past its parent's end).
+	End *RunEnd `json:"end,omitempty"`
+	// Checkpoint comes from recorder-minted ANCHOR and SUSPEND records, SuspendSHA from SUSPEND alone.
 	Checkpoint Checkpoint `json:"checkpoint"`
 	SuspendSHA string     `json:"suspendSHA,omitempty"`
 
@@ -67,12 +75,62 @@ type State struct {
 	Untagged         int `json:"untagged"`
 	UnreadableNewer  int `json:"unreadableNewer"`
 	UnmintedSuspends int `json:"unmintedSuspends"`
-	// UnmintedStarts counts START records the agent wrote; they are ignored.
-	UnmintedStarts int `json:"unmintedStarts"`
+	// UnmintedStarts, UnmintedAnchors and UnmintedEnds count START, ANCHOR and END records the agent
+	// wrote; they are ignored.
+	UnmintedStarts  int `json:"unmintedStarts"`
+	UnmintedAnchors int `json:"unmintedAnchors"`
+	UnmintedEnds    int `json:"unmintedEnds"`
 	// ConflictingStamps counts minted SUSPENDs that stamped a turn already stamped with another digest:
 	// the transcript under the turn changed between them, so no stamp for it is an anchor.
 	ConflictingStamps int       `json:"conflictingStamps"`
 	Problems          []Problem `json:"problems,omitempty"`
+}
+
+// StopReason says how a run stopped, as far as the recording tells.
+type StopReason string
+
+const (
+	// StopUnrecorded: the log holds no END and no pending pause; it says nothing about how the run
+	// stopped (a recording made before the recorder wrote an END, or a run still going).
+	StopUnrecorded StopReason = ""
+	// StopFinished: the agent ended on its own with success.
+	StopFinished StopReason = "Finished"
+	// StopSuspended: the agent asked to pause and did no work after.
+	StopSuspended StopReason = "Suspended"
+	// StopFailed, StopKilled and StopDeadline: the recorder saw the agent fail, be killed or run out of
+	// time.
+	StopFailed   StopReason = "Failed"
+	StopKilled   StopReason = "Killed"
+	StopDeadline StopReason = "DeadlineExceeded"
+	// StopStopped: the recorder was stopped and could not see how the agent ended.
+	StopStopped StopReason = "Stopped"
+)
+
+// stopOf folds a pending pause and the recorder's END into a stop. A failure the recorder saw outranks
+// a pause, which outranks a clean end: the pause is the agent's request, the failure is what happened.
+func stopOf(paused bool, end *RunEnd) (StopReason, bool) {
+	if end != nil {
+		switch end.How {
+		case EndFailed:
+			return StopFailed, true
+		case EndKilled:
+			return StopKilled, true
+		case EndDeadline:
+			return StopDeadline, true
+		}
+	}
+	if paused {
+		return StopSuspended, true
+	}
+	if end == nil {
+		return StopUnrecorded, false
+	}
+	if end.How == EndFinished {
+		return StopFinished, false
+	}
+	// The recorder was stopped without seeing the agent end. Nothing recorded says the run stopped
+	// short, so it is not called suspended; Stop says the end is unknown.
+	return StopStopped, false
 }
 
 // MintedStart is the recorder's START commit, or "" when the recorder minted none.
@@ -113,7 +171,8 @@ func (s State) RecordedSHAs() []string {
 	return slices.Compact(out)
 }
 
-// Fold folds the ledger events among events, in order. Events of other kinds are ignored.
+// Fold folds the ledger events among events, in order. Of the other events only model and tool calls
+// count, and only as work done after a pause or an END: the run went on.
 func Fold(events []session.Event) State {
 	var f Folder
 	for _, ev := range events {
@@ -128,10 +187,17 @@ type Folder struct {
 	s State
 	// stamps are the digests minted for each turn so far, to catch two stamps that disagree.
 	stamps map[int]string
+	// paused is true after a minted SUSPEND until the run does more work.
+	paused bool
 }
 
-// Add folds one event; events that are not ledger events are ignored.
+// Add folds one event. A model or tool call after a pause or an END means the run went on: a resumed
+// pause, or a fork past its parent's end. Other events that are not ledger events are ignored.
 func (f *Folder) Add(ev session.Event) {
+	if ev.Kind == session.KindModelCall || ev.Kind == session.KindToolCall {
+		f.paused, f.s.End = false, nil
+		return
+	}
 	if ev.Kind != session.KindLedger {
 		return
 	}
@@ -159,6 +225,11 @@ func (f *Folder) State() State {
 	s.Claimed = maps.Clone(f.s.Claimed)
 	s.Verified = maps.Clone(f.s.Verified)
 	s.Problems = slices.Clone(f.s.Problems)
+	if f.s.End != nil {
+		end := *f.s.End
+		s.End = &end
+	}
+	s.Stop, s.Suspended = stopOf(f.paused, f.s.End)
 	return s
 }
 
@@ -179,6 +250,10 @@ func (f *Folder) apply(r Record, author session.Author) {
 			Verification{SHA: strings.TrimSpace(r.SHA), Via: strings.TrimSpace(r.Via)})
 	case OpSuspend:
 		f.suspend(r, author)
+	case OpAnchor:
+		f.anchor(r, author)
+	case OpEnd:
+		f.end(r, author)
 	case OpStart:
 		f.start(r, author)
 	case OpResumeProposed:
@@ -203,7 +278,7 @@ func (f *Folder) intent(r Record) {
 	}
 	f.s.Steps = make([]Step, len(r.Steps))
 	for i, st := range r.Steps {
-		f.s.Steps[i] = Step{ID: strings.TrimSpace(st.ID), Text: st.Text, Paths: slices.Clone(st.Paths)}
+		f.s.Steps[i] = Step{ID: strings.TrimSpace(st.ID), Text: st.Text, Paths: slices.Clone(st.Paths), Tools: slices.Clone(st.Tools)}
 	}
 }
 
@@ -214,12 +289,36 @@ func (f *Folder) suspend(r Record, author session.Author) {
 		f.s.UnmintedSuspends++
 		return
 	}
-	f.s.Suspended = true
+	f.paused = true
 	if sha := strings.TrimSpace(r.ResumeSHA); sha != "" {
 		f.s.SuspendSHA = sha
 	}
-	// The latest suspension defines the anchor: a SUSPEND without a complete stamp leaves none, rather
-	// than silently falling back to an older stamp from a different suspension.
+	f.stamp(r)
+}
+
+// anchor honours only a recorder-minted ANCHOR, for the reason suspend gives. It stamps the
+// conversation and nothing else: the run is not paused.
+func (f *Folder) anchor(r Record, author session.Author) {
+	if author != session.AuthorRecorder {
+		f.s.UnmintedAnchors++
+		return
+	}
+	f.stamp(r)
+}
+
+// end takes the recorder's END; one the agent wrote would let a run declare its own crash finished.
+func (f *Folder) end(r Record, author session.Author) {
+	if author != session.AuthorRecorder {
+		f.s.UnmintedEnds++
+		return
+	}
+	f.s.End = &RunEnd{How: r.End, ExitCode: r.ExitCode, Signal: strings.TrimSpace(r.Signal)}
+}
+
+// stamp takes the conversation anchor of a minted ANCHOR or SUSPEND.
+func (f *Folder) stamp(r Record) {
+	// The latest stamp defines the anchor: a record without a complete stamp leaves none, rather than
+	// silently falling back to an older stamp from a different point of the run.
 	f.s.Checkpoint = Checkpoint{}
 	if r.TurnIndex == nil || *r.TurnIndex < 0 || strings.TrimSpace(r.TranscriptDigest) == "" {
 		return

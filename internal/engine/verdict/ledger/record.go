@@ -28,7 +28,14 @@ const (
 	// It is still written by the run, so it is a hint the boundary re-adjudicates, never authority.
 	OpStepVerified Op = "STEP_VERIFIED"
 	// OpSuspend parks the run: the recorder stamps the conversation checkpoint and the resume SHA.
+	// Only the agent's request to pause mints one.
 	OpSuspend Op = "SUSPEND"
+	// OpAnchor is a conversation anchor the recorder minted (turn index and transcript digest). The run
+	// goes on: an anchor is a point a rewind may return to, not a pause. Only the recorder may append it.
+	OpAnchor Op = "ANCHOR"
+	// OpEnd is the recorder's word on how the run ended: finished, failed, killed, out of time, or
+	// stopped without the recorder knowing which. Only the recorder may append it.
+	OpEnd Op = "END"
 	// OpResumeProposed records that a continuation was already proposed, so it is not proposed twice.
 	OpResumeProposed Op = "RESUME_PROPOSED"
 	// OpStart is the recorder's word on the workspace commit the run started from (its HEAD when the
@@ -45,6 +52,10 @@ type Step struct {
 	// Paths are the files or directories the step is expected to change. Re-adjudication accepts a
 	// commit as the step's work only if it touches one of these or a path named in Text.
 	Paths []string `json:"paths,omitempty"`
+	// Tools are the tools whose successful answer completes the step, for work that is neither a file
+	// nor a command (a search, a tracker update). The recorder sees those answers; the agent cannot
+	// forge them.
+	Tools []string `json:"tools,omitempty"`
 }
 
 // Record is the wire form of one ledger record: the JSON kept in session.Event.Ledger.
@@ -70,6 +81,45 @@ type Record struct {
 
 	// RESUME_PROPOSED
 	PredecessorRunID string `json:"predecessorRunId,omitempty"`
+
+	// END
+	End      EndHow `json:"end,omitempty"`
+	ExitCode *int   `json:"exitCode,omitempty"`
+	Signal   string `json:"signal,omitempty"`
+}
+
+// EndHow says how a run ended, as the process that ran the agent saw it.
+type EndHow string
+
+const (
+	// EndFinished: the agent ended on its own and reported success (exit status 0).
+	EndFinished EndHow = "Finished"
+	// EndFailed: the agent ended on its own and reported failure (a non-zero exit status, an error).
+	EndFailed EndHow = "Failed"
+	// EndKilled: the agent was killed (a signal) or its run was cancelled before it ended.
+	EndKilled EndHow = "Killed"
+	// EndDeadline: the recording's deadline passed before the agent ended.
+	EndDeadline EndHow = "DeadlineExceeded"
+	// EndStopped: the recorder was told to stop and cannot see how the agent ended (a sidecar proxy).
+	EndStopped EndHow = "Stopped"
+)
+
+// Known reports whether h is one of the defined ends.
+func (h EndHow) Known() bool {
+	switch h {
+	case EndFinished, EndFailed, EndKilled, EndDeadline, EndStopped:
+		return true
+	}
+	return false
+}
+
+// RunEnd is how a run ended: the END record the recorder minted.
+type RunEnd struct {
+	How EndHow `json:"how"`
+	// ExitCode is the agent process's exit status, when the recorder ran the process.
+	ExitCode *int `json:"exitCode,omitempty"`
+	// Signal names the signal that killed the agent, when one did.
+	Signal string `json:"signal,omitempty"`
 }
 
 // Intent builds a tagged INTENT record.
@@ -97,6 +147,18 @@ func Suspend(turnIndex int, transcriptDigest, resumeSHA string) Record {
 // fold ignores one the agent wrote.
 func Start(startSHA string) Record {
 	return Record{Schema: SchemaV1, Op: OpStart, StartSHA: startSHA}
+}
+
+// Anchor builds a tagged ANCHOR record. Only the recorder may append it (with Author OS_RECORDED); the
+// fold ignores one the agent wrote.
+func Anchor(turnIndex int, transcriptDigest string) Record {
+	return Record{Schema: SchemaV1, Op: OpAnchor, TurnIndex: &turnIndex, TranscriptDigest: transcriptDigest}
+}
+
+// End builds a tagged END record. Only the recorder may append it (with Author OS_RECORDED); the fold
+// ignores one the agent wrote.
+func End(e RunEnd) Record {
+	return Record{Schema: SchemaV1, Op: OpEnd, End: e.How, ExitCode: e.ExitCode, Signal: e.Signal}
 }
 
 // ResumeProposed builds a tagged RESUME_PROPOSED record.
@@ -132,6 +194,8 @@ const (
 	DamageMissingStep Damage = "MissingStep"
 	// DamageBadSteps is an INTENT whose steps have an empty or repeated id: the plan is ambiguous.
 	DamageBadSteps Damage = "BadSteps"
+	// DamageUnknownEnd is an END record whose end is not one this schema defines.
+	DamageUnknownEnd Damage = "UnknownEnd"
 )
 
 // Corrupt reports whether the damage keeps the record out of the fold. Untagged records are folded.
@@ -195,7 +259,11 @@ func checkShape(r Record) Damage {
 		if strings.TrimSpace(r.Step) == "" {
 			return DamageMissingStep
 		}
-	case OpSuspend, OpResumeProposed, OpStart:
+	case OpEnd:
+		if !r.End.Known() {
+			return DamageUnknownEnd
+		}
+	case OpSuspend, OpAnchor, OpResumeProposed, OpStart:
 	default:
 		return DamageUnknownOp
 	}
