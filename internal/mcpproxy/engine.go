@@ -8,6 +8,7 @@ import (
 	"github.com/agentrewind/agentrewind/internal/engine/codec/mcp"
 	"github.com/agentrewind/agentrewind/internal/engine/replay"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
+	"github.com/agentrewind/agentrewind/internal/engine/verdict/ledger"
 )
 
 // Mode is what a run does with the server's calls.
@@ -98,6 +99,8 @@ func startEngine(ctx context.Context, opts RunOptions, tools map[string]replay.T
 		return nil
 	}
 	ctx = context.WithoutCancel(ctx) // the session is committed whatever happens to the caller's context
+	// The harness parks until the run is told to stop; the client's end is not something it sees.
+	opts.Config.RunEnd = func(error) ledger.RunEnd { return ledger.RunEnd{How: ledger.EndStopped} }
 	go func() {
 		out := &Outcome{Mode: opts.Mode}
 		switch opts.Mode {

@@ -594,7 +594,7 @@ func (s *Server) handleEntropy(w http.ResponseWriter, r *http.Request) string {
 
 // handleLedger appends the agent's ledger record (AGENT_AUTHORED). A SUSPEND is the agent asking to
 // park: the recorder mints the stamp itself (turn index, transcript digest, workspace HEAD) and the
-// agent's own fields are dropped; a START is the recorder's alone and is refused.
+// agent's own fields are dropped; START, ANCHOR and END are the recorder's alone and are refused.
 func (s *Server) handleLedger(w http.ResponseWriter, r *http.Request) string {
 	p := s.provider
 	body, outcome, ok := s.readBody(w, r, p)
@@ -612,6 +612,9 @@ func (s *Server) handleLedger(w http.ResponseWriter, r *http.Request) string {
 	}
 	if rec.Op == "START" {
 		return s.writeError(w, p, http.StatusBadRequest, "START is minted by the recorder from the workspace it was given, never taken from the agent")
+	}
+	if rec.Op == "ANCHOR" || rec.Op == "END" {
+		return s.writeError(w, p, http.StatusBadRequest, rec.Op+" is minted by the recorder, never taken from the agent (POST /v1/checkpoint asks for an anchor)")
 	}
 	if !agentOps[rec.Op] {
 		return s.writeError(w, p, http.StatusBadRequest, fmt.Sprintf(`ledger op %q: use exactly INTENT, STEP_CLAIMED, STEP_VERIFIED, SUSPEND or RESUME_PROPOSED`, rec.Op))
@@ -636,8 +639,8 @@ func (s *Server) handleLedger(w http.ResponseWriter, r *http.Request) string {
 // agentOps are the ledger ops an agent may write, spelled exactly.
 var agentOps = map[string]bool{"INTENT": true, "STEP_CLAIMED": true, "STEP_VERIFIED": true, "SUSPEND": true, "RESUME_PROPOSED": true}
 
-// handleCheckpoint mints a conversation anchor: the recorder's SUSPEND stamp of the latest turn it
-// recorded. The run goes on; the anchor is what a rewind verdict can return to.
+// handleCheckpoint mints a conversation anchor: the recorder's ANCHOR stamp of the latest turn it
+// recorded. The run goes on, and is not parked: the anchor is what a rewind verdict can return to.
 func (s *Server) handleCheckpoint(w http.ResponseWriter, r *http.Request) string {
 	p := s.provider
 	ac, ctx, _, outcome, ok := s.begin(w, r, p, "checkpoint")
@@ -645,10 +648,10 @@ func (s *Server) handleCheckpoint(w http.ResponseWriter, r *http.Request) string
 		return outcome
 	}
 	defer s.release()
-	if err := ac.Suspend(ctx); err != nil {
+	if err := ac.Anchor(ctx); err != nil {
 		return s.fail(w, r, p, err)
 	}
-	return writeJSON(w, map[string]string{"minted": "SUSPEND"})
+	return writeJSON(w, map[string]string{"minted": "ANCHOR"})
 }
 
 // writeResult answers with a tool's or a token count's result, the proxy's own credentials withheld.

@@ -15,6 +15,7 @@ import (
 	"github.com/agentrewind/agentrewind/internal/engine/redact"
 	"github.com/agentrewind/agentrewind/internal/engine/replay"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
+	"github.com/agentrewind/agentrewind/internal/engine/verdict/ledger"
 )
 
 // Mode is what the proxy does with the run it serves.
@@ -269,6 +270,9 @@ func (s *Server) Run(ctx context.Context) *Outcome {
 	cfg := s.opts.Config
 	cfg.Codec, cfg.Redactor, cfg.Keys, cfg.Workspace = s.model(), s.redactor, s.opts.Keys, s.opts.Workspace
 	cfg.Secrets = append(cfg.Secrets, s.opts.Secrets...)
+	// The harness parks until the proxy is stopped; the agent runs in another process, whose end the
+	// proxy does not see.
+	cfg.RunEnd = func(error) ledger.RunEnd { return ledger.RunEnd{How: ledger.EndStopped} }
 	engineCtx := context.WithoutCancel(ctx)
 	if err := s.learnVault(engineCtx); err != nil {
 		s.close()

@@ -144,8 +144,8 @@ func TestBrowserShowsTheTimelineTheContextAtAStepAndTheForkDiff(t *testing.T) {
 	// Click through to the timeline and to the decide step: the context sent there.
 	run(t, ctx, "opening triage", click(`#sessions tr[data-session="triage"] a.session-link`),
 		visible(`#timeline-rows .row[data-step="9"]`))
-	if n := count(t, ctx, `#timeline-rows .row`); n != 10 {
-		t.Errorf("the timeline shows %d rows, want the 10 events", n)
+	if n := count(t, ctx, `#timeline-rows .row`); n != 11 {
+		t.Errorf("the timeline shows %d rows, want the 11 events", n)
 	}
 	run(t, ctx, "clicking step 7", click(`#timeline-rows .row[data-step="7"]`),
 		visible(`#ctx-messages`))

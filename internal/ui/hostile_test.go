@@ -16,7 +16,7 @@ func TestServerReloadsASessionReRecordedUnderItsID(t *testing.T) {
 	recordTriage(t, root)
 	ts := serve(t, root, Options{})
 	before := getJSON[Summary](t, ts, "/api/sessions/triage")
-	if before.Events != 10 || before.ToolCalls != 2 {
+	if before.Events != 11 || before.ToolCalls != 2 {
 		t.Fatalf("the triage recording: %+v", before)
 	}
 	dir := filepath.Join(root, "triage")

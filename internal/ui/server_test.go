@@ -257,7 +257,7 @@ func TestForkViewShowsTheForkPointAsTheForksChange(t *testing.T) {
 			forkPoint = append(forkPoint, r.Step)
 		}
 	}
-	if len(diverged) != 0 || !cmp.Equal(forkPoint, []int64{decideStep}) || f.Total != 3 || f.Rows[0].Step != decideStep {
+	if len(diverged) != 0 || !cmp.Equal(forkPoint, []int64{decideStep}) || f.Total != 4 || f.Rows[0].Step != decideStep {
 		t.Errorf("rows from the fork point: total %d, drift at %v, fork point at %v", f.Total, diverged, forkPoint)
 	}
 	if code, body, _ := get(t, ts, "/api/sessions/triage/fork"); code != http.StatusNotFound || !strings.Contains(body, "not a fork") {

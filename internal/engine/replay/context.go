@@ -33,6 +33,9 @@ type AgentContext interface {
 	// latest turn, the digest of the transcript it saw, the workspace HEAD), so the rewind anchor is
 	// never the agent's word.
 	Suspend(ctx context.Context) error
+	// Anchor asks the recorder to mint a conversation anchor (the latest turn and the digest of the
+	// transcript it saw) that a rewind may return to. It does not park the run.
+	Anchor(ctx context.Context) error
 	// Go returns a context for a new concurrent branch: calls made with it get their own lane.
 	Go(ctx context.Context) context.Context
 }

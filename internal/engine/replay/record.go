@@ -87,6 +87,7 @@ func (r *runner) recordInto(ctx context.Context, dir string, meta session.Meta, 
 }
 
 // run frames the harness with session_start and session_end and waits for every event to be emitted.
+// The recorder's END goes just before session_end.
 func (r *runner) run(ctx context.Context, meta session.Meta, harness Harness) error {
 	start := r.begin(ctx, session.KindSessionStart, nil, "session")
 	ev := r.event(start, session.KindSessionStart)
@@ -95,6 +96,7 @@ func (r *runner) run(ctx context.Context, meta session.Meta, harness Harness) er
 	r.mintStart(ctx)
 
 	harnessErr := runHarness(withLane(ctx, r.root), r, harness)
+	r.mintEnd(ctx, harnessErr)
 
 	end := r.begin(ctx, session.KindSessionEnd, nil, "session")
 	ev = r.event(end, session.KindSessionEnd)

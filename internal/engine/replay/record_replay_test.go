@@ -19,6 +19,7 @@ import (
 	"github.com/agentrewind/agentrewind/internal/engine/fingerprint"
 	"github.com/agentrewind/agentrewind/internal/engine/redact"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
+	"github.com/agentrewind/agentrewind/internal/engine/verdict/ledger"
 )
 
 const triageSystem = "You are a triage bot."
@@ -103,7 +104,8 @@ func TestRecordWritesACommittedSessionInInitiationOrder(t *testing.T) {
 		{4, session.KindToolCall, "", derived, "search_issues"},
 		{5, session.KindModelCall, "", "decide", ""},
 		{6, session.KindToolCall, "", derived, "add_label"},
-		{7, session.KindSessionEnd, "", "session", ""},
+		{7, session.KindLedger, "", "recorder", ""}, // the recorder's END
+		{8, session.KindSessionEnd, "", "session", ""},
 	}
 	var got []recorded
 	for _, ev := range s.Events {
@@ -658,11 +660,15 @@ func TestAPanickingAgentIsStillRecorded(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the crashed run was not committed: %v", err)
 	}
-	if diff := cmp.Diff("session_start,entropy,session_end", kinds(s.Events)); diff != "" {
+	if diff := cmp.Diff("session_start,entropy,ledger,session_end", kinds(s.Events)); diff != "" {
 		t.Fatalf("recorded kinds (-want +got):\n%s", diff)
 	}
-	if *s.Events[2].OK {
+	if *s.Events[3].OK {
 		t.Fatal("session_end of a crashed run says ok")
+	}
+	// The recorder's END says the run failed: a crash is a stop without finishing.
+	if st := ledger.Fold(s.Events); st.End == nil || st.End.How != ledger.EndFailed || !st.Suspended || st.Stop != ledger.StopFailed {
+		t.Fatalf("end %+v suspended %v stop %q, want a failed end that suspends the run", st.End, st.Suspended, st.Stop)
 	}
 }
 
@@ -748,7 +754,7 @@ func TestAPanickingToolIsRecordedAsAnError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff("session_start,tool_call,session_end", kinds(s.Events)); diff != "" {
+	if diff := cmp.Diff("session_start,tool_call,ledger,session_end", kinds(s.Events)); diff != "" {
 		t.Fatalf("recorded kinds (-want +got):\n%s", diff)
 	}
 	if e := s.Events[1].Error; e == nil || e.Name != "Panic" || !strings.Contains(e.Message, "disk on fire") {

@@ -2,8 +2,11 @@ package replay
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os/exec"
 	"strings"
+	"syscall"
 
 	"github.com/agentrewind/agentrewind/internal/engine/evidence"
 	"github.com/agentrewind/agentrewind/internal/engine/redact"
@@ -73,6 +76,71 @@ func (r *runner) mintStart(ctx context.Context) {
 	r.finish(&ev)
 }
 
+// Anchor implements AgentContext. It mints the same stamp as Suspend (see there) as an ANCHOR record,
+// which parks nothing: the run goes on, and a rewind may return to the stamped turn.
+func (r *runner) Anchor(ctx context.Context) error {
+	c := r.begin(ctx, session.KindLedger, nil, "recorder")
+	r.mu.Lock()
+	turn, digest := latestTurn(r.events)
+	r.mu.Unlock()
+	ev := r.event(c, session.KindLedger)
+	ev.Author, ev.Ledger = session.AuthorRecorder, ledger.Anchor(turn, digest).JSON()
+	r.finish(&ev)
+	return nil
+}
+
+// mintEnd records the recorder's END: how the run ended, from what the harness returned (or what
+// Config.RunEnd makes of it). The agent cannot write it, so a crashed run cannot call itself finished.
+func (r *runner) mintEnd(ctx context.Context, harnessErr error) {
+	if r.noEnd {
+		return
+	}
+	end := EndOf(harnessErr)
+	if r.cfg.RunEnd != nil {
+		end = r.cfg.RunEnd(harnessErr)
+	}
+	c := r.begin(ctx, session.KindLedger, nil, "recorder")
+	ev := r.event(c, session.KindLedger)
+	ev.Author, ev.Ledger = session.AuthorRecorder, ledger.End(end).JSON()
+	r.finish(&ev)
+}
+
+// mintsEnd says whether events hold an END the recorder minted. A replay mints one only then, so it
+// lines up step for step with recordings made before the recorder wrote an END.
+func mintsEnd(events []session.Event) bool {
+	for _, ev := range events {
+		if ev.Kind != session.KindLedger || ev.Author != session.AuthorRecorder {
+			continue
+		}
+		if rec, d := ledger.Decode(ev.Ledger); (d == ledger.DamageNone || d == ledger.DamageUntagged) && rec.Op == ledger.OpEnd {
+			return true
+		}
+	}
+	return false
+}
+
+// EndOf reads how a run ended from what its harness returned: nil is a finished run, a deadline is a
+// deadline, a cancelled context or a process killed by a signal is a killed run, and any other error
+// (a non-zero exit status, a panic, a halted fork) is a failed one.
+func EndOf(harnessErr error) ledger.RunEnd {
+	var exit *exec.ExitError
+	switch {
+	case harnessErr == nil:
+		return ledger.RunEnd{How: ledger.EndFinished}
+	case errors.Is(harnessErr, context.DeadlineExceeded):
+		return ledger.RunEnd{How: ledger.EndDeadline}
+	case errors.Is(harnessErr, context.Canceled):
+		return ledger.RunEnd{How: ledger.EndKilled}
+	case errors.As(harnessErr, &exit):
+		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return ledger.RunEnd{How: ledger.EndKilled, Signal: ws.Signal().String()}
+		}
+		code := exit.ExitCode()
+		return ledger.RunEnd{How: ledger.EndFailed, ExitCode: &code}
+	}
+	return ledger.RunEnd{How: ledger.EndFailed}
+}
+
 // Suspend implements AgentContext. The stamp is the recorder's: the index of the latest model call it
 // recorded, the digest of the transcript that call sent (evidence.TurnDigest, the function the
 // verdicts recompute it with) and the workspace HEAD as the resume SHA. A model call still in flight
@@ -99,7 +167,7 @@ func (r *runner) Suspend(ctx context.Context) error {
 }
 
 // latestTurn is the index and digest of the latest model call in events; -1 when there is none, which
-// the ledger fold reads as a suspension without an anchor.
+// the ledger fold reads as a stamp without an anchor.
 func latestTurn(events []session.Event) (int, string) {
 	turn, last := -1, -1
 	for i, ev := range events {

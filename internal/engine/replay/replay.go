@@ -52,6 +52,7 @@ func Replay(ctx context.Context, opts ReplayOptions, harness Harness) (*ReplayRe
 		return nil, err
 	}
 	r.policy = orStrict(opts.DriftPolicy)
+	r.noEnd = !mintsEnd(opts.Session.Events)
 	if r.policy == Passthrough && opts.Model == nil {
 		return nil, fmt.Errorf("replay: the Passthrough drift policy needs a live model: %w", ErrLiveModelRequired)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/agentrewind/agentrewind/internal/engine/jsonscan"
 	"github.com/agentrewind/agentrewind/internal/engine/redact"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
+	"github.com/agentrewind/agentrewind/internal/engine/verdict/ledger"
 )
 
 // Config is what every mode shares. Zero values are usable: the generic codec, strict fingerprints,
@@ -50,6 +51,10 @@ type Config struct {
 	// has no work tree to read: it becomes the minted START. A minted SUSPEND then carries no resume
 	// SHA, as the recorder cannot see where the workspace moved. Ignored when Workspace is set.
 	WorkspaceHead string
+	// RunEnd says how the agent ended, for the recorder's END record, in place of EndOf(harnessErr). A
+	// harness that only parks until the recorder is stopped (a proxy) cannot see the agent end and
+	// says so (ledger.EndStopped).
+	RunEnd func(harnessErr error) ledger.RunEnd
 	// Logf receives diagnostics: reordered lanes and drifts tolerated by the Warn policy.
 	Logf func(format string, args ...any)
 }
@@ -145,6 +150,8 @@ type runner struct {
 	sleep   func(context.Context, time.Duration) error
 	// startSHA is the workspace HEAD prepare read, minted as START when the run begins.
 	startSHA string
+	// noEnd skips the recorder's END: a replay of a recording that has none.
+	noEnd bool
 
 	root *lane
 

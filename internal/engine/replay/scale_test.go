@@ -114,7 +114,7 @@ func measureScale(t testing.TB, n int) scaleFigures {
 			if err := json.Unmarshal(rest, &f); err != nil {
 				t.Fatal(err)
 			}
-			if want := int64(n) + 2; f.Events != want { // session_start and session_end around the calls
+			if want := int64(n) + 3; f.Events != want { // session_start, and the recorder's END and session_end, around the calls
 				t.Fatalf("the child loaded %d events, want %d", f.Events, want)
 			}
 			return f

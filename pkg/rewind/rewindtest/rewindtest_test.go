@@ -43,7 +43,7 @@ func TestFromSessionPassesAnUnchangedAgentAndExplainsADrift(t *testing.T) {
 		t.Fatal(err)
 	}
 	rt := &recordingT{TB: t}
-	if res := FromSession(rt, dir, agent("be kind"), rewind.Config{}); rt.failed || res == nil || len(res.Events) != 3 {
+	if res := FromSession(rt, dir, agent("be kind"), rewind.Config{}); rt.failed || res == nil || len(res.Events) != 4 { // start, the model call, the recorder's END, end
 		t.Fatalf("unchanged agent failed: %s", rt.msg)
 	}
 	rt = &recordingT{TB: t}
