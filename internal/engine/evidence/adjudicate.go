@@ -154,7 +154,7 @@ type GitReport struct {
 // Facts gathers the ancestry facts the resume verdict needs and applies the re-adjudication rules to
 // them: the ancestry, the steps re-adjudicated at read time, HEAD, and whether the lane advanced past
 // the resume point the verdict would mint.
-func (w *Workspace) Facts(state ledger.State, policy resume.Policy) (resume.AncestryFacts, GitReport, error) {
+func (w *Workspace) Facts(state ledger.State, witness resume.RecorderFacts, policy resume.Policy) (resume.AncestryFacts, GitReport, error) {
 	claims, err := w.Claims(state)
 	if err != nil {
 		return resume.AncestryFacts{}, GitReport{}, err
@@ -170,7 +170,7 @@ func (w *Workspace) Facts(state ledger.State, policy resume.Policy) (resume.Ance
 	}
 	// The resume point does not depend on the lane flag, so it can be computed first and the lane
 	// measured against exactly the point the verdict will mint.
-	lf, err := w.LaneFacts(resume.Point(state, facts, policy), state)
+	lf, err := w.LaneFacts(resume.Point(state, facts, witness, policy), state)
 	if err != nil {
 		return resume.AncestryFacts{}, GitReport{}, err
 	}

@@ -27,9 +27,11 @@ func Gather(s *session.Session, ws *Workspace, policy verdict.Policy) (Gathered,
 		state.RunID = s.Meta.ID
 	}
 	var g Gathered
-	var facts resume.AncestryFacts
+	rounds := Rounds(s.Events)
+	// Without a workspace the recorder's rung is the only evidence; the zero value would demand git.
+	facts := resume.AncestryFacts{NoWorkspace: true}
 	if ws != nil {
-		f, rep, err := ws.Facts(state, policy.Resume)
+		f, rep, err := ws.Facts(state, verdict.RecorderRung(state, rounds), policy.Resume)
 		if err != nil {
 			return Gathered{}, fmt.Errorf("gathering evidence from %s: %w", ws.Source(), err)
 		}
@@ -47,7 +49,7 @@ func Gather(s *session.Session, ws *Workspace, policy verdict.Policy) (Gathered,
 		History:  history,
 		Turns:    Turns(s.Events),
 		Env:      EnvError(s.Events),
-		Rounds:   Rounds(s.Events),
+		Rounds:   rounds,
 	}
 	return g, nil
 }

@@ -245,11 +245,11 @@ func TestFactsFeedTheResumeVerdict(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			facts, rep, err := f.open(tc.ref).Facts(tc.state, resume.DefaultPolicy())
+			facts, rep, err := f.open(tc.ref).Facts(tc.state, nil, resume.DefaultPolicy())
 			if err != nil {
 				t.Fatal(err)
 			}
-			p := resume.Decide(tc.state, facts, resume.DefaultPolicy())
+			p := resume.Decide(tc.state, facts, nil, resume.DefaultPolicy())
 			if p.Verdict != tc.verdict || len(p.Verified) != tc.verified || !reflect.DeepEqual(p.Residual, tc.residual) || p.ResumeSHA != tc.point {
 				t.Fatalf("plan = %+v\nlane = %+v\nsteps = %+v", p, rep.Lane, rep.Steps)
 			}
@@ -352,7 +352,7 @@ func TestAnUnreadableRepositoryIsAnErrorNotAVerdict(t *testing.T) {
 	}
 	state := ledger.State{HasIntent: true, StartSHA: start, Steps: []ledger.Step{step("s1", "write lib/store.go")},
 		Verified: map[string]ledger.Verification{"s1": {SHA: s1, Via: "file-path"}}}
-	_, _, err = f.open("").Facts(state, resume.DefaultPolicy())
+	_, _, err = f.open("").Facts(state, nil, resume.DefaultPolicy())
 	if err == nil || !strings.Contains(err.Error(), "step s1") {
 		t.Fatalf("Facts over a repository missing an object: err = %v, want an error naming step s1", err)
 	}

@@ -98,7 +98,7 @@ func Rounds(events []session.Event) []coherence.Round {
 			rounds = append(rounds, coherence.Round{Label: len(rounds) + 1})
 		case session.KindToolCall:
 			r := current()
-			r.Calls = append(r.Calls, coherence.Call{Name: ev.Name, Args: ev.Args, Result: ev.Result, Failed: ev.Error != nil})
+			r.Calls = append(r.Calls, coherence.Call{Name: ev.Name, Args: ev.Args, Result: ev.Result, Failed: ev.Error != nil, Step: ev.Step})
 		case session.KindLedger:
 			if rec, d := ledger.Decode(ev.Ledger); (d == ledger.DamageNone || d == ledger.DamageUntagged) && marks(rec.Op) {
 				r := current()

@@ -189,19 +189,23 @@ func TestEnvErrorTakesTheLatestToolErrorWithItsRecordedAuthor(t *testing.T) {
 	}
 }
 
-func TestGatherWithoutAWorkspaceIsTheSafeFloor(t *testing.T) {
+// TestGatherWithoutAWorkspaceStandsOnTheRecordersRung gathers a run recorded without a workspace: the
+// write the recorder saw verifies s1, while s2, which the agent only recorded as verified, stays in the
+// residual. Nothing is re-verified against git, so there is no residual history and no rewind.
+func TestGatherWithoutAWorkspaceStandsOnTheRecordersRung(t *testing.T) {
 	s := &session.Session{Meta: session.Meta{ID: "sess-1"}, Events: []session.Event{
 		model("go"),
-		led(session.AuthorAgent, ledger.Intent("", "g", "abcdef1", ledger.Step{ID: "s1", Text: "write a.go"})),
+		led(session.AuthorAgent, ledger.Intent("", "g", "abcdef1", ledger.Step{ID: "s1", Text: "write a.go"}, ledger.Step{ID: "s2", Text: "write b.go"})),
 		tool("write_file", map[string]any{"path": "a.go"}, nil),
 		led(session.AuthorAgent, ledger.Verified("s1", "abcdef1234", "file-path")),
+		led(session.AuthorAgent, ledger.Verified("s2", "abcdef1234", "file-path")),
 		model("more"),
 	}}
 	g, err := Gather(s, nil, verdict.DefaultPolicy())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g.Git != nil || g.Facts.Ledger.RunID != "sess-1" {
+	if g.Git != nil || g.Facts.Ledger.RunID != "sess-1" || !g.Facts.Ancestry.NoWorkspace {
 		t.Fatalf("gathered = %+v", g)
 	}
 	if len(g.Facts.Ancestry.VerifiedAtRead) != 0 || len(g.Facts.Turns) != 2 || len(g.Facts.Rounds) != 2 {
@@ -213,6 +217,9 @@ func TestGatherWithoutAWorkspaceIsTheSafeFloor(t *testing.T) {
 	r := verdict.Evaluate(g.Facts, verdict.DefaultPolicy())
 	if r.Resume.Verdict != resume.Resumable || r.Resume.ResumeSHA != "" {
 		t.Fatalf("resume = %+v", r.Resume)
+	}
+	if len(r.Resume.Verified) != 1 || r.Resume.Verified[0].Rung != resume.RungRecorder || len(r.Resume.Residual) != 1 || r.Resume.Residual[0] != "s2" {
+		t.Fatalf("verified %+v residual %v, want s1 on the recorder's rung and s2 left", r.Resume.Verified, r.Resume.Residual)
 	}
 	if r.Convergence.Verdict != convergence.Insufficient || r.Rewind.Decision != rewind.NoRewind {
 		t.Fatalf("no evidence must not read as stuck: convergence %s, rewind %s", r.Convergence.Verdict, r.Rewind.Decision)

@@ -1,6 +1,7 @@
 package verdict
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/agentrewind/agentrewind/internal/engine/session"
@@ -55,7 +56,7 @@ type Report struct {
 // Evaluate computes every verdict from the facts. It is pure.
 func Evaluate(f Facts, p Policy) Report {
 	var r Report
-	r.Resume = resume.Decide(f.Ledger, f.Ancestry, p.Resume)
+	r.Resume = resume.Decide(f.Ledger, f.Ancestry, RecorderRung(f.Ledger, f.Rounds), p.Resume)
 	r.Reachability = resume.Reach(f.Ledger, r.Resume)
 	r.Convergence = convergence.Classify(f.History, p.Convergence)
 	plan := CoherencePlan(f.Ledger)
@@ -112,9 +113,30 @@ func CoherencePlan(state ledger.State) coherence.Plan {
 		_, claimed := state.Claimed[s.ID]
 		_, verified := state.Verified[s.ID]
 		text := strings.TrimSpace(s.Text + " " + strings.Join(s.Paths, " "))
-		p.Steps = append(p.Steps, coherence.Step{ID: s.ID, Text: text, Done: claimed || verified})
+		p.Steps = append(p.Steps, coherence.Step{ID: s.ID, Text: text, Done: claimed || verified, Tools: s.Tools})
 	}
 	return p
+}
+
+// RecorderRung is what the recorded tool stream shows of each declared step, by the rules plan
+// coherence accepts a completion with: only evidence the recorder observed counts (a promised path
+// written, a named tool answering, a command passing, a file read back), never an assertion or a
+// write elsewhere in the run. Whether the run marked the step done does not matter: the evidence is
+// the recorder's, and an unmarked step that was done is still done.
+func RecorderRung(state ledger.State, rounds []coherence.Round) resume.RecorderFacts {
+	plan := CoherencePlan(state)
+	out := resume.RecorderFacts{}
+	for _, s := range plan.Steps {
+		c := coherence.AcceptCompletion(s, plan, rounds)
+		w := resume.Witness{Contradicted: c.Contradicted}
+		if c.Accepted && c.Evidence.Observed() && len(c.CallSteps) > 0 {
+			w.Done, w.AtStep = true, slices.Max(c.CallSteps)
+		}
+		if w.Done || w.Contradicted {
+			out[s.ID] = w
+		}
+	}
+	return out
 }
 
 // ResidualHistory is the residual after each turn: the ledger is folded event by event and, at the end
@@ -135,7 +157,9 @@ func ResidualHistory(events []session.Event, facts resume.AncestryFacts, policy 
 		if len(state.Steps) == 0 {
 			return
 		}
-		if p := resume.Decide(state, facts, policy); p.Verdict != resume.Unresumable {
+		// The recorder's rung is left out: it is read from the whole stream, so it would credit a turn
+		// with work done in later turns.
+		if p := resume.Decide(state, facts, nil, policy); p.Verdict != resume.Unresumable {
 			history = append(history, convergence.Snapshot{Turn: turn, Residual: p.Residual})
 		}
 	}

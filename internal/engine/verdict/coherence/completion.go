@@ -22,23 +22,38 @@ const (
 	EvidenceCommandRan EvidenceKind = "command-ran"
 	// EvidenceReadBack: a file the step names was read back.
 	EvidenceReadBack EvidenceKind = "read-back"
+	// EvidenceToolAnswered: a tool the step names answered successfully.
+	EvidenceToolAnswered EvidenceKind = "tool-answered"
 	// EvidenceContradicted: the last command failed.
 	EvidenceContradicted EvidenceKind = "contradicted"
 	// EvidenceNone: nothing in the tool stream backs the step.
 	EvidenceNone EvidenceKind = "none"
 )
 
+// Observed reports whether the evidence is something the recorder saw happen to this step: a path it
+// promised written, its named tool answering, its command passing, its file read back. An assertion
+// and a write somewhere in the run are accepted for steering, but neither shows the step's own work.
+func (k EvidenceKind) Observed() bool {
+	switch k {
+	case EvidenceFileWritten, EvidenceDelivered, EvidenceCommandRan, EvidenceReadBack, EvidenceToolAnswered:
+		return true
+	}
+	return false
+}
+
 // Completion says whether the tool stream holds evidence that a step happened.
 type Completion struct {
-	ID           string       `json:"id"`
-	Kind         Kind         `json:"kind"`
-	Kinds        []Kind       `json:"kinds,omitempty"`
-	Accepted     bool         `json:"accepted"`
-	Evidence     EvidenceKind `json:"evidence"`
-	Paths        []string     `json:"paths,omitempty"`
-	Rounds       []int        `json:"rounds,omitempty"`
-	Contradicted bool         `json:"contradicted"`
-	Why          string       `json:"why"`
+	ID       string       `json:"id"`
+	Kind     Kind         `json:"kind"`
+	Kinds    []Kind       `json:"kinds,omitempty"`
+	Accepted bool         `json:"accepted"`
+	Evidence EvidenceKind `json:"evidence"`
+	Paths    []string     `json:"paths,omitempty"`
+	Rounds   []int        `json:"rounds,omitempty"`
+	// CallSteps are the log steps of the recorded calls behind the evidence, in log order.
+	CallSteps    []int64 `json:"callSteps,omitempty"`
+	Contradicted bool    `json:"contradicted"`
+	Why          string  `json:"why"`
 	// Remedy tells the run what to do next when the step is not accepted.
 	Remedy string `json:"remedy,omitempty"`
 }
@@ -50,7 +65,8 @@ type Completion struct {
 //	command  a run tool that ran; contradicted if the last one failed
 //	deliver  git_commit / git_push / gh_pr, or a run whose command is a commit or push
 //	verify   a run, or a read-back of a path this step names
-//	research and unknown: nothing observable — accepted as an assertion, deliberately
+//	research and unknown: nothing observable — accepted as an assertion, deliberately, unless the
+//	         step names its tools: then one of them must have answered successfully
 //
 // The last row is the point, not a gap: "decide which library to use" produces knowledge that lives
 // in the model's reply, and refusing it would fail correct work. The result says "assertion" so the
@@ -77,6 +93,9 @@ func AcceptCompletion(step Step, plan Plan, rounds []Round) Completion {
 	case KindVerify:
 		return acceptVerify(c, calls, mine)
 	}
+	if len(step.Tools) > 0 {
+		return acceptTool(c, step, calls)
+	}
 	c.Accepted, c.Evidence = true, EvidenceAssertion
 	c.Why = fmt.Sprintf("this step's deliverable is not observable in the tool stream (kind %s), so the assertion is "+
 		"accepted as-is — refusing it would fail correct work", kind)
@@ -94,6 +113,7 @@ func acceptWrite(c Completion, step Step, calls []call, mine func(string) bool) 
 			if mine(p) {
 				c.Paths = appendNew(c.Paths, p)
 				c.Rounds = appendNew(c.Rounds, fc.label)
+				c.CallSteps = appendNew(c.CallSteps, fc.step)
 			}
 		}
 	}
@@ -124,6 +144,7 @@ func acceptDeliver(c Completion, calls []call) Completion {
 	for _, fc := range calls {
 		if fc.ok && (DeliverTools[fc.name] || (fc.isRun && deliverCommand.MatchString(commandOf(fc)))) {
 			c.Rounds = appendNew(c.Rounds, fc.label)
+			c.CallSteps = appendNew(c.CallSteps, fc.step)
 			if c.Evidence == "" {
 				c.Why = fc.name + " succeeded in this session"
 			}
@@ -147,7 +168,7 @@ func acceptCommand(c Completion, calls []call) Completion {
 		c.Remedy = "run it and read the output — a step like this cannot be finished by describing what the command would print"
 		return c
 	}
-	c.Rounds = []int{last.label}
+	c.Rounds, c.CallSteps = []int{last.label}, []int64{last.step}
 	what := commandOf(last)
 	if what == "" {
 		what = last.name
@@ -173,7 +194,7 @@ func acceptCommand(c Completion, calls []call) Completion {
 func acceptVerify(c Completion, calls []call, mine func(string) bool) Completion {
 	if last, ran := lastRun(calls); ran && last.ok {
 		c.Accepted, c.Evidence = true, EvidenceCommandRan
-		c.Rounds, c.Why = []int{last.label}, "a command ran in this session, which is how a check gets made"
+		c.Rounds, c.CallSteps, c.Why = []int{last.label}, []int64{last.step}, "a command ran in this session, which is how a check gets made"
 		return c
 	}
 	for _, fc := range calls {
@@ -181,6 +202,7 @@ func acceptVerify(c Completion, calls []call, mine func(string) bool) Completion
 		if p = NormPath(p); fc.isOrient && fc.ok && p != "" && mine(p) {
 			c.Paths = appendNew(c.Paths, p)
 			c.Rounds = appendNew(c.Rounds, fc.label)
+			c.CallSteps = appendNew(c.CallSteps, fc.step)
 		}
 	}
 	if len(c.Paths) > 0 {
@@ -190,6 +212,29 @@ func acceptVerify(c Completion, calls []call, mine func(string) bool) Completion
 	c.Evidence = EvidenceNone
 	c.Why = "this step asks for something to be checked and nothing was run, and nothing it names was read back"
 	c.Remedy = `run the check, or read the artefact back and say what you saw — "it should work" is the claim, not the check`
+	return c
+}
+
+// acceptTool judges a step whose work is not a file or a command (a search, a tracker update) but which
+// names its tools: a successful answer of one of them is the evidence. Any successful call counts, as
+// for a delivery: a later retry that failed does not undo what already happened.
+func acceptTool(c Completion, step Step, calls []call) Completion {
+	for _, fc := range calls {
+		if fc.ok && slices.Contains(step.Tools, fc.name) {
+			c.Rounds = appendNew(c.Rounds, fc.label)
+			c.CallSteps = appendNew(c.CallSteps, fc.step)
+			if c.Evidence == "" {
+				c.Why = fc.name + " answered successfully in this session"
+			}
+			c.Accepted, c.Evidence = true, EvidenceToolAnswered
+		}
+	}
+	if c.Accepted {
+		return c
+	}
+	c.Evidence = EvidenceNone
+	c.Why = fmt.Sprintf("this step names %s and no call of it answered successfully in this session", quoteAll(step.Tools))
+	c.Remedy = "call the tool and read its answer, then mark the step done"
 	return c
 }
 

@@ -17,6 +17,9 @@ type Step struct {
 	ID   string `json:"id"`
 	Text string `json:"text"`
 	Done bool   `json:"done"`
+	// Tools name the tools whose successful answer is the step's evidence, for a step whose work is
+	// neither a file nor a command.
+	Tools []string `json:"tools,omitempty"`
 }
 
 // outstanding are the steps not marked done.
@@ -37,6 +40,8 @@ type Call struct {
 	Result json.RawMessage `json:"result,omitempty"`
 	// Failed is true when the recorder saw the call return an error.
 	Failed bool `json:"failed,omitempty"`
+	// Step is the call's step in the session log.
+	Step int64 `json:"step,omitempty"`
 }
 
 // Round is one turn of the run: the tool calls executed in it and the steps it marked done.
@@ -52,6 +57,7 @@ type Round struct {
 type call struct {
 	round    int // index into the rounds
 	label    int
+	step     int64
 	name     string
 	args     map[string]any
 	result   map[string]any
@@ -79,7 +85,7 @@ func flatten(rounds []Round) []call {
 }
 
 func flattenCall(round, label int, c Call) call {
-	fc := call{round: round, label: label, name: c.Name, args: object(c.Args), result: object(c.Result),
+	fc := call{round: round, label: label, step: c.Step, name: c.Name, args: object(c.Args), result: object(c.Result),
 		isRun: RunTools[c.Name], isOrient: OrientTools[c.Name]}
 	// A call is ok when the recorder saw no error and the tool did not itself report ok:false.
 	fc.ok = !c.Failed && fc.result["ok"] != false

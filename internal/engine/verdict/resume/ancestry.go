@@ -23,6 +23,10 @@ type AncestryFacts struct {
 	// LaneAdvancedPastResume is true when work the run did not record landed on its lane after the
 	// resume point, so the residual cannot be grafted on cleanly. The boundary computes it.
 	LaneAdvancedPastResume bool `json:"laneAdvancedPastResume"`
+	// NoWorkspace is true when no git workspace was read: the recorder's rung alone then verifies a
+	// step. The zero value means a workspace was read, so a caller that forgets to say otherwise gets
+	// the stricter rule (git must verify every step).
+	NoWorkspace bool `json:"noWorkspace,omitempty"`
 }
 
 // Contains reports whether sha is in ancestry (see SameCommit for the matching rule).
@@ -61,3 +65,19 @@ func short(sha string) string {
 	}
 	return sha
 }
+
+// Witness is what the recorded tool stream shows of one declared step: the recorder's rung. The
+// recorder saw each call and its answer at the boundary; the agent cannot author them.
+type Witness struct {
+	// Done is true when the stream holds the step's own evidence by the plan-coherence rules: the
+	// path it promised written, its named tool answering, its command passing, its file read back.
+	Done bool `json:"done"`
+	// Contradicted is true when the stream shows the step failing (its last command failed).
+	Contradicted bool `json:"contradicted,omitempty"`
+	// AtStep is the log step of the latest recorded call behind Done.
+	AtStep int64 `json:"atStep,omitempty"`
+}
+
+// RecorderFacts maps a declared step id to what the recorded tool stream shows of it. A step absent
+// here is one the stream says nothing about.
+type RecorderFacts map[string]Witness

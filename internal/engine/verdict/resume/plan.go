@@ -30,6 +30,11 @@ func (v Verdict) Known() bool {
 	return false
 }
 
+// RulesVersion names the version of the rules Decide applies. A plan records it, so a plan judged by
+// older rules can be found and judged again. Version 1 (plans without the field) trusted git ancestry
+// alone and read every anchor as a pause; version 2 adds the recorder's rung and the recorder's END.
+const RulesVersion = 2
+
 // Reason is the machine-readable cause of a resume verdict.
 type Reason string
 
@@ -71,10 +76,26 @@ type Policy struct {
 // value.
 func DefaultPolicy() Policy { return Policy{} }
 
-// Step is one step of a plan with the commit backing it, for verified steps.
+// Rung names the evidence a verified step stands on.
+type Rung string
+
+const (
+	// RungGit: a commit in ancestry whose footprint is the step's work.
+	RungGit Rung = "git"
+	// RungRecorder: the recorded tool stream shows the step's work (the plan-coherence rules).
+	RungRecorder Rung = "recorder"
+	// RungBoth: both of them, agreeing.
+	RungBoth Rung = "git+recorder"
+)
+
+// Step is one step of a plan with the evidence backing it, for verified steps.
 type Step struct {
-	ID  string `json:"id"`
-	SHA string `json:"sha,omitempty"`
+	ID string `json:"id"`
+	// SHA is the commit backing the step, when git verified it.
+	SHA  string `json:"sha,omitempty"`
+	Rung Rung   `json:"rung,omitempty"`
+	// AtStep is the log step of the latest recorded call behind the step, when the recorder saw it.
+	AtStep *int64 `json:"atStep,omitempty"`
 }
 
 // Plan is the resume verdict with its derivation.
@@ -97,10 +118,20 @@ type Plan struct {
 	PredecessorRunID string `json:"predecessorRunId,omitempty"`
 	// AlreadyProposed echoes a RESUME_PROPOSED record so a continuation is not proposed twice.
 	AlreadyProposed bool `json:"alreadyProposed"`
+	// ResumeAfterStep is the re-entry point in the recording: the log step of the latest recorded call
+	// behind the verified prefix. A resume replays the log up to it and goes live after. Absent when
+	// the recorder saw none of the prefix.
+	ResumeAfterStep *int64 `json:"resumeAfterStep,omitempty"`
+	// RulesVersion is the RulesVersion of the rules that produced the plan.
+	RulesVersion int `json:"rulesVersion"`
 }
 
-// Decide computes the resume verdict from a folded ledger and the boundary's ancestry facts. It is
-// pure. The order of the checks is part of the contract:
+// Decide computes the resume verdict from a folded ledger, the boundary's ancestry facts and the
+// recorder's rung. It is pure. A step counts as done only on a rung the agent cannot forge: git (where a
+// workspace was read) and the recorder (what the recorded tool stream shows). Where a workspace was
+// read, git must verify the step and the stream must not contradict it; without one, the stream alone
+// decides. STEP_CLAIMED and STEP_VERIFIED never count by themselves. The order of the checks is part of
+// the contract:
 //
 //  1. UNRESUMABLE first: a too-new record, an unsound fold (by policy) or no INTENT. Don't guess a
 //     residual that cannot be grounded.
@@ -112,8 +143,9 @@ type Plan struct {
 //     since is irrelevant (checking DIVERGED first would keep finished runs from ever being collected).
 //  5. DIVERGED when there is a residual and the lane advanced past the resume point.
 //  6. RESUMABLE otherwise.
-func Decide(state ledger.State, facts AncestryFacts, policy Policy) Plan {
-	base := Plan{RunID: state.RunID, PredecessorRunID: state.PredecessorRunID, Residual: []string{}, Verified: []Step{}}
+func Decide(state ledger.State, facts AncestryFacts, witness RecorderFacts, policy Policy) Plan {
+	base := Plan{RunID: state.RunID, PredecessorRunID: state.PredecessorRunID, Residual: []string{}, Verified: []Step{},
+		RulesVersion: RulesVersion}
 	if p, refused := unresumable(state, policy, base); refused {
 		return p
 	}
@@ -121,21 +153,24 @@ func Decide(state ledger.State, facts AncestryFacts, policy Policy) Plan {
 	if len(state.Steps) == 0 {
 		return freeForm(state, facts, base)
 	}
-	prefix := contiguousPrefix(state, facts, policy)
+	prefix := contiguousPrefix(state, facts, witness, policy)
 	base.Verified = prefix
 	base.Residual = residualAfter(state.StepIDs(), len(prefix))
 	base.ResumeSHA = resumePoint(state, facts, prefix)
+	if len(prefix) > 0 {
+		base.ResumeAfterStep = prefix[len(prefix)-1].AtStep
+	}
 	return stepVerdict(state, facts, base)
 }
 
 // Point is the re-entry SHA Decide would mint for these facts. The boundary uses it to measure whether
 // the lane advanced past the resume point before it fills AncestryFacts.LaneAdvancedPastResume; the
 // point does not depend on that flag.
-func Point(state ledger.State, facts AncestryFacts, policy Policy) string {
+func Point(state ledger.State, facts AncestryFacts, witness RecorderFacts, policy Policy) string {
 	if len(state.Steps) == 0 {
 		return safeStart(state, facts)
 	}
-	return resumePoint(state, facts, contiguousPrefix(state, facts, policy))
+	return resumePoint(state, facts, contiguousPrefix(state, facts, witness, policy))
 }
 
 // unresumable is the floor: the states in which no residual can be grounded.
@@ -152,8 +187,8 @@ func unresumable(state ledger.State, policy Policy, p Plan) (Plan, bool) {
 			"as an unsound fold; refusing to guess a residual", state.Corrupt, state.Untagged)
 	case !state.HasIntent:
 		p.Reason = ReasonNoIntent
-		p.Message = "the ledger has no INTENT record: the run declared no goal, so there is no residual to ground " +
-			"and nothing to resume"
+		p.Message = "no plan declared: the run recorded no INTENT (goal and steps), so there is nothing to resume " +
+			"and no residual to ground"
 	default:
 		return Plan{}, false
 	}
@@ -195,17 +230,41 @@ func freeForm(state ledger.State, facts AncestryFacts, p Plan) Plan {
 }
 
 // contiguousPrefix is the unbroken leading run of safely verified steps.
-func contiguousPrefix(state ledger.State, facts AncestryFacts, policy Policy) []Step {
+func contiguousPrefix(state ledger.State, facts AncestryFacts, witness RecorderFacts, policy Policy) []Step {
 	prefix := []Step{}
 	for _, id := range state.StepIDs() {
-		if !verifiedOnSafeRung(state, id, facts, policy) {
+		step, ok := verifiedStep(state, id, facts, witness, policy)
+		if !ok {
 			break // the first hole: nothing at or after it counts as done for the resume
 		}
-		// The commit the boundary resolved, not the token the run wrote: the re-entry point is minted
-		// from evidence, and a full SHA is what a driver can check out.
-		prefix = append(prefix, Step{ID: id, SHA: facts.VerifiedAtRead[id]})
+		prefix = append(prefix, step)
 	}
 	return prefix
+}
+
+// verifiedStep joins the two rungs for one step. Without a workspace the recorder's rung decides
+// alone. With one, git must verify the step and the recorder must not contradict it: a witnessed step
+// whose commit is not in ancestry is not done, and neither is a committed step whose last command the
+// recorder saw fail. A step the stream is silent about keeps its git verdict: the recorder cannot see
+// work done outside its tools (a shell the agent ran itself).
+func verifiedStep(state ledger.State, id string, facts AncestryFacts, witness RecorderFacts, policy Policy) (Step, bool) {
+	w := witness[id]
+	if facts.NoWorkspace {
+		if !w.Done || w.Contradicted {
+			return Step{}, false
+		}
+		return Step{ID: id, Rung: RungRecorder, AtStep: new(w.AtStep)}, true
+	}
+	if !verifiedOnSafeRung(state, id, facts, policy) || w.Contradicted {
+		return Step{}, false
+	}
+	// The commit the boundary resolved, not the token the run wrote: the re-entry point is minted from
+	// evidence, and a full SHA is what a driver can check out.
+	step := Step{ID: id, SHA: facts.VerifiedAtRead[id], Rung: RungGit}
+	if w.Done {
+		step.Rung, step.AtStep = RungBoth, new(w.AtStep)
+	}
+	return step, true
 }
 
 // verifiedOnSafeRung says whether a step is a safe resume anchor. The authority is the boundary's
@@ -250,8 +309,7 @@ func stepVerdict(state ledger.State, facts AncestryFacts, p Plan) Plan {
 	declared := len(state.Steps)
 	if len(p.Residual) == 0 {
 		p.Verdict, p.Reason = Complete, ReasonAllStepsVerified
-		p.Message = fmt.Sprintf("all %d declared step(s) re-verified against ancestry: nothing to resume; the run "+
-			"finished, it just never wrote a clean terminal record", declared)
+		p.Message = fmt.Sprintf("all %d declared step(s) verified %s: nothing to resume", declared, rungWords(facts))
 		return p
 	}
 	if facts.LaneAdvancedPastResume {
@@ -261,13 +319,29 @@ func stepVerdict(state ledger.State, facts AncestryFacts, p Plan) Plan {
 		return p
 	}
 	p.Verdict, p.Reason = Resumable, ReasonResidualRemains
-	p.Message = fmt.Sprintf("re-verified %d/%d step(s) against ancestry; resume from %s with %d residual step(s)%s",
-		len(p.Verified), declared, orStart(p.ResumeSHA), len(p.Residual), claimedNote(state, p.Residual))
+	p.Message = fmt.Sprintf("verified %d/%d step(s) %s; resume from %s with %d residual step(s)%s",
+		len(p.Verified), declared, rungWords(facts), resumeFrom(p), len(p.Residual), claimedNote(state, facts, p.Residual))
 	return p
 }
 
+// rungWords says in a few words what the steps were verified against.
+func rungWords(facts AncestryFacts) string {
+	if facts.NoWorkspace {
+		return "by the recorded tool stream"
+	}
+	return "against ancestry"
+}
+
+// resumeFrom names the re-entry point for a human: a commit, else a step of the recording.
+func resumeFrom(p Plan) string {
+	if p.ResumeSHA == "" && p.ResumeAfterStep != nil {
+		return fmt.Sprintf("after step %d of the recording", *p.ResumeAfterStep)
+	}
+	return orStart(p.ResumeSHA)
+}
+
 // claimedNote points out residual steps the run claimed: they are redone because no evidence backs them.
-func claimedNote(state ledger.State, residual []string) string {
+func claimedNote(state ledger.State, facts AncestryFacts, residual []string) string {
 	n := 0
 	for _, id := range residual {
 		if _, ok := state.Claimed[id]; ok {
@@ -277,7 +351,7 @@ func claimedNote(state ledger.State, residual []string) string {
 	if n == 0 {
 		return ""
 	}
-	return fmt.Sprintf(" (%d were claimed but not re-verified against ancestry — the resume must redo them)", n)
+	return fmt.Sprintf(" (%d were claimed but not verified %s — the resume must redo them)", n, rungWords(facts))
 }
 
 func orStart(sha string) string {

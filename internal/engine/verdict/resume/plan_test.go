@@ -280,7 +280,7 @@ func TestDecide(t *testing.T) {
 			}(),
 			facts: ancestry(map[string]string{"s1": shaA}, shaStart, shaA, shaB),
 			want: want{verdict: Resumable, reason: ReasonResidualRemains, resumeSHA: shaA,
-				verified: []string{"s1"}, residual: []string{"s2", "s3"}, message: "2 were claimed but not re-verified"},
+				verified: []string{"s1"}, residual: []string{"s2", "s3"}, message: "2 were claimed but not verified"},
 		},
 		{
 			name:  "a start SHA outside ancestry is never echoed as the re-entry point",
@@ -296,7 +296,7 @@ func TestDecide(t *testing.T) {
 			if tc.policy != nil {
 				policy = *tc.policy
 			}
-			p := Decide(tc.state, tc.facts, policy)
+			p := Decide(tc.state, tc.facts, nil, policy)
 			if p.Verdict != tc.want.verdict || p.Reason != tc.want.reason {
 				t.Fatalf("verdict = %s/%s, want %s/%s (%s)", p.Verdict, p.Reason, tc.want.verdict, tc.want.reason, p.Message)
 			}
@@ -316,7 +316,7 @@ func TestDecide(t *testing.T) {
 				t.Error("every verdict explains itself")
 			}
 			if p.Verdict != Unresumable {
-				if got := Point(tc.state, tc.facts, policy); got != p.ResumeSHA {
+				if got := Point(tc.state, tc.facts, nil, policy); got != p.ResumeSHA {
 					t.Errorf("Point = %q, Decide minted %q", got, p.ResumeSHA)
 				}
 			}
@@ -335,7 +335,7 @@ func TestVerifiedAndResidualCoverTheDeclaredSteps(t *testing.T) {
 				verified[id] = shas[id]
 			}
 		}
-		p := Decide(verify(threeSteps(), verified), ancestry(verified, shaStart, shaA, shaB, shaC), DefaultPolicy())
+		p := Decide(verify(threeSteps(), verified), ancestry(verified, shaStart, shaA, shaB, shaC), nil, DefaultPolicy())
 		got := append(ids(p.Verified), p.Residual...)
 		if !slices.Equal(got, declared) {
 			t.Errorf("mask %03b: verified %v + residual %v != declared", mask, ids(p.Verified), p.Residual)
@@ -346,7 +346,7 @@ func TestVerifiedAndResidualCoverTheDeclaredSteps(t *testing.T) {
 func TestDecideEchoesTheProposalAndPredecessor(t *testing.T) {
 	s := threeSteps()
 	s.ResumeProposed, s.PredecessorRunID = true, "run-0"
-	p := Decide(s, ancestry(nil, shaStart), DefaultPolicy())
+	p := Decide(s, ancestry(nil, shaStart), nil, DefaultPolicy())
 	if !p.AlreadyProposed || p.PredecessorRunID != "run-0" || p.RunID != "run-1" {
 		t.Fatalf("plan = %+v", p)
 	}
@@ -383,10 +383,10 @@ func TestTheZeroPolicyIsTheSafeDefault(t *testing.T) {
 	s := threeSteps()
 	s.Verified = map[string]ledger.Verification{"s1": {SHA: shaA, Via: "subject-grep"}}
 	facts := ancestry(map[string]string{"s1": shaA}, shaStart, shaA)
-	if p := Decide(s, facts, Policy{}); len(p.Verified) != 0 {
+	if p := Decide(s, facts, nil, Policy{}); len(p.Verified) != 0 {
 		t.Fatalf("the zero policy verified %v on a forgeable rung", p.Verified)
 	}
-	if p := Decide(s, facts, Policy{AllowForgeableRung: true}); len(p.Verified) != 1 {
+	if p := Decide(s, facts, nil, Policy{AllowForgeableRung: true}); len(p.Verified) != 1 {
 		t.Fatalf("AllowForgeableRung verified %v, want s1", p.Verified)
 	}
 }

@@ -37,9 +37,10 @@ type ReachabilityVerdict struct {
 	Message       string             `json:"message"`
 	RunID         string             `json:"runId,omitempty"`
 	ResumeVerdict Verdict            `json:"resumeVerdict"`
-	// Suspended is true when the recorder parked the run (a minted SUSPEND), so a retained run says
-	// whether it was parked on purpose or crashed.
-	Suspended bool `json:"suspended"`
+	// Suspended is true when the run stopped without finishing, by the recorder's word (see
+	// ledger.State.Suspended); Stop says how: paused, failed, killed or out of time.
+	Suspended bool              `json:"suspended"`
+	Stop      ledger.StopReason `json:"stop,omitempty"`
 }
 
 // Collectible reports whether the run may be garbage-collected.
@@ -50,7 +51,7 @@ func (r ReachabilityVerdict) Collectible() bool { return r.Reachability == Colle
 // live reference points at, and a parked run released everything yet is not garbage. A refcount or
 // a TTL would collect both. Age is absent on purpose (see the package doc).
 func Reach(state ledger.State, plan Plan) ReachabilityVerdict {
-	v := ReachabilityVerdict{RunID: plan.RunID, ResumeVerdict: plan.Verdict, Suspended: state.Suspended}
+	v := ReachabilityVerdict{RunID: plan.RunID, ResumeVerdict: plan.Verdict, Suspended: state.Suspended, Stop: state.Stop}
 	if v.RunID == "" {
 		v.RunID = state.RunID
 	}
@@ -59,7 +60,7 @@ func Reach(state ledger.State, plan Plan) ReachabilityVerdict {
 		v.Reachability, v.Reason = Reachable, ReasonResumableRetained
 		door := "RESUMABLE"
 		if state.Suspended {
-			v.Reason, door = ReasonSuspendedRetained, "SUSPENDED-RESUMABLE (parked by the recorder)"
+			v.Reason, door = ReasonSuspendedRetained, "SUSPENDED-RESUMABLE ("+stopWords(state.Stop)+")"
 		}
 		v.Message = door + ": a residual a successor can still make progress on; retained regardless of age"
 	case Diverged:
@@ -82,6 +83,21 @@ func Reach(state ledger.State, plan Plan) ReachabilityVerdict {
 		v.Message = fmt.Sprintf("resume verdict %q is not one this build knows; retained until it is adjudicated", plan.Verdict)
 	}
 	return v
+}
+
+// stopWords says how a suspended run stopped, for a human.
+func stopWords(stop ledger.StopReason) string {
+	switch stop {
+	case ledger.StopSuspended:
+		return "paused at the agent's request"
+	case ledger.StopFailed:
+		return "the agent failed before finishing"
+	case ledger.StopKilled:
+		return "the agent was killed before finishing"
+	case ledger.StopDeadline:
+		return "the recording ran out of time"
+	}
+	return "stopped before finishing"
 }
 
 // unresumableButRetained keeps the UNRESUMABLE runs whose ledger this build could not judge: a record

@@ -53,7 +53,7 @@ func TestAnUnjudgeableLedgerKeepsItsRunReachable(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			plan := Decide(tc.state, AncestryFacts{}, tc.policy)
+			plan := Decide(tc.state, AncestryFacts{}, nil, tc.policy)
 			if plan.Verdict != Unresumable {
 				t.Fatalf("verdict = %s, want UNRESUMABLE", plan.Verdict)
 			}
@@ -65,7 +65,7 @@ func TestAnUnjudgeableLedgerKeepsItsRunReachable(t *testing.T) {
 	}
 	// The one UNRESUMABLE that stays collectible: a run that declared no goal at all.
 	noIntent := ledger.State{RunID: "r"}
-	if r := Reach(noIntent, Decide(noIntent, AncestryFacts{}, Policy{})); !r.Collectible() {
+	if r := Reach(noIntent, Decide(noIntent, AncestryFacts{}, nil, Policy{})); !r.Collectible() {
 		t.Fatalf("a run without intent: %s/%s, want COLLECTIBLE", r.Reachability, r.Reason)
 	}
 }
