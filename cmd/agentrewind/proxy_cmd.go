@@ -61,9 +61,9 @@ Endpoints: POST /v1/messages (JSON and SSE; --provider anthropic, the default), 
 previous_response_id naming a recorded response goes upstream as the recorded conversation's input
 items) and /v1/messages/count_tokens (recorded as the tool call
 count_tokens@anthropic); POST /v1/tools/{name} (forwarded to --tool backends); GET
-/v1/entropy/{clock,random,uuid}; POST /v1/ledger (agent-authored records; a SUSPEND makes the proxy
-mint the anchor); POST /v1/checkpoint (mints a SUSPEND stamp of the latest turn); /healthz, /readyz,
-/metrics. Errors use the provider's error JSON; a request the recording does not hold is 409 with
+/v1/entropy/{clock,random,uuid}; POST /v1/ledger (agent-authored records; a SUSPEND parks the run
+and makes the proxy mint the anchor); POST /v1/checkpoint (mints an ANCHOR of the latest turn and
+parks nothing); /healthz, /readyz, /metrics. Errors use the provider's error JSON; a request the recording does not hold is 409 with
 X-Rewind-Drift-Step, X-Rewind-Drift-Call-Site and X-Rewind-Nearest-Step. Bodies over 10 MiB get 413.
 
 Lanes and call sites: X-Rewind-Lane: <name> puts a call in lane "0/<name>" (absent or "0": the main
@@ -78,7 +78,8 @@ child session. Replay and fork speak the API the session records. The provider k
 replaces whatever the agent sends; without one the agent's own key is passed through. Either way it
 is redacted wherever it appears, with every value of --learn-secrets-from.
 
-SIGTERM or SIGINT stops taking requests, waits for those in flight (half of --shutdown-timeout, then
+When the run is stopped the proxy records an END saying so (Stopped): it cannot see how the agent
+ended. SIGTERM or SIGINT stops taking requests, waits for those in flight (half of --shutdown-timeout, then
 cuts them and records them as errors) and commits the session; with
 --store it is then pushed, and a replay or fork writes its result to results/<job-uid>.json and the
 termination message. A record run writes no task result: the committed session is its output.`,

@@ -12,6 +12,7 @@ import (
 	"github.com/agentrewind/agentrewind/api/v1alpha1"
 	"github.com/agentrewind/agentrewind/internal/engine/price"
 	"github.com/agentrewind/agentrewind/internal/engine/task"
+	"github.com/agentrewind/agentrewind/internal/engine/verdict/ledger"
 )
 
 // The CRD's bounds on the status fields this file fills (api/v1alpha1). A list longer than its bound is
@@ -118,8 +119,10 @@ func ResumePlanVerdicts(r *task.ResumePlanResult) (v1alpha1.ResumePlanStatus, er
 		out.Verified = append(out.Verified, v1alpha1.PlanStep{ID: cutString(s.ID, maxStepID), SHA: s.SHA})
 	}
 
+	// The API's Suspended is a pause the agent asked for; a run that failed, was killed or ran out
+	// of time is Interrupted, with the engine's stop in the reachability message.
 	out.Stop = v1alpha1.RunInterrupted
-	if rep.Reachability.Suspended {
+	if rep.Reachability.Stop == ledger.StopSuspended {
 		out.Stop = v1alpha1.RunSuspended
 	}
 	if out.Reachability, err = reachabilityStatus(rep); err != nil {

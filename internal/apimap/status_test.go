@@ -12,6 +12,7 @@ import (
 	"github.com/agentrewind/agentrewind/internal/engine/price"
 	"github.com/agentrewind/agentrewind/internal/engine/task"
 	"github.com/agentrewind/agentrewind/internal/engine/verdict"
+	"github.com/agentrewind/agentrewind/internal/engine/verdict/ledger"
 	"github.com/agentrewind/agentrewind/internal/engine/verdict/coherence"
 	"github.com/agentrewind/agentrewind/internal/engine/verdict/resume"
 )
@@ -137,6 +138,29 @@ func TestVerifyProblemReason(t *testing.T) {
 	} {
 		if got := VerifyProblemReason(&task.VerifyResult{Problem: "p", ProblemKind: kind}); got != want {
 			t.Errorf("VerifyProblemReason(%q) = %s, want %s", kind, got, want)
+		}
+	}
+}
+
+// TestOnlyAPauseIsSuspendedInTheAPI: the API's Suspended is a pause the agent asked for. A run the
+// engine calls suspended because it failed, was killed or ran out of time is Interrupted.
+func TestOnlyAPauseIsSuspendedInTheAPI(t *testing.T) {
+	for stop, want := range map[ledger.StopReason]v1alpha1.RunStop{
+		ledger.StopSuspended:  v1alpha1.RunSuspended,
+		ledger.StopKilled:     v1alpha1.RunInterrupted,
+		ledger.StopFailed:     v1alpha1.RunInterrupted,
+		ledger.StopDeadline:   v1alpha1.RunInterrupted,
+		ledger.StopFinished:   v1alpha1.RunInterrupted,
+		ledger.StopUnrecorded: v1alpha1.RunInterrupted,
+	} {
+		rep, err := task.NewReport(verdict.Evaluate(verdict.Facts{}, verdict.DefaultPolicy()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep.Reachability.Stop, rep.Reachability.Suspended = stop, stop != ledger.StopFinished && stop != ledger.StopUnrecorded
+		got, err := ResumePlanVerdicts(&task.ResumePlanResult{Report: rep})
+		if err != nil || got.Stop != want {
+			t.Errorf("stop %q: %s (%v), want %s", stop, got.Stop, err, want)
 		}
 	}
 }

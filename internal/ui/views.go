@@ -614,7 +614,7 @@ type PlanView struct {
 	Convergence        string     `json:"convergence,omitempty"`
 	Drift              string     `json:"drift,omitempty"`
 	Rewind             RewindView `json:"rewind"`
-	// Checkpoint is the minted SUSPEND checkpoint the ledger holds, if any.
+	// Checkpoint is the latest anchor the recorder minted (ANCHOR or SUSPEND), if any.
 	Checkpoint  *ledger.Checkpoint `json:"checkpoint,omitempty"`
 	EvaluatedAt *time.Time         `json:"evaluatedAt,omitempty"`
 }

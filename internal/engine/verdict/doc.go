@@ -1,7 +1,7 @@
 // Package verdict owns the judgements ResumePlan status and the garbage collector rest on, and
 // composes them into one Report:
 //
-//   - ledger: the intent-ledger record schema and its fold (who may mint a SUSPEND stamp);
+//   - ledger: the intent-ledger record schema and its fold (who may mint an anchor, a pause or an end);
 //   - resume: the resume verdict (RESUMABLE / COMPLETE / DIVERGED / UNRESUMABLE) and reachability
 //     (REACHABLE / COLLECTIBLE);
 //   - convergence: whether the residual history is heading to a fixpoint (CONVERGING / COMPLETE /

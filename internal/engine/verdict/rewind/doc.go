@@ -11,7 +11,7 @@
 //   - NO_REWIND unless the trigger is a ground-truth stop signal: resume DIVERGED, or convergence
 //     THRASHING or STARVED. CONVERGING, RESUMABLE, COMPLETE or INSUFFICIENT leave the transcript alone —
 //     the cap is on ground truth, never on the agent's "I'm close".
-//   - UNANCHORED when the checkpoint is absent (no recorder-minted SUSPEND) or the live turn at its
+//   - UNANCHORED when the checkpoint is absent (no recorder-minted ANCHOR or SUSPEND) or the live turn at its
 //     index is missing or does not digest to the minted stamp: the agent or a successor rewrote history
 //     under the checkpoint, so the verdict rewinds to nothing rather than to an unstamped turn. The
 //     no-good note is still built: the verdict and the environment's error are evidence an operator
