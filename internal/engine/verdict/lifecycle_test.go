@@ -152,7 +152,7 @@ func TestTheRunsEndDecidesWhetherItIsSuspended(t *testing.T) {
 				Stop: ledger.StopFailed, Reachability: resume.Reachable, Anchored: true, RulesVersion: resume.RulesVersion},
 		},
 		{
-			name: "anchor then the deadline",
+			name:   "anchor then the deadline",
 			events: []session.Event{agentSays(twoSteps), turn0, anchorOf(0, turn0), turn1, ended(ledger.EndDeadline)},
 			want: outcome{Verdict: resume.Resumable, Residual: []string{"s1", "s2"}, Suspended: true,
 				Stop: ledger.StopDeadline, Reachability: resume.Reachable, Anchored: true, RulesVersion: resume.RulesVersion},
