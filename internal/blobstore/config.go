@@ -257,6 +257,7 @@ func Open(ctx context.Context, cfg Config) (*S3ObjectStore, error) {
 	if cfg.wrapTransport != nil {
 		rt = cfg.wrapTransport(rt)
 	}
+	rt = clockReader{next: rt}
 	client, err := minio.New(host, &minio.Options{
 		Creds:     credentials.NewStaticV4(creds.AccessKeyID, creds.SecretAccessKey.Reveal(), creds.SessionToken.Reveal()),
 		Secure:    secure,

@@ -29,11 +29,12 @@ const (
 	faultFlip              // forward, then alter the body of a GET's answer: damage on the way down
 	faultTrickle           // forward, then send a GET's body trickleBytes per trickle interval
 	faultAlterUpload       // alter the body of a PUT before forwarding it: damage on the way up
+	faultSkewed            // answer 403 RequestTimeTooSkewed dated skew ahead, as a store whose clock is off
 	numFaults
 )
 
 var faultNames = [...]string{"none", "500", "503-slowdown", "reset-before", "reset-after", "truncate", "latency", "stall", "false-ok",
-	"flip", "trickle", "alter-upload"}
+	"flip", "trickle", "alter-upload", "skewed"}
 
 func (f fault) String() string { return faultNames[f] }
 
@@ -50,6 +51,7 @@ type faultProxy struct {
 	stall         time.Duration
 	trickle       time.Duration // between two writes of a trickled body
 	trickleBytes  int           // bytes per write of a trickled body (default 1)
+	skew          time.Duration // how far ahead of this host the Date of a faultSkewed answer is
 	// only, when set, limits the faults to the requests it accepts.
 	only func(r *http.Request) bool
 	// flip alters a body for faultFlip and faultAlterUpload (default: one bit of its middle byte).
@@ -144,6 +146,11 @@ func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 		}
 		writeS3Error(w, http.StatusServiceUnavailable, "SlowDown", "stalled")
+		return
+	case faultSkewed:
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Date", time.Now().Add(p.skew).UTC().Format(http.TimeFormat))
+		writeS3Error(w, http.StatusForbidden, "RequestTimeTooSkewed", "The difference between the request time and the current time is too large.")
 		return
 	case faultFalseOK:
 		_, _ = io.Copy(io.Discard, r.Body)

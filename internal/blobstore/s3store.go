@@ -57,6 +57,7 @@ func (s *S3ObjectStore) do(ctx context.Context, op, key string, size int64, atte
 		limit := s.deadline(size)
 		actx, cancel := context.WithTimeout(ctx, limit)
 		defer cancel()
+		actx, clocks := withClocks(actx)
 		err := fn(actx)
 		switch {
 		case err == nil:
@@ -65,6 +66,8 @@ func (s *S3ObjectStore) do(ctx context.Context, op, key string, size int64, atte
 			err = fmt.Errorf("%w: no complete answer within %s (the request timeout %s%s)", err, limit, s.timeout, sizeAllowance(size, s.minThroughput))
 		case s.alteredInTransit(op, err):
 			err = &alteredError{err}
+		default:
+			err = clocks.attach(err)
 		}
 		return err
 	})
@@ -244,13 +247,14 @@ func (s *S3ObjectStore) List(ctx context.Context, prefix string) ([]ObjectInfo, 
 func (s *S3ObjectStore) listFrom(ctx context.Context, prefix string, out *[]ObjectInfo) error {
 	ctx, cancel := context.WithTimeout(ctx, s.deadline(0))
 	defer cancel()
+	ctx, clocks := withClocks(ctx)
 	opts := minio.ListObjectsOptions{Prefix: prefix, Recursive: true}
 	if n := len(*out); n > 0 {
 		opts.StartAfter = (*out)[n-1].Key
 	}
 	for oi := range s.client.ListObjectsIter(ctx, s.bucket, opts) {
 		if oi.Err != nil {
-			return oi.Err
+			return clocks.attach(oi.Err)
 		}
 		// Keys come in ascending order; a server that goes back (ignoring start-after after a fault)
 		// would make the listing repeat itself forever.
@@ -297,6 +301,8 @@ var credentialCodes = map[string]bool{
 	"InvalidToken": true, "TokenRefreshRequired": true, "XAdminUserNotFound": true, "NoSuchUser": true,
 }
 
+const credentialsHint = "check the credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN or the credentials Secret) and the bucket policy"
+
 // hintFor says what to do next about an S3 error a user can fix.
 func hintFor(err error) string {
 	var resp minio.ErrorResponse
@@ -304,9 +310,19 @@ func hintFor(err error) string {
 	if !errors.As(err, &resp) || errors.As(err, &altered) {
 		return ""
 	}
+	var clocks *clockError
+	errors.As(err, &clocks)
 	switch {
+	case resp.Code == "RequestTimeTooSkewed":
+		return skewHint(clocks)
+	case skewCodes[resp.Code] && clocks.skewed():
+		// Some stores refuse a request signed too far from their clock as AccessDenied.
+		return skewHint(clocks) + "; if that is not it, " + credentialsHint
+	case skewCodes[resp.Code] && clocks == nil:
+		return credentialsHint + ", or whether this machine's clock and the store's differ by more than " +
+			minutes(maxClockSkew) + " (RequestTimeTooSkewed): if so, " + syncAdvice
 	case credentialCodes[resp.Code]:
-		return "check the credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN or the credentials Secret) and the bucket policy"
+		return credentialsHint
 	case resp.Code == "PreconditionFailed":
 		return "the object changed while it was read; read it again"
 	}
