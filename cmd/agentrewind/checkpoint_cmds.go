@@ -179,6 +179,16 @@ Exit codes: 0 success, 1 error, 2 a checkpoint or blob is corrupt or was tampere
 	return cmd
 }
 
+// resentNote says how many blobs a capture found stored and sent again all the same, so that a
+// summary's "new bytes uploaded" is not taken for all it sent.
+func resentNote(st checkpoint.CaptureStats) string {
+	if st.ResentBlobs == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d blobs already stored were sent again (%d bytes) because the store cannot renew them in place",
+		st.ResentBlobs, st.ResentBytes)
+}
+
 func newCheckpointCreateCommand() *cobra.Command {
 	var (
 		f          checkpointFlags
@@ -231,10 +241,14 @@ character, as in gitignore (\* is a star, \\ a backslash).`,
 			}
 			w := cmd.OutOrStdout()
 			if !c.New {
+				if c.Stats.ResentBlobs > 0 {
+					_, err = fmt.Fprintf(w, "unchanged since checkpoint %s: no checkpoint written%s\n", c.ID, resentNote(c.Stats))
+					return err
+				}
 				_, err = fmt.Fprintf(w, "unchanged since checkpoint %s: nothing written\n", c.ID)
 				return err
 			}
-			_, err = fmt.Fprintf(w, "checkpoint %s: %d files, %d bytes, %d new bytes uploaded\n", c.ID, c.Stats.Files, c.Stats.Bytes, c.Stats.IncrementalBytes)
+			_, err = fmt.Fprintf(w, "checkpoint %s: %d files, %d bytes, %d new bytes uploaded%s\n", c.ID, c.Stats.Files, c.Stats.Bytes, c.Stats.IncrementalBytes, resentNote(c.Stats))
 			for _, s := range c.Stats.Skipped {
 				fmt.Fprintf(cmd.ErrOrStderr(), "skipped %s: not a regular file, directory or symbolic link\n", printable(s))
 			}

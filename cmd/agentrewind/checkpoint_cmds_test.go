@@ -976,3 +976,40 @@ func TestCheckpointCreateLeavesOutANameItCannotRecord(t *testing.T) {
 		t.Fatalf("create beside a name a checkpoint cannot record: %v\nstdout %s\nstderr %s", err, out, stderr)
 	}
 }
+
+// TestCheckpointCreateSaysWhichStoredBlobsItSentAgain: a capture renews every blob it reuses, and a
+// store that cannot renew in place (versitygw keeps the time on a same-key copy) gets them sent
+// again. The summary counts them apart from the new bytes, rather than "0 new bytes uploaded".
+func TestCheckpointCreateSaysWhichStoredBlobsItSentAgain(t *testing.T) {
+	storeServer(t)
+	const store = "s3://resend-bucket/team"
+	ws := t.TempDir()
+	files := map[string]string{"main.go": "package main", "data.bin": strings.Repeat("x", 5000)}
+	writeFiles(t, ws, files)
+	out, err := runCheckpoint(t, "create", ws, "--store", store, "--session", "s1", "--create-bucket")
+	if err != nil || strings.Contains(out, "sent again") {
+		t.Fatalf("first capture: %v\n%s", err, out)
+	}
+	// Another session's capture of the same files has no baseline: it finds every blob stored.
+	out, err = runCheckpoint(t, "create", ws, "--store", store, "--session", "s2", "-o", "json")
+	if err != nil {
+		t.Fatalf("second capture: %v\n%s", err, out)
+	}
+	var c checkpoint.Created
+	if err := json.Unmarshal([]byte(out), &c); err != nil {
+		t.Fatal(err, out)
+	}
+	fileBytes := int64(len(files["main.go"]) + len(files["data.bin"]))
+	// The files' two blobs, and the one manifest chunk the two checkpoints share: the manifest
+	// bytes not uploaded as new.
+	chunkBytes := c.Stats.ManifestBytes - c.Stats.ManifestUploadedBytes
+	if !c.New || c.Stats.UploadedBlobs != 0 || c.Stats.ResentBlobs != 3 || c.Stats.ResentBytes != fileBytes+chunkBytes || chunkBytes <= 0 {
+		t.Fatalf("second capture: %+v; want no blob uploaded, and the 2 files' blobs and 1 chunk (%d+%d bytes) sent again", c.Stats, fileBytes, chunkBytes)
+	}
+	out, err = runCheckpoint(t, "create", ws, "--store", store, "--session", "s3")
+	want := fmt.Sprintf("0 new bytes uploaded; %d blobs already stored were sent again (%d bytes) because the store cannot renew them in place\n",
+		c.Stats.ResentBlobs, c.Stats.ResentBytes)
+	if err != nil || !strings.HasSuffix(out, want) {
+		t.Fatalf("third capture: %v\n%s\nwant it to end %q", err, out, want)
+	}
+}

@@ -43,20 +43,27 @@ func (b checkpointBlobs) key(hash string) (string, error) {
 // Has implements checkpoint.Blobs: an object under the hash is the blob. One damaged at rest is
 // found when it is read. A blob found is renewed (its modification time is now), so a blob sweep's
 // safety margin covers the capture that skips uploading it; one the store cannot renew in place is
-// read back, verified, and stored again (the capture still counts it as deduplicated).
+// read back, verified, and stored again (HasResent says so; the capture counts it as found).
 func (b checkpointBlobs) Has(ctx context.Context, hash string) (bool, error) {
+	has, _, err := b.HasResent(ctx, hash)
+	return has, err
+}
+
+// HasResent implements checkpoint.Resender: it is Has, also reporting a blob found that was stored
+// again because the store could not renew it in place.
+func (b checkpointBlobs) HasResent(ctx context.Context, hash string) (has, resent bool, err error) {
 	key, err := b.key(hash)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	info, err := b.s.objects.Stat(ctx, key)
 	switch {
 	case errors.Is(err, ErrNotFound):
-		return false, nil
+		return false, false, nil
 	case err != nil:
-		return false, err
+		return false, false, err
 	}
-	err = b.s.refresh(ctx, key, info.Size, func() error {
+	resent, err = b.s.refresh(ctx, key, info.Size, func() error {
 		rc, err := b.Get(ctx, hash)
 		if err != nil {
 			return err
@@ -65,9 +72,9 @@ func (b checkpointBlobs) Has(ctx context.Context, hash string) (bool, error) {
 		return b.s.objects.Put(ctx, key, rc, info.Size)
 	})
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
-	return true, nil
+	return true, resent, nil
 }
 
 // Put implements checkpoint.Blobs: r is copied aside while it is hashed, and only a copy of the

@@ -247,3 +247,27 @@ func TestCheckpointBlobWhoseRenewalFailsIsStoredAgain(t *testing.T) {
 		t.Fatalf("the shared blob was put %d times, want twice: once stored, once renewed by sending it again", n)
 	}
 }
+
+// A capture counts the blob it found stored and sent again because renewing it in place failed,
+// apart from the blobs it uploaded as new, even when the capture writes no new checkpoint.
+func TestCheckpointCaptureCountsTheBlobsItSentAgain(t *testing.T) {
+	mem := NewMemObjectStore()
+	store := NewSessionStore(touchFails{mem}, Layout{}, StoreOptions{})
+	blobs := store.Checkpoints()
+	data := []byte("a file two captures share")
+	ws := workspace(t, map[string][]byte{"shared.txt": data})
+	var got []checkpoint.CaptureStats
+	for i := range 2 {
+		c, err := blobs.Create(context.Background(), ws, checkpoint.CaptureOptions{Anchor: checkpoint.Anchor{Session: "s1"}, Now: checkpointClock()})
+		if err != nil {
+			t.Fatalf("capture %d: %v", i+1, err)
+		}
+		got = append(got, c.Stats)
+	}
+	if got[0].UploadedBlobs != 1 || got[0].ResentBlobs != 0 {
+		t.Errorf("first capture: %+v; want the blob uploaded, none sent again", got[0])
+	}
+	if got[1].UploadedBlobs != 0 || got[1].ResentBlobs != 1 || got[1].ResentBytes != int64(len(data)) {
+		t.Errorf("second capture: %+v; want no blob uploaded and 1 of %d bytes sent again", got[1], len(data))
+	}
+}

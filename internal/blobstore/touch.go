@@ -74,15 +74,15 @@ func (m *MemObjectStore) Touch(ctx context.Context, key string, _ int64) (bool, 
 // unreferenced before the session referencing it was committed must not delete it. An object store
 // that cannot renew it in place gets it again through reupload, and so does one whose renewal
 // failed: a copy answered with an empty 200 or an error says nothing certain about the object, and
-// sending it again is always a correct renewal.
-func (s *SessionStore) refresh(ctx context.Context, key string, size int64, reupload func() error) error {
+// sending it again is always a correct renewal. resent reports that it was sent again.
+func (s *SessionStore) refresh(ctx context.Context, key string, size int64, reupload func() error) (resent bool, err error) {
 	if t, ok := s.objects.(toucher); ok {
 		if done, _ := t.Touch(ctx, key, size); done {
-			return nil
+			return false, nil
 		}
 		if err := ctx.Err(); err != nil {
-			return err
+			return false, err
 		}
 	}
-	return reupload()
+	return true, reupload()
 }

@@ -28,6 +28,35 @@ type Blobs interface {
 	Get(ctx context.Context, hash string) (io.ReadCloser, error)
 }
 
+// Resender is a Blobs whose Has renews a blob it finds, so that a blob sweep does not delete it
+// before the manifest naming it is stored, and may have to send it again to do so: an object store
+// that cannot renew an object in place. A capture counts those blobs (CaptureStats.ResentBlobs).
+type Resender interface {
+	// HasResent is Has, also reporting whether renewing the blob found sent it again.
+	HasResent(ctx context.Context, hash string) (has, resent bool, err error)
+}
+
+// resent counts the blobs a capture sent again to renew them, and their bytes.
+type resent struct {
+	blobs int
+	bytes int64
+}
+
+// hasRenewing asks blobs whether the blob named hash, of size bytes, is stored, counting it in r when
+// renewing it sent it again.
+func hasRenewing(ctx context.Context, blobs Blobs, hash string, size int64, r *resent) (bool, error) {
+	rs, ok := blobs.(Resender)
+	if !ok {
+		return blobs.Has(ctx, hash)
+	}
+	found, again, err := rs.HasResent(ctx, hash)
+	if again {
+		r.blobs++
+		r.bytes += size
+	}
+	return found, err
+}
+
 // DirBlobs keeps blobs under <Dir>/blobs/sha256/<hh>/<hash>, the layout of the S3 store.
 type DirBlobs struct{ Dir string }
 

@@ -55,6 +55,10 @@ type CaptureStats struct {
 	// Both are 0 when no manifest was stored (Create found the capture identical to the latest).
 	ManifestBytes         int64 `json:"manifestBytes,omitempty"`
 	ManifestUploadedBytes int64 `json:"manifestUploadedBytes,omitempty"`
+	// ResentBlobs and ResentBytes count blobs (files' and manifest chunks') the store held but could
+	// not renew in place, so the capture sent them again; they are not in UploadedBlobs.
+	ResentBlobs int   `json:"resentBlobs,omitempty"`
+	ResentBytes int64 `json:"resentBytes,omitempty"`
 	// Skipped are paths that are neither regular files, directories nor symlinks (sockets, devices).
 	Skipped []string `json:"skipped,omitempty"`
 	// Vanished are paths that disappeared while the capture walked the workspace; they are not in it.
@@ -316,11 +320,13 @@ func captureFile(ctx context.Context, root *os.Root, rel string, blobs Blobs, up
 	if uploaded[e.Hash] {
 		return e, false, nil
 	}
-	has, err := blobs.Has(ctx, e.Hash)
+	var again resent
+	found, err := hasRenewing(ctx, blobs, e.Hash, e.Size, &again)
+	st.ResentBlobs, st.ResentBytes = st.ResentBlobs+again.blobs, st.ResentBytes+again.bytes
 	if err != nil {
 		return Entry{}, false, err
 	}
-	if has {
+	if found {
 		return e, false, nil
 	}
 	f, _, err = openRegular(root, rel)

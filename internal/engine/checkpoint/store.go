@@ -84,6 +84,7 @@ func (s *Store) Create(ctx context.Context, dir string, opts CaptureOptions) (Cr
 		return Created{}, err
 	}
 	st.ManifestBytes, st.ManifestUploadedBytes = w.Bytes, w.Uploaded
+	st.ResentBlobs, st.ResentBytes = st.ResentBlobs+w.Resent.blobs, st.ResentBytes+w.Resent.bytes
 	s.mu.Lock()
 	s.last.id, s.last.m = id, m
 	s.cacheSummary(id, m)
@@ -177,9 +178,11 @@ func (s *Store) Save(ctx context.Context, m *Manifest) (string, error) {
 }
 
 // manifestWrite is what storing a manifest cost: Bytes is its whole encoding (root and every chunk),
-// Uploaded the part sent to the store (the root and the chunks it did not hold).
+// Uploaded the part sent to the store (the root and the chunks it did not hold), and Resent the
+// chunks it held but sent again to renew them.
 type manifestWrite struct {
 	Bytes, Uploaded int64
+	Resent          resent
 }
 
 func (s *Store) save(ctx context.Context, m *Manifest) (string, manifestWrite, error) {
@@ -217,11 +220,11 @@ func (s *Store) save(ctx context.Context, m *Manifest) (string, manifestWrite, e
 		if s.holdsChunk(c.ref.Hash) {
 			continue
 		}
-		has, err := s.Blobs.Has(ctx, c.ref.Hash)
+		found, err := hasRenewing(ctx, s.Blobs, c.ref.Hash, c.ref.Size, &w.Resent)
 		if err != nil {
 			return "", w, fmt.Errorf("storing checkpoint %s: %w", id, err)
 		}
-		if !has {
+		if !found {
 			if err := s.Blobs.Put(ctx, c.ref.Hash, c.ref.Size, bytes.NewReader(c.data)); err != nil {
 				return "", w, fmt.Errorf("storing a chunk of checkpoint %s: %w", id, err)
 			}
