@@ -39,6 +39,7 @@ var readerErrors = map[string]struct {
 	"bundle.UnsafeEntryError":          {&bundle.UnsafeEntryError{Name: "blobs/ab", Reason: "symbolic link"}, exitCorrupt},
 	"bundle.BlobHashError":             {&bundle.BlobHashError{Name: "blobs/ab"}, exitCorrupt},
 	"bundle.MissingEntryError":         {&bundle.MissingEntryError{Name: "events.jsonl"}, exitCorrupt},
+	"bundle.TrailingDataError":         {&bundle.TrailingDataError{Offset: 4096, Bytes: 12}, exitCorrupt},
 	"bundle.ErrDestinationNotEmpty":    {bundle.ErrDestinationNotEmpty, exitError},
 	"bundle.DestinationError":          {&bundle.DestinationError{Dir: "out", Err: bundle.ErrDestinationNotEmpty}, exitError},
 	"blobstore.ErrVaultMissing":        {blobstore.ErrVaultMissing, exitCorrupt},

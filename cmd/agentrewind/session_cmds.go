@@ -64,7 +64,8 @@ func isCorrupt(err error) bool {
 		isType[*session.MissingError](err) || isType[*session.BlobRefError](err) || isType[*session.RefError](err) || isType[*session.TextError](err) ||
 		isType[*session.TooLargeError](err) ||
 		isType[*replay.FingerprintMismatchError](err) ||
-		isType[*bundle.UnsafeEntryError](err) || isType[*bundle.BlobHashError](err) || isType[*bundle.MissingEntryError](err)
+		isType[*bundle.UnsafeEntryError](err) || isType[*bundle.BlobHashError](err) || isType[*bundle.MissingEntryError](err) ||
+		isType[*bundle.TrailingDataError](err)
 }
 
 func isType[E error](err error) bool {

@@ -37,6 +37,29 @@ func (e *MissingEntryError) Error() string {
 	return fmt.Sprintf("bundle: %s is missing: a session needs %s and %s", e.Name, metaFile, eventsFile)
 }
 
+// TrailingDataError reports bytes after the end of a bundle's gzip stream. Pack writes one stream
+// and nothing after it, so the file was damaged, or something was appended to it.
+type TrailingDataError struct {
+	Offset int64 // where the gzip stream ends and the extra bytes begin
+	Bytes  int64 // how many bytes follow it (at least that many when More)
+	More   bool
+	// Gzip says the bytes that follow begin another gzip stream: two files concatenated, or a
+	// bundle compressed as several streams, which Pack never writes.
+	Gzip bool
+}
+
+func (e *TrailingDataError) Error() string {
+	count := fmt.Sprintf("%d bytes", e.Bytes)
+	if e.More {
+		count = "more than " + count
+	}
+	msg := fmt.Sprintf("bundle: %s after the end of the gzip stream at offset %d", count, e.Offset)
+	if e.Gzip {
+		return msg + ": another gzip stream begins there: two files were concatenated, or the bundle was compressed in several streams, which pack never writes"
+	}
+	return msg + ": the bundle is damaged or two files were concatenated"
+}
+
 // ErrDestinationNotEmpty is wrapped when Unpack is pointed at a directory that already has content:
 // unpacking over an existing session would mix two recordings.
 var ErrDestinationNotEmpty = errors.New("destination is not empty")

@@ -24,7 +24,6 @@ const (
 	reasonEscapes     = "path escapes the destination"
 	reasonAbsolute    = "absolute path"
 	reasonBackslash   = "name contains a backslash"
-	reasonNUL         = "name contains a NUL byte"
 	reasonEmpty       = "empty name"
 	reasonSymlink     = "symbolic link"
 	reasonHardlink    = "hard link"
@@ -47,9 +46,9 @@ func nameReason(name string) string {
 	case name == "":
 		return reasonEmpty
 	case strings.ContainsRune(name, 0):
-		// archive/tar already cuts ustar and GNU names at NUL and rejects PAX paths holding one;
-		// checked again so the rule does not depend on that.
-		return reasonNUL
+		// archive/tar cuts ustar and GNU names at NUL and rejects PAX paths holding one (Unpack reads
+		// the raw header to say so); checked again so the rule does not depend on that.
+		return reasonNULAt(strings.IndexByte(name, 0))
 	case strings.Contains(name, `\`):
 		// A separator on Windows and an ordinary byte elsewhere: the same archive must mean the same
 		// thing on every machine.
@@ -60,6 +59,11 @@ func nameReason(name string) string {
 		return reasonEscapes
 	}
 	return ""
+}
+
+// reasonNULAt refuses a name holding a NUL byte at offset at.
+func reasonNULAt(at int) string {
+	return fmt.Sprintf("name contains a NUL byte at offset %d, which no session file name has: the bundle is damaged or was made to pass one file for another", at)
 }
 
 func hasDotDot(name string) bool {

@@ -17,7 +17,7 @@ func TestEntryNameRules(t *testing.T) {
 		{blob, "", true},
 		{"blobs/", "", false},
 		{"", reasonEmpty, false},
-		{"meta.json\x00", reasonNUL, false},
+		{"meta.json\x00", reasonNULAt(9), false},
 		{`blobs\x`, reasonBackslash, false},
 		{"/etc/passwd", reasonAbsolute, false},
 		{"..", reasonEscapes, false},

@@ -3,7 +3,6 @@ package bundle
 import (
 	"archive/tar"
 	"cmp"
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -58,15 +57,16 @@ func (l Limits) withDefaults() Limits {
 // os.Root opened on it, so nothing can land outside — then opened with session.Open, and only a
 // session that verifies is renamed to destDir. Any entry other than the regular files meta.json,
 // events.jsonl and blobs/<64 lowercase hex>, and the directory blobs/, is refused with an
-// *UnsafeEntryError, as are vault.enc, duplicates, entries over the limits and a blob or meta.json
-// over the session package's caps (from its header); a line of events.jsonl over session.MaxLineBytes
-// is refused as it streams in, with a *session.CorruptEventError naming the line and its offset. A
-// blob whose content does not hash to its name yields a *BlobHashError wherever it sits and whether
-// or not an event references it, a bundle without meta.json or events.jsonl a *MissingEntryError, and
-// a session that does not verify the session package's error. Blobs no event references are dropped,
-// never left in destDir, and counted in the summary's Unreferenced. On any error the temporary
-// directory is removed and destDir is left as it was. Cancelling ctx stops the extraction with ctx's
-// error.
+// *UnsafeEntryError, as are vault.enc, duplicates, names holding a NUL byte (which archive/tar would
+// cut there), entries over the limits and a blob or meta.json over the session package's caps (from
+// its header); a line of events.jsonl over session.MaxLineBytes is refused as it streams in, with a
+// *session.CorruptEventError naming the line and its offset. A blob whose content does not hash to
+// its name yields a *BlobHashError wherever it sits and whether or not an event references it, a
+// bundle without meta.json or events.jsonl a *MissingEntryError, and a session that does not verify
+// the session package's error. A bundle is one gzip stream, as Pack writes it: bytes after its end, a
+// second stream included, are a *TrailingDataError. Blobs no event references are dropped, never left
+// in destDir, and counted in the summary's Unreferenced. On any error the temporary directory is
+// removed and destDir is left as it was. Cancelling ctx stops the extraction with ctx's error.
 func Unpack(ctx context.Context, r io.Reader, destDir string, limits Limits) (_ *PackSummary, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -166,20 +166,27 @@ type unpacker struct {
 }
 
 func (u *unpacker) extract(ctx context.Context, r io.Reader) error {
-	gz, err := gzip.NewReader(ctxReader{ctx, r})
+	gz, err := newGzipStream(ctxReader{ctx, r})
 	if err != nil && ctx.Err() != nil {
 		return ctx.Err() // the read failed because of the cancellation, not because of the bundle
 	}
 	if err != nil {
 		return fmt.Errorf("bundle: not a gzip-compressed bundle: %w", err)
 	}
-	tr := tar.NewReader(gz)
+	tap := &headerTap{r: gz}
+	tr := tar.NewReader(tap)
 	prev := ""
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		tap.record()
 		hdr, err := tr.Next()
+		tap.stop()
+		if name, at, ok := tap.nulInName(); ok && err != io.EOF {
+			// archive/tar cut the name at the NUL: the entry would pass for another, or a duplicate.
+			return refuse(name, reasonNULAt(at))
+		}
 		if err == io.EOF {
 			break
 		}
@@ -189,9 +196,14 @@ func (u *unpacker) extract(ctx context.Context, r io.Reader) error {
 		if err := u.entry(hdr, tr); err != nil {
 			return err
 		}
+		// The body of a blobs/ entry is not read; the tar reader would skip it inside Next, where the
+		// tap expects only the padding before the next header. Its size counted against the limits.
+		if _, err := io.Copy(io.Discard, tr); err != nil {
+			return nextError(nil, err, hdr.Name)
+		}
 		prev = hdr.Name
 	}
-	if err := drainPadding(gz); err != nil {
+	if err := drainPadding(tap); err != nil {
 		return err
 	}
 	return u.checkRequired()
@@ -201,6 +213,9 @@ func (u *unpacker) extract(ctx context.Context, r io.Reader) error {
 // entry's declared size, so a body longer than its header claims shows up here, as the header that
 // should follow it being garbage.
 func nextError(hdr *tar.Header, err error, prev string) error {
+	if te, ok := errors.AsType[*TrailingDataError](err); ok {
+		return te // the gzip stream ended inside the archive
+	}
 	if hdr != nil && errors.Is(err, tar.ErrInsecurePath) { // only with GODEBUG=tarinsecurepath=0
 		return refuse(hdr.Name, cmp.Or(nameReason(hdr.Name), reasonEscapes))
 	}
@@ -314,6 +329,9 @@ func (u *unpacker) writeFile(name string, size int64, body io.Reader) error {
 	if cerr := dst.Close(); err == nil {
 		err = cerr
 	}
+	if te, ok := errors.AsType[*TrailingDataError](err); ok {
+		return te // the gzip stream ended inside the entry
+	}
 	if err != nil {
 		return fmt.Errorf("bundle: extracting %s: %w", name, err)
 	}
@@ -403,15 +421,16 @@ func (u *unpacker) checkRequired() error {
 
 // drainPadding reads the rest of the gzip stream after the end of the tar archive: only zero padding
 // may follow, and reading to the end is what makes gzip verify its checksum.
-func drainPadding(r io.Reader) error {
+func drainPadding(t *headerTap) error {
 	buf := make([]byte, 32<<10)
 	var total int
 	for {
-		n, err := r.Read(buf)
+		at := t.pos
+		n, err := t.Read(buf)
 		total += n
-		for _, b := range buf[:n] {
+		for i, b := range buf[:n] {
 			if b != 0 {
-				return errors.New("bundle: data after the end of the archive")
+				return fmt.Errorf("bundle: data after the end of the tar archive, at offset %d of the uncompressed stream: the bundle is damaged", at+int64(i))
 			}
 		}
 		if total > maxTrailingBytes {
@@ -419,6 +438,9 @@ func drainPadding(r io.Reader) error {
 		}
 		if err == io.EOF {
 			return nil
+		}
+		if te, ok := errors.AsType[*TrailingDataError](err); ok {
+			return te
 		}
 		if err != nil {
 			return fmt.Errorf("bundle: reading archive: %w", err)

@@ -376,3 +376,100 @@ const (
 	start = `{"seq":0,"step":0,"ts":0,"lane":"0","callSite":"session","kind":"session_start","schemaVersion":2}` + "\n"
 	end   = `{"seq":1,"step":1,"ts":0,"lane":"0","callSite":"session","kind":"session_end","schemaVersion":2}` + "\n"
 )
+
+// TestUnpackNamesBytesAfterTheGzipStream: a bundle is one gzip stream, as Pack writes it. Bytes after
+// it (damage, or a second file appended) are refused with the offset where the stream ends and how
+// many follow, not as an "unexpected EOF" or "invalid header" from the gzip reader.
+func TestUnpackNamesBytesAfterTheGzipStream(t *testing.T) {
+	good := bundleOf(t, validMeta, validEvents, validBlob)
+	raw := tarBytes(t, validMeta, validEvents, validBlob)
+	first := gzipBytes(t, raw[:512]) // the tar split across two gzip streams
+	split := append(bytes.Clone(first), gzipBytes(t, raw[512:])...)
+	size := int64(len(good))
+	tests := []struct {
+		name    string
+		archive []byte
+		want    TrailingDataError
+	}{
+		{"a few bytes", append(bytes.Clone(good), "junk"...), TrailingDataError{Offset: size, Bytes: 4}},
+		{"more than a gzip header", append(bytes.Clone(good), bytes.Repeat([]byte("junk"), 30)...), TrailingDataError{Offset: size, Bytes: 120}},
+		{"zeros", append(bytes.Clone(good), make([]byte, 512)...), TrailingDataError{Offset: size, Bytes: 512}},
+		{"too many to count", append(bytes.Clone(good), make([]byte, maxTailCount+10)...), TrailingDataError{Offset: size, Bytes: maxTailCount, More: true}},
+		{"two bundles concatenated", append(bytes.Clone(good), good...), TrailingDataError{Offset: size, Bytes: size, Gzip: true}},
+		{"the archive in two gzip streams", split, TrailingDataError{Offset: int64(len(first)), Bytes: int64(len(split) - len(first)), Gzip: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dest := emptyDir(t)
+			_, err := Unpack(context.Background(), bytes.NewReader(tt.archive), dest, Limits{})
+			assertError(t, err, &tt.want)
+			if !strings.Contains(err.Error(), fmt.Sprintf("after the end of the gzip stream at offset %d", tt.want.Offset)) {
+				t.Errorf("err = %v, want it to name the offset", err)
+			}
+			if left := readTree(t, dest); len(left) != 0 {
+				t.Fatalf("destination holds %v", keys(left))
+			}
+		})
+	}
+}
+
+// TestUnpackRefusesANameHoldingANUL: archive/tar cuts a name at its first NUL byte, so an entry named
+// "meta.json\x00…" would pass for meta.json, or for a duplicate of it. The raw header shows the NUL,
+// and the entry is refused for it, whichever way the header spells its name.
+func TestUnpackRefusesANameHoldingANUL(t *testing.T) {
+	reason := reasonNULAt(len("meta.json"))
+	// ustar writes a name of up to 100 bytes in the header; a NUL put in its place before "x".
+	ustar := func(t *testing.T, first bool) []byte {
+		entries := []entry{validMeta, validEvents, validBlob, file("meta.jsonZx", "{}")}
+		if first {
+			entries = []entry{file("meta.jsonZx", validMeta.body), validEvents, validBlob}
+		}
+		raw := tarBytes(t, entries...)
+		at := bytes.Index(raw, []byte("meta.jsonZx"))
+		raw[at+len("meta.json")] = 0
+		setHeaderChecksum(raw[at-at%512 : at-at%512+512])
+		return gzipBytes(t, raw)
+	}
+	// GNU tar writes a name over 100 bytes as a long-name entry before the header; PAX as a record.
+	long := "meta.jsonZ" + strings.Repeat("x", 120)
+	special := func(t *testing.T, format tar.Format, in string) []byte {
+		hdr := tar.Header{Typeflag: tar.TypeReg, Name: long, Mode: 0o644, Size: int64(len(validMeta.body)), Format: format}
+		raw := tarBytes(t, entry{hdr: hdr, body: validMeta.body}, validEvents, validBlob)
+		at := bytes.Index(raw, []byte(in+"meta.jsonZ")) // in the long name or record, not checksummed
+		if at < 0 {
+			t.Fatalf("the archive does not hold %q", in+"meta.jsonZ")
+		}
+		raw[at+len(in+"meta.json")] = 0
+		return gzipBytes(t, raw)
+	}
+	tests := []struct {
+		name    string
+		archive func(t *testing.T) []byte
+		want    string
+	}{
+		{"ustar name, a duplicate once cut", func(t *testing.T) []byte { return ustar(t, false) }, "meta.json\x00x"},
+		{"ustar name, meta.json once cut", func(t *testing.T) []byte { return ustar(t, true) }, "meta.json\x00x"},
+		{"GNU long name", func(t *testing.T) []byte { return special(t, tar.FormatGNU, "") }, "meta.json\x00" + long[len("meta.jsonZ"):]},
+		{"PAX path", func(t *testing.T) []byte { return special(t, tar.FormatPAX, "path=") }, "meta.json\x00" + long[len("meta.jsonZ"):]},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dest := emptyDir(t)
+			_, err := Unpack(context.Background(), bytes.NewReader(tt.archive(t)), dest, Limits{})
+			assertError(t, err, &UnsafeEntryError{Name: tt.want, Reason: reason})
+			if left := readTree(t, dest); len(left) != 0 {
+				t.Fatalf("destination holds %v", keys(left))
+			}
+		})
+	}
+}
+
+// setHeaderChecksum recomputes the checksum of a tar header block after an edit.
+func setHeaderChecksum(block []byte) {
+	copy(block[148:156], "        ") // the checksum is computed with its own field as spaces
+	var sum int64
+	for _, b := range block {
+		sum += int64(b)
+	}
+	copy(block[148:156], fmt.Sprintf("%06o\x00 ", sum))
+}
