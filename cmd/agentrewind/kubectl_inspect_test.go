@@ -55,7 +55,7 @@ func TestKubectlInspectReadsTheTimelineFromTheSessionsStore(t *testing.T) {
 	if err := yaml.Unmarshal([]byte(r.stdout), &doc); err != nil || r.code != 0 {
 		t.Fatalf("inspect -o yaml: exit %d, %v\n%s%s", r.code, err, r.stdout, r.stderr)
 	}
-	if doc.AgentSession != "triage" || doc.Store != "s3://ops-bucket/agentrewind/"+ns || doc.Meta.ID != "fixture" || len(doc.Events) != 5 ||
+	if doc.AgentSession != "triage" || doc.Store != "s3://ops-bucket/agentrewind/"+ns || doc.Meta.ID != "fixture" || len(doc.Events) != 6 ||
 		doc.Events[2].What != "search" || len(doc.Events[1].Fingerprint) != 64 {
 		t.Errorf("inspect -o yaml: %+v", doc)
 	}
@@ -99,7 +99,7 @@ func TestInspectPrintsYAML(t *testing.T) {
 	if err := yaml.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatalf("inspect -o yaml: %v\n%s", err, out)
 	}
-	if doc.Meta.ID != "fixture" || len(doc.Events) != 5 || doc.Events[3].What != "fake-1" || doc.Events[3].InputTokens != 30 {
+	if doc.Meta.ID != "fixture" || len(doc.Events) != 6 || doc.Events[3].What != "fake-1" || doc.Events[3].InputTokens != 30 {
 		t.Errorf("inspect -o yaml: %+v", doc)
 	}
 }

@@ -64,7 +64,9 @@ func newResumePlanTaskCommand() *cobra.Command {
 		Long: `Judge whether a recorded run can be resumed: the resume plan, reachability, the rewind plan
 with its no-good note, convergence and plan coherence.
 
-Without --git-dir or --git-url nothing can be re-verified, so no step counts as done (the safe floor).
+Without --git-dir or --git-url a step counts as done only when the recorded tool stream shows its work
+(its promised path written, its named tool answering, its command passing); the agent's own claims
+never count. With a repository, git must verify each step and the tool stream must not contradict it.
 With --session the session is a local directory: with --output-file the JSON result goes to the file
 and a one-line summary to stdout, otherwise the JSON goes to stdout; the file may not be inside the
 session directory, and an existing one is replaced only once the new result is complete (a device or
@@ -192,6 +194,8 @@ type planLedger struct {
 	UnreadableNewer  int               `json:"unreadableNewer"`
 	UnmintedSuspends int               `json:"unmintedSuspends"`
 	Suspended        bool              `json:"suspended"`
+	Stop             ledger.StopReason `json:"stop,omitempty"`
+	End              *ledger.RunEnd    `json:"end,omitempty"`
 	Checkpoint       ledger.Checkpoint `json:"checkpoint"`
 	Problems         []ledger.Problem  `json:"problems,omitempty"`
 }
@@ -219,7 +223,8 @@ func evaluatePlan(ctx context.Context, dir string, src planSources) (*planResult
 	return &planResult{
 		Session: s.Meta.ID, SessionDir: dir, EventsHash: s.Meta.EventsHash, Evidence: ev, Git: g.Git,
 		Ledger: planLedger{HasIntent: st.HasIntent, Records: st.Records, Corrupt: st.Corrupt, Untagged: st.Untagged, UnreadableNewer: st.UnreadableNewer,
-			UnmintedSuspends: st.UnmintedSuspends, Suspended: st.Suspended, Checkpoint: st.Checkpoint, Problems: st.Problems},
+			UnmintedSuspends: st.UnmintedSuspends, Suspended: st.Suspended, Stop: st.Stop, End: st.End, Checkpoint: st.Checkpoint,
+			Problems: st.Problems},
 		Report: verdict.Evaluate(g.Facts, policy),
 	}, nil
 }
@@ -316,7 +321,7 @@ func (p *planPrinter) line(format string, args ...any) {
 
 func (p *planPrinter) evidence(res *planResult) {
 	if res.Git == nil {
-		p.line("evidence: none — nothing can be re-verified, so no step counts as done (pass --git-dir or --git-url)")
+		p.line("evidence: the recorded tool stream only — no git re-verification (pass --git-dir or --git-url)")
 		return
 	}
 	p.line("evidence: %s %s at %s (%d commits in ancestry)", res.Evidence.Kind, res.Evidence.Location, short12(res.Git.Head), res.Git.Commits)
@@ -328,10 +333,15 @@ func (p *planPrinter) resume(res *planResult) {
 	p.line("RESUME        %s (%s) — %s", rp.Verdict, rp.Reason, rp.Message)
 	if rp.ResumeSHA != "" {
 		p.line("  re-entry    %s", rp.ResumeSHA)
+	} else if rp.ResumeAfterStep != nil {
+		p.line("  re-entry    after step %d of the recording", *rp.ResumeAfterStep)
 	}
 	verified := make([]string, len(rp.Verified))
 	for i, s := range rp.Verified {
 		verified[i] = s.ID + "@" + short12(s.SHA)
+		if s.SHA == "" && s.AtStep != nil {
+			verified[i] = fmt.Sprintf("%s@step %d", s.ID, *s.AtStep)
+		}
 	}
 	p.line("  verified    %s", orNone(verified))
 	p.line("  residual    %s", orNone(rp.Residual))

@@ -52,8 +52,9 @@ func planLedgerEvent(author session.Author, r ledger.Record) session.Event {
 	return session.Event{Kind: session.KindLedger, Lane: "0", Author: author, Ledger: r.JSON()}
 }
 
-// planSession records a run that declared two steps, verified the first at s1, failed a test run and
-// was parked by the recorder at turn 1. Like a crashed run, it has no session_end: plan must judge it.
+// planSession records a run that declared two steps, verified the first at s1, failed a test run, was
+// parked by the recorder at turn 1 and went on after it. Like a crashed run, it has no END and no
+// session_end: plan must judge it.
 func planSession(t *testing.T, repo planRepo) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "run")
@@ -158,7 +159,7 @@ func TestEngineResumePlanWritesTheResultFileAndASummaryLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := decodePlan(t, data)
-	if d.Session != "run-session" || d.Evidence.Kind != "git-dir" || d.Evidence.Head != repo.s1 || d.Ledger.Records != 3 || !d.Ledger.Suspended {
+	if d.Session != "run-session" || d.Evidence.Kind != "git-dir" || d.Evidence.Head != repo.s1 || d.Ledger.Records != 3 || d.Ledger.Suspended {
 		t.Fatalf("result = %+v", d)
 	}
 	if d.Resume.Verdict != "RESUMABLE" || d.Resume.ResumeSHA != repo.s1 || strings.Join(d.Resume.Residual, ",") != "s2" {
@@ -199,7 +200,9 @@ func TestEngineResumePlanClonesAGitURL(t *testing.T) {
 	}
 }
 
-func TestEngineResumePlanWithoutEvidenceVerifiesNothing(t *testing.T) {
+// TestEngineResumePlanWithoutEvidenceStandsOnTheRecorder: without a repository the recorded write of
+// lib/store.go verifies s1 on the recorder's rung; s2 was never written.
+func TestEngineResumePlanWithoutEvidenceStandsOnTheRecorder(t *testing.T) {
 	dir := planSession(t, newPlanRepo(t, false))
 	out, err := runPlanCmd(t, newEngineCommand(), "resume-plan", "--session", dir)
 	if err != nil {
@@ -207,7 +210,7 @@ func TestEngineResumePlanWithoutEvidenceVerifiesNothing(t *testing.T) {
 	}
 	d := decodePlan(t, []byte(out))
 	if d.Evidence.Kind != "none" || d.Git != nil || d.Resume.Verdict != "RESUMABLE" || d.Resume.ResumeSHA != "" ||
-		strings.Join(d.Resume.Residual, ",") != "s1,s2" {
+		strings.Join(d.Resume.Residual, ",") != "s2" {
 		t.Fatalf("result = %+v", d)
 	}
 }

@@ -146,7 +146,7 @@ func TestProxyCommandRecordsThenReplaysAndReportsADrift(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the recording is not committed: %v", err)
 	}
-	if s.CheckComplete() != nil || len(s.Events) != 3 {
+	if s.CheckComplete() != nil || len(s.Events) != 4 { // start, the call, the recorder's END, end
 		t.Fatalf("recording: %d events, complete: %v", len(s.Events), s.CheckComplete())
 	}
 
@@ -303,7 +303,7 @@ func TestProxyCommandRecordsIntoTheStoreAndReplaysFromIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Meta.ID != "run-s3" || s.CheckComplete() != nil || len(s.Events) != 3 || s.Events[1].Kind != session.KindModelCall {
+	if s.Meta.ID != "run-s3" || s.CheckComplete() != nil || len(s.Events) != 4 || s.Events[1].Kind != session.KindModelCall {
 		t.Fatalf("pulled session %s: %d events, complete: %v", s.Meta.ID, len(s.Events), s.CheckComplete())
 	}
 

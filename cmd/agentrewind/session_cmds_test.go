@@ -63,7 +63,7 @@ func TestInspectPrintsTheTimeline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"session fixture (5 events", "STEP", "model_call", "plan", "fake-1", "10→2", "tool_call", "search", "answer", "30→2"} {
+	for _, want := range []string{"session fixture (6 events", "STEP", "model_call", "plan", "fake-1", "10→2", "tool_call", "search", "answer", "30→2"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("inspect output lacks %q:\n%s", want, out)
 		}
@@ -79,7 +79,7 @@ func TestInspectPrintsTheTimeline(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatalf("inspect -o json: %v\n%s", err, out)
 	}
-	if len(doc.Events) != 5 || doc.Events[2].What != "search" || len(doc.Events[1].Fingerprint) != 64 {
+	if len(doc.Events) != 6 || doc.Events[2].What != "search" || len(doc.Events[1].Fingerprint) != 64 {
 		t.Fatalf("inspect json events: %+v", doc.Events)
 	}
 }
@@ -116,7 +116,7 @@ func TestContextAndDiffShowThePrompt(t *testing.T) {
 func TestVerifyExitsNonZeroOnCorruption(t *testing.T) {
 	dir := fixtureSession(t)
 	out, err := runCLI(t, "verify", dir)
-	if err != nil || !strings.Contains(out, "session fixture is intact: 5 events") {
+	if err != nil || !strings.Contains(out, "session fixture is intact: 6 events") {
 		t.Fatalf("verify intact: %v\n%s", err, out)
 	}
 	events := filepath.Join(dir, session.EventsFile)

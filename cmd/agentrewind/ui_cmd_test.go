@@ -140,7 +140,7 @@ func TestUICommandServesADirectoryReadOnlyOnLoopback(t *testing.T) {
 	if len(list) != 2 || list[0].Verdict == "" || list[1].Parent != "run" {
 		t.Fatalf("list: %+v", list)
 	}
-	if page := uiGet[ui.Page](t, base, "/api/sessions/run/events"); page.Total != 5 || page.Rows[3].CallSite != "answer" {
+	if page := uiGet[ui.Page](t, base, "/api/sessions/run/events"); page.Total != 6 || page.Rows[3].CallSite != "answer" {
 		t.Errorf("timeline of run: %+v", page)
 	}
 	if f := uiGet[ui.ForkView](t, base, "/api/sessions/run-fix/fork"); f.ForkPoint == nil || f.ForkPoint.Step != 3 || f.Divergence != nil {
@@ -271,7 +271,7 @@ func TestUICommandServesTheCluster(t *testing.T) {
 		p.Rewind.RewindToTurn == nil || *p.Rewind.RewindToTurn != 3 || len(p.Rewind.NoGoodNote) != 1 {
 		t.Errorf("plan from the ResumePlan: %+v", p)
 	}
-	if page := uiGet[ui.Page](t, base, "/api/sessions/run/events"); page.Total != 5 {
+	if page := uiGet[ui.Page](t, base, "/api/sessions/run/events"); page.Total != 6 {
 		t.Errorf("timeline read from the store: %+v", page)
 	}
 	if f := uiGet[ui.ForkView](t, base, "/api/sessions/run-fix/fork"); f.ForkPoint == nil || f.ForkPoint.Step != 3 || f.Divergence != nil {
