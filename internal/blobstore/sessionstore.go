@@ -155,7 +155,7 @@ func (s *SessionStore) missingSession(ctx context.Context, id string) error {
 	}
 	switch {
 	case err == nil:
-		return fmt.Errorf("session %s in the store: %w: its upload was interrupted before meta.json; push it again", id, session.ErrNotCommitted)
+		return fmt.Errorf("session %s in the store: %w: it has objects but no meta.json yet: a push of it is under way (pull it once that push ends) or was interrupted (push it again)", id, session.ErrNotCommitted)
 	case errors.Is(err, ErrNotFound):
 		return fmt.Errorf("session %q: %w (agentrewind ls lists the sessions there)", id, ErrSessionNotFound)
 	default:
