@@ -145,7 +145,6 @@ func TestManagerRBACEnforced(t *testing.T) {
 		{"create", "pods/exec", "-n", ns},
 		{"delete", "namespaces"},
 		{"create", "clusterrolebindings"},
-		{"create", "rolebindings", "-n", ns},
 		{"impersonate", "serviceaccounts"},
 		{"*", "*", "--all-namespaces"},
 	} {
@@ -194,6 +193,16 @@ func TestManagerRBACEnforced(t *testing.T) {
 	}
 	if _, err := sa.BatchV1().Jobs(ns).Create(t.Context(), job, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
 		t.Errorf("creating a Job (dry run) as the manager: %v, want it allowed", err)
+	}
+	// The chart lets the manager create RoleBindings for the blob sweep. RBAC alone would let it hand any
+	// right it holds to any account (its own ClusterRole here, to the namespace's default account); the
+	// admission policy shipped with that right refuses every binding but the sweep's own.
+	handOut := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "agentrewind-gc-sweep-hand-out", Namespace: ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: managerName},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "default", Namespace: ns}}}
+	_, err = sa.RbacV1().RoleBindings(ns).Create(t.Context(), handOut, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "agentrewind manager may bind only") {
+		t.Errorf("binding its own ClusterRole to another account as the manager: %v, want the sweep policy's refusal", err)
 	}
 }
 
