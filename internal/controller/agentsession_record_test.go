@@ -98,8 +98,8 @@ func TestASessionThatAsksForARecordingRecordsItsAgent(t *testing.T) {
 	s = e.waitSession("rec", v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonVerified)
 	rec := s.Status.Recording
 	size := e.storedSize(e.storeKey("sessions", "rec")+"/", "meta.json", "events.jsonl", "vault."+stored.VaultHash+".enc") + e.segmentBytes("rec")
-	if rec.EventsHash != stored.EventsHash || *rec.Events != 3 || *rec.ModelCalls != 1 || *rec.Blobs != 0 || *rec.Bytes != size || rec.LogState != v1alpha1.LogClosed {
-		t.Errorf("recording: hash %s, %d events, %d model calls, %d blobs, %d bytes, log %s; want the stored session's hash %s, 3 events (start, the call, end), 1 model call, no blobs, %d bytes, closed",
+	if rec.EventsHash != stored.EventsHash || *rec.Events != 4 || *rec.ModelCalls != 1 || *rec.Blobs != 0 || *rec.Bytes != size || rec.LogState != v1alpha1.LogClosed {
+		t.Errorf("recording: hash %s, %d events, %d model calls, %d blobs, %d bytes, log %s; want the stored session's hash %s, 4 events (start, the call, the recorder's record of how the run ended, end), 1 model call, no blobs, %d bytes, closed",
 			rec.EventsHash, *rec.Events, *rec.ModelCalls, *rec.Blobs, *rec.Bytes, rec.LogState, stored.EventsHash, size)
 	}
 	// The agent's token, learned from its Secret, and the key it pasted, by the built-in pattern.
