@@ -55,7 +55,7 @@ func (s *S3ObjectStore) ListPages(ctx context.Context, prefix string, fn func([]
 		if err != nil {
 			return err
 		}
-		if len(page) > 0 {
+		if len(page) > 0 || after == "" { // an empty listing is one empty page
 			if err := fn(page); err != nil {
 				return err
 			}
