@@ -254,16 +254,22 @@ func checkLedger(t *testing.T, s *session.Session) {
 		}
 		_ = json.Unmarshal(ev.Ledger, &rec)
 		op := rec.Op + " " + rec.Step
-		if rec.Op == "SUSPEND" {
+		switch {
+		case rec.Op == "SUSPEND":
 			if ev.Author != session.AuthorRecorder || rec.TurnIndex == nil || *rec.TurnIndex != 2 {
 				t.Fatalf("SUSPEND %s by %s, want the recorder's stamp of turn 2", ev.Ledger, ev.Author)
 			}
-		} else if ev.Author != session.AuthorAgent {
+		case rec.Op == "END":
+			// How the run ended is the recorder's word, never the agent's.
+			if ev.Author != session.AuthorRecorder {
+				t.Fatalf("END %s by %s, want the recorder's", ev.Ledger, ev.Author)
+			}
+		case ev.Author != session.AuthorAgent:
 			t.Fatalf("%s is authored %s, want the agent", ev.Ledger, ev.Author)
 		}
 		ops = append(ops, strings.TrimSpace(op))
 	}
-	if diff := cmp.Diff([]string{"INTENT", "STEP_CLAIMED search", "STEP_CLAIMED label", "SUSPEND"}, ops); diff != "" {
+	if diff := cmp.Diff([]string{"INTENT", "STEP_CLAIMED search", "STEP_CLAIMED label", "SUSPEND", "END"}, ops); diff != "" {
 		t.Fatalf("ledger (-want +got):\n%s", diff)
 	}
 }
