@@ -17,6 +17,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentrewind/agentrewind/internal/testenv"
 )
 
 // The race harness plays two pushes under one session id against one in-memory store, one request
@@ -280,22 +282,9 @@ func exploreRaces(t *testing.T, fx raceFixture, wrap storeWrapper, stopAtBad boo
 				return sum
 			}
 		}
-		schedule = nextRaceSchedule(schedule, out.choiceSeen)
+		schedule = testenv.NextSchedule(schedule, out.choiceSeen)
 	}
 	return sum
-}
-
-// nextRaceSchedule is the next schedule depth first, or nil when every schedule was run.
-func nextRaceSchedule(schedule, options []int) []int {
-	next := make([]int, len(options))
-	copy(next, schedule)
-	for i := len(next) - 1; i >= 0; i-- {
-		if next[i]+1 < options[i] {
-			next[i]++
-			return next[:i+1]
-		}
-	}
-	return nil
 }
 
 // raceFixtures are the races a push may be in: two different sessions; two that differ only in

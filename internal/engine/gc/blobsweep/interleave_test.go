@@ -10,6 +10,8 @@ import (
 
 	"github.com/agentrewind/agentrewind/internal/blobstore"
 	"github.com/agentrewind/agentrewind/internal/engine/gc/blobsweep"
+
+	"github.com/agentrewind/agentrewind/internal/testenv"
 )
 
 // The interleaving harness plays a push and a blob sweep against one in-memory store, one step at a
@@ -194,20 +196,6 @@ func runInterleaving(t *testing.T, fx fixture, schedule []int, wrap storeWrap) o
 	return out
 }
 
-// nextSchedule is the next schedule depth first after one that saw options at each decision, or
-// nil when every schedule was run.
-func nextSchedule(schedule, options []int) []int {
-	next := make([]int, len(options))
-	copy(next, schedule)
-	for i := len(next) - 1; i >= 0; i-- {
-		if next[i]+1 < options[i] {
-			next[i]++
-			return next[:i+1]
-		}
-	}
-	return nil
-}
-
 type summary struct {
 	schedules, committed, deleting, restoring, losing int
 	firstLoss                                         outcome
@@ -239,7 +227,7 @@ func explore(t *testing.T, fx fixture, wrap storeWrap, stopAtLoss bool) summary 
 				return sum
 			}
 		}
-		schedule = nextSchedule(schedule, out.choiceSeen)
+		schedule = testenv.NextSchedule(schedule, out.choiceSeen)
 	}
 	return sum
 }
