@@ -140,17 +140,26 @@ func acceptWrite(c Completion, step Step, calls []call, mine func(string) bool) 
 	return c
 }
 
-func acceptDeliver(c Completion, calls []call) Completion {
+// acceptEveryCall accepts c as evidence of kind on every successful call match picks, each one's round
+// and step noted, the first one's name in Why.
+func acceptEveryCall(c Completion, calls []call, match func(call) bool, saw string, kind EvidenceKind) Completion {
 	for _, fc := range calls {
-		if fc.ok && (DeliverTools[fc.name] || (fc.isRun && deliverCommand.MatchString(commandOf(fc)))) {
+		if fc.ok && match(fc) {
 			c.Rounds = appendNew(c.Rounds, fc.label)
 			c.CallSteps = appendNew(c.CallSteps, fc.step)
 			if c.Evidence == "" {
-				c.Why = fc.name + " succeeded in this session"
+				c.Why = fc.name + saw
 			}
-			c.Accepted, c.Evidence = true, EvidenceDelivered
+			c.Accepted, c.Evidence = true, kind
 		}
 	}
+	return c
+}
+
+func acceptDeliver(c Completion, calls []call) Completion {
+	c = acceptEveryCall(c, calls, func(fc call) bool {
+		return DeliverTools[fc.name] || (fc.isRun && deliverCommand.MatchString(commandOf(fc)))
+	}, " succeeded in this session", EvidenceDelivered)
 	if c.Accepted {
 		return c
 	}
@@ -219,16 +228,8 @@ func acceptVerify(c Completion, calls []call, mine func(string) bool) Completion
 // names its tools: a successful answer of one of them is the evidence. Any successful call counts, as
 // for a delivery: a later retry that failed does not undo what already happened.
 func acceptTool(c Completion, step Step, calls []call) Completion {
-	for _, fc := range calls {
-		if fc.ok && slices.Contains(step.Tools, fc.name) {
-			c.Rounds = appendNew(c.Rounds, fc.label)
-			c.CallSteps = appendNew(c.CallSteps, fc.step)
-			if c.Evidence == "" {
-				c.Why = fc.name + " answered successfully in this session"
-			}
-			c.Accepted, c.Evidence = true, EvidenceToolAnswered
-		}
-	}
+	c = acceptEveryCall(c, calls, func(fc call) bool { return slices.Contains(step.Tools, fc.name) },
+		" answered successfully in this session", EvidenceToolAnswered)
 	if c.Accepted {
 		return c
 	}
