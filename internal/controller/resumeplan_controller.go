@@ -27,6 +27,10 @@ const sessionRefField = "spec.sessionRef.name"
 // judges again when the session's event log changes (a new eventsHash) or the plan's spec does.
 type ResumePlanReconciler struct {
 	Deps
+	// RulesVersion is the version of the verdict rules the engine applies (0: resume.RulesVersion,
+	// the engine built with this manager). It is an input of the resume-plan Job, so a plan judged
+	// under other rules is judged again once, after an upgrade that changed them.
+	RulesVersion int
 }
 
 // SetupWithManager registers the reconciler: it owns its Jobs and watches the sessions it judges. Like

@@ -17,6 +17,8 @@ import (
 
 	"github.com/agentrewind/agentrewind/api/v1alpha1"
 	"github.com/agentrewind/agentrewind/internal/controller/conditions"
+	"github.com/agentrewind/agentrewind/internal/controller/jobs"
+	"github.com/agentrewind/agentrewind/internal/engine/verdict/resume"
 )
 
 // TestTheSessionMakesItsPlanOnceVerified: the session's ResumePlan is made with the verification, not
@@ -95,5 +97,31 @@ func TestAStallLostToAConflictIsWrittenAgain(t *testing.T) {
 	}
 	if meta.IsStatusConditionTrue(rp.Status.Conditions, v1alpha1.ConditionReconciling) {
 		t.Errorf("the plan still says it reconciles: %+v", rp.Status.Conditions)
+	}
+}
+
+// A plan settles on the name of the Job that judged it, and the verdict rules are an input of that
+// name: after an upgrade that changed the rules, every plan's Job is another one and the plan is judged
+// again, once; under the same rules it is not.
+func TestAPlanJudgedUnderOtherRulesIsJudgedAgain(t *testing.T) {
+	d := Deps{Scheme: apiServer.Scheme, Stores: &Stores{Config: StoreConfig{Endpoint: "http://s3.example:9000", Bucket: testBucket}},
+		Jobs: JobSettings{Image: "registry.example/agentrewind:test"}}
+	s := newSession("run", "run")
+	s.Namespace, s.UID, s.Status.Recording.EventsHash = "ns", "uid-1", strings.Repeat("ab", 32)
+	rp := &v1alpha1.ResumePlan{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "run", UID: "uid-2", Generation: 1},
+		Spec: v1alpha1.ResumePlanSpec{SessionRef: v1alpha1.LocalObjectReference{Name: "run"}}}
+	name := func(rules int) string {
+		t.Helper()
+		job, err := jobs.Build((&ResumePlanReconciler{Deps: d, RulesVersion: rules}).resumePlanJob(rp, s), d.Scheme)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return job.Name
+	}
+	if name(0) != name(resume.RulesVersion) {
+		t.Errorf("the default rules are not the engine's (%d)", resume.RulesVersion)
+	}
+	if name(resume.RulesVersion-1) == name(resume.RulesVersion) {
+		t.Error("a plan judged under the previous rules would not be judged again")
 	}
 }

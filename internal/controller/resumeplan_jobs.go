@@ -12,6 +12,7 @@ import (
 	"github.com/agentrewind/agentrewind/internal/controller/conditions"
 	"github.com/agentrewind/agentrewind/internal/controller/jobs"
 	"github.com/agentrewind/agentrewind/internal/engine/task"
+	"github.com/agentrewind/agentrewind/internal/engine/verdict/resume"
 )
 
 // workspaceMount is where a ResumePlan's workspace volume is mounted in its Job.
@@ -23,7 +24,12 @@ func (r *ResumePlanReconciler) resumePlanJob(rp *v1alpha1.ResumePlan, s *v1alpha
 	spec := r.Jobs.spec()
 	spec.Owner = rp
 	spec.Purpose = string(task.ResumePlan)
-	spec.Inputs = []string{strconv.FormatInt(rp.Generation, 10), s.Spec.SessionID, s.Status.Recording.EventsHash, loc.String()}
+	rules := r.RulesVersion
+	if rules == 0 {
+		rules = resume.RulesVersion
+	}
+	spec.Inputs = []string{strconv.FormatInt(rp.Generation, 10), s.Spec.SessionID, s.Status.Recording.EventsHash, loc.String(),
+		"rules/" + strconv.Itoa(rules)}
 	spec.Args = r.Stores.jobArgs(loc, s.Spec.SessionID)
 	r.Stores.jobStore(&spec, loc)
 	switch {
