@@ -35,8 +35,9 @@ var recordedID = fmt.Sprintf("triage-%04x", rand.IntN(1<<16))
 const (
 	// The recording's steps (agentrewind inspect): 0 session_start, 1 START, 2 entropy, 3 INTENT,
 	// 4 model call (plan), 5 search_issues, 6 STEP_CLAIMED, 7 model call (the labelling decision),
-	// 8 add_label, 9 STEP_CLAIMED, 10 model call (report), 11 SUSPEND, 12 session_end.
-	recordedEvents   = 13
+	// 8 add_label, 9 STEP_CLAIMED, 10 model call (report), 11 SUSPEND, 12 END (the recorder's word on
+	// how the run ended), 13 session_end.
+	recordedEvents   = 14
 	recordedModels   = 3
 	recordedTools    = 2
 	decisionStep     = 7  // the flawed decision a fork at this step fixes
