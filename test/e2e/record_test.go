@@ -157,15 +157,17 @@ func pushSession(t *testing.T, dir, ns string) {
 }
 
 // parkedSession is a copy of the recording cut after its SUSPEND anchor, as a run the recorder never
-// closed leaves it (the agent parked, then its pod died): without session_end the anchor is where
-// the run stands, so the operator snapshots the workspace for the Checkpoint it mints there.
+// closed leaves it (the agent parked, then its pod died): without the recorder's END and session_end
+// the anchor is where the run stands, so the operator snapshots the workspace for the Checkpoint it
+// mints there.
 func parkedSession(t *testing.T) string {
 	t.Helper()
 	return rewriteSession(t, recordedID, func(line []byte, last bool) bool {
 		if last && !bytes.Contains(line, []byte(`"kind":"session_end"`)) {
 			t.Fatalf("the recording's last event is not session_end: %s", line)
 		}
-		return !last
+		end := bytes.Contains(line, []byte(`"kind":"ledger"`)) && bytes.Contains(line, []byte(`"op":"END"`))
+		return !last && !end
 	})
 }
 
