@@ -248,22 +248,40 @@ func (s *S3ObjectStore) listFrom(ctx context.Context, prefix string, out *[]Obje
 	ctx, cancel := context.WithTimeout(ctx, s.deadline(0))
 	defer cancel()
 	ctx, clocks := withClocks(ctx)
-	opts := minio.ListObjectsOptions{Prefix: prefix, Recursive: true}
+	after := ""
 	if n := len(*out); n > 0 {
-		opts.StartAfter = (*out)[n-1].Key
+		after = (*out)[n-1].Key
 	}
+	if err := s.listAfter(ctx, prefix, after, 0, out); err != nil {
+		return clocks.attach(err)
+	}
+	return ctx.Err()
+}
+
+// listAfter appends to out the objects under prefix whose keys come after after ("" from the
+// first), up to limit of them (0: all), in the order the server lists them.
+func (s *S3ObjectStore) listAfter(ctx context.Context, prefix, after string, limit int, out *[]ObjectInfo) error {
+	opts := minio.ListObjectsOptions{Prefix: prefix, Recursive: true, StartAfter: after, MaxKeys: limit}
+	added := 0
 	for oi := range s.client.ListObjectsIter(ctx, s.bucket, opts) {
 		if oi.Err != nil {
-			return clocks.attach(oi.Err)
+			return oi.Err
+		}
+		last := after
+		if n := len(*out); n > 0 {
+			last = (*out)[n-1].Key
 		}
 		// Keys come in ascending order; a server that goes back (ignoring start-after after a fault)
 		// would make the listing repeat itself forever.
-		if n := len(*out); n > 0 && oi.Key <= (*out)[n-1].Key {
-			return fmt.Errorf("%w: the server listed %q after %q", errListOutOfOrder, oi.Key, (*out)[n-1].Key)
+		if oi.Key <= last {
+			return fmt.Errorf("%w: the server listed %q after %q", errListOutOfOrder, oi.Key, last)
 		}
 		*out = append(*out, objectInfo(oi))
+		if added++; added == limit {
+			break
+		}
 	}
-	return ctx.Err()
+	return nil
 }
 
 // errListOutOfOrder is a listing that went backwards; retrying would not help.

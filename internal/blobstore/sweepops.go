@@ -33,24 +33,7 @@ func (s *S3ObjectStore) ListPages(ctx context.Context, prefix string, fn func([]
 		// and stalls must not hold the sweep past its timeout.
 		err := s.do(ctx, "list", prefix, 0, s.retry.MaxAttempts, func(ctx context.Context) error {
 			page = page[:0]
-			opts := minio.ListObjectsOptions{Prefix: prefix, Recursive: true, StartAfter: after, MaxKeys: ListPageSize}
-			for oi := range s.client.ListObjectsIter(ctx, s.bucket, opts) {
-				if oi.Err != nil {
-					return oi.Err
-				}
-				last := after
-				if n := len(page); n > 0 {
-					last = page[n-1].Key
-				}
-				if oi.Key <= last {
-					return fmt.Errorf("%w: the server listed %q after %q", errListOutOfOrder, oi.Key, last)
-				}
-				page = append(page, objectInfo(oi))
-				if len(page) == ListPageSize {
-					break // one page per request; the next starts after its last key
-				}
-			}
-			return nil
+			return s.listAfter(ctx, prefix, after, ListPageSize, &page) // one page per request
 		})
 		if err != nil {
 			return err
