@@ -79,12 +79,25 @@ func (r *runner) mintStart(ctx context.Context) {
 // Anchor implements AgentContext. It mints the same stamp as Suspend (see there) as an ANCHOR record,
 // which parks nothing: the run goes on, and a rewind may return to the stamped turn.
 func (r *runner) Anchor(ctx context.Context) error {
+	return r.stampTurn(ctx, func(turn int, digest string) (ledger.Record, error) {
+		return ledger.Anchor(turn, digest), nil
+	})
+}
+
+// stampTurn records the recorder's stamp of the latest turn, as record builds it from the turn's
+// index and digest. An error from record records nothing.
+func (r *runner) stampTurn(ctx context.Context, record func(turn int, digest string) (ledger.Record, error)) error {
 	c := r.begin(ctx, session.KindLedger, nil, "recorder")
 	r.mu.Lock()
 	turn, digest := latestTurn(r.events)
 	r.mu.Unlock()
+	rec, err := record(turn, digest)
+	if err != nil {
+		r.skip(c.step)
+		return err
+	}
 	ev := r.event(c, session.KindLedger)
-	ev.Author, ev.Ledger = session.AuthorRecorder, ledger.Anchor(turn, digest).JSON()
+	ev.Author, ev.Ledger = session.AuthorRecorder, rec.JSON()
 	r.finish(&ev)
 	return nil
 }
@@ -147,23 +160,17 @@ func EndOf(harnessErr error) ledger.RunEnd {
 // when Suspend is called is not the stamped turn; if it lands before the stamp in the log, the turn's
 // index no longer digests to the stamp and the rewind verdict says UNANCHORED — it fails closed.
 func (r *runner) Suspend(ctx context.Context) error {
-	c := r.begin(ctx, session.KindLedger, nil, "recorder")
-	r.mu.Lock()
-	turn, digest := latestTurn(r.events)
-	r.mu.Unlock()
-	var resumeSHA string
-	if r.cfg.Workspace != "" {
-		head, err := workspaceHead(r.cfg.Workspace)
-		if err != nil {
-			r.skip(c.step)
-			return fmt.Errorf("suspend: reading the workspace HEAD: %w", err)
+	return r.stampTurn(ctx, func(turn int, digest string) (ledger.Record, error) {
+		var resumeSHA string
+		if r.cfg.Workspace != "" {
+			head, err := workspaceHead(r.cfg.Workspace)
+			if err != nil {
+				return ledger.Record{}, fmt.Errorf("suspend: reading the workspace HEAD: %w", err)
+			}
+			resumeSHA = head
 		}
-		resumeSHA = head
-	}
-	ev := r.event(c, session.KindLedger)
-	ev.Author, ev.Ledger = session.AuthorRecorder, ledger.Suspend(turn, digest, resumeSHA).JSON()
-	r.finish(&ev)
-	return nil
+		return ledger.Suspend(turn, digest, resumeSHA), nil
+	})
 }
 
 // latestTurn is the index and digest of the latest model call in events; -1 when there is none, which
