@@ -179,14 +179,19 @@ Exit codes: 0 success, 1 error, 2 a checkpoint or blob is corrupt or was tampere
 	return cmd
 }
 
-// resentNote says how many blobs a capture found stored and sent again all the same, so that a
-// summary's "new bytes uploaded" is not taken for all it sent.
+// resentNote says how many blobs a capture found stored and sent again all the same, or stored again
+// after a blob sweep deleted them, so that a summary's "new bytes uploaded" is not taken for all it
+// sent.
 func resentNote(st checkpoint.CaptureStats) string {
-	if st.ResentBlobs == 0 {
-		return ""
+	var note string
+	if st.ResentBlobs > 0 {
+		note = fmt.Sprintf("; %d blobs already stored were sent again (%d bytes) because the store cannot renew them in place",
+			st.ResentBlobs, st.ResentBytes)
 	}
-	return fmt.Sprintf("; %d blobs already stored were sent again (%d bytes) because the store cannot renew them in place",
-		st.ResentBlobs, st.ResentBytes)
+	if st.StoredAgainBlobs > 0 {
+		note += fmt.Sprintf("; %d blobs a blob sweep deleted while the capture ran were stored again", st.StoredAgainBlobs)
+	}
+	return note
 }
 
 func newCheckpointCreateCommand() *cobra.Command {

@@ -41,16 +41,23 @@ func (b checkpointBlobs) key(hash string) (string, error) {
 }
 
 // Has implements checkpoint.Blobs: an object under the hash is the blob. One damaged at rest is
-// found when it is read. A blob found is renewed (its modification time is now), so a blob sweep's
-// safety margin covers the capture that skips uploading it; one the store cannot renew in place is
-// read back, verified, and stored again (HasResent says so; the capture counts it as found).
+// found when it is read. Has only looks: a preview or a restore asks it, and must not write.
 func (b checkpointBlobs) Has(ctx context.Context, hash string) (bool, error) {
-	has, _, err := b.HasResent(ctx, hash)
-	return has, err
+	key, err := b.key(hash)
+	if err != nil {
+		return false, err
+	}
+	_, err = b.s.objects.Stat(ctx, key)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
-// HasResent implements checkpoint.Resender: it is Has, also reporting a blob found that was stored
-// again because the store could not renew it in place.
+// HasResent implements checkpoint.Resender, for a capture: a blob found is renewed (its modification
+// time is now), so a blob sweep's safety margin covers the capture that skips uploading it; one the
+// store cannot renew in place is read back, verified, and stored again (resent says so; the capture
+// counts it as found).
 func (b checkpointBlobs) HasResent(ctx context.Context, hash string) (has, resent bool, err error) {
 	key, err := b.key(hash)
 	if err != nil {
@@ -75,6 +82,64 @@ func (b checkpointBlobs) HasResent(ctx context.Context, hash string) (has, resen
 		return false, false, err
 	}
 	return true, resent, nil
+}
+
+// Settling implements checkpoint.Settler: the store's time now is when the capture starts looking
+// for blobs; the Settle returned waits out every sweep that could delete one before the manifest was
+// stored, then checks each blob (see settle.go).
+func (b checkpointBlobs) Settling(ctx context.Context) (checkpoint.Settle, error) {
+	since, err := b.s.storeTime(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.s.hooks.step(ctx, WriteStarted); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, refs []checkpoint.BlobRef) ([]checkpoint.BlobRef, error) {
+		if err := b.s.hooks.step(ctx, RootStored); err != nil {
+			return nil, err
+		}
+		swept, err := b.s.awaitSweeps(ctx, since)
+		if err != nil || !swept {
+			return nil, err
+		}
+		missing, err := b.missing(ctx, refs)
+		if err != nil {
+			return nil, err
+		}
+		if len(missing) > 0 {
+			return missing, nil // Settled once the capture stored them again
+		}
+		return nil, b.s.hooks.step(ctx, Settled)
+	}, nil
+}
+
+// missing returns those of refs not stored at their size.
+func (b checkpointBlobs) missing(ctx context.Context, refs []checkpoint.BlobRef) ([]checkpoint.BlobRef, error) {
+	gone := make([]bool, len(refs))
+	err := forEach(ctx, b.s.parallel, indexes(len(refs)), func(ctx context.Context, i int) error {
+		key, err := b.key(refs[i].Hash)
+		if err != nil {
+			return err
+		}
+		info, err := b.s.objects.Stat(ctx, key)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			gone[i] = true
+		case err != nil:
+			return err
+		default:
+			gone[i] = info.Size != refs[i].Size
+		}
+		return nil
+	})
+	var out []checkpoint.BlobRef
+	for i, g := range gone {
+		if g {
+			out = append(out, refs[i])
+		}
+	}
+	return out, err
 }
 
 // Put implements checkpoint.Blobs: r is copied aside while it is hashed, and only a copy of the

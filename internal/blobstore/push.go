@@ -110,7 +110,7 @@ func (s *SessionStore) Push(ctx context.Context, dir string) (*PushResult, error
 	if err != nil {
 		return nil, err
 	}
-	if err := s.hooks.step(ctx, PushStarted); err != nil {
+	if err := s.hooks.step(ctx, WriteStarted); err != nil {
 		return nil, err
 	}
 	stats := s.statBlobsAhead(ctx, dir)
@@ -140,7 +140,7 @@ func (s *SessionStore) Push(ctx context.Context, dir string) (*PushResult, error
 	if res.EventsUploaded, err = s.pushEvents(ctx, local, res, t); err != nil {
 		return nil, err
 	}
-	if err := s.hooks.step(ctx, PushIndexStored); err != nil {
+	if err := s.hooks.step(ctx, RootStored); err != nil {
 		return nil, err
 	}
 	if res.VaultUploaded, err = s.pushVault(ctx, local, res, t); err != nil {

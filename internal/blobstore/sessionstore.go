@@ -24,7 +24,7 @@ type SessionStore struct {
 	parallel int
 	progress func(Progress)
 	verify   bool
-	hooks    PushHooks
+	hooks    WriteHooks
 }
 
 // StoreOptions tune a SessionStore.
@@ -37,8 +37,8 @@ type StoreOptions struct {
 	// upload it again when it does not match. A skip otherwise trusts an object of the right size, so
 	// this is how a store damaged at rest is repaired from an intact local copy.
 	VerifyStored bool
-	// PushHooks act at fixed points of a push, for tests that play out interleavings with a sweep.
-	PushHooks PushHooks
+	// WriteHooks act at fixed points of a push, for tests that play out interleavings with a sweep.
+	WriteHooks WriteHooks
 }
 
 // NewSessionStore returns the session store over objects with the given layout.
@@ -47,7 +47,7 @@ func NewSessionStore(objects ObjectStore, layout Layout, opts StoreOptions) *Ses
 		opts.Parallelism = 8
 	}
 	return &SessionStore{objects: objects, layout: layout, parallel: opts.Parallelism, progress: opts.Progress, verify: opts.VerifyStored,
-		hooks: opts.PushHooks}
+		hooks: opts.WriteHooks}
 }
 
 // Layout is the key layout the store writes.

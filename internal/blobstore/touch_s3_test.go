@@ -55,10 +55,11 @@ func TestS3PushSendsNothingForABlobItSkips(t *testing.T) {
 	}
 }
 
-// A checkpoint capture asks Has before uploading a blob: a blob found is renewed, in place or (on a
-// server that keeps the time on a same-key copy, as versitygw does) by storing it again, and is still
-// reported found, so the capture counts it as deduplicated.
-func TestS3CheckpointBlobHasRenewsTheBlob(t *testing.T) {
+// A checkpoint capture asks HasResent before uploading a blob: a blob found is renewed, in place or
+// (on a server that keeps the time on a same-key copy, as versitygw does) by storing it again, and is
+// still reported found, so the capture counts it as deduplicated. Has, which a preview and a restore
+// ask, only looks.
+func TestS3CheckpointCaptureRenewsTheBlobItFindsAndARestoreDoesNot(t *testing.T) {
 	env := startS3(t)
 	st, objs := env.sessionStore(t, StoreOptions{})
 	ctx := context.Background()
@@ -81,11 +82,22 @@ func TestS3CheckpointBlobHasRenewsTheBlob(t *testing.T) {
 	if err != nil || !has {
 		t.Fatalf("Has(%s) = %v, %v; want true", hash, has, err)
 	}
+	looked, err := objs.Stat(ctx, blobs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !looked.LastModified.Equal(before.LastModified) {
+		t.Errorf("Has changed the blob's LastModified from %s to %s: a reader wrote", before.LastModified, looked.LastModified)
+	}
+	has, _, err = (checkpointBlobs{st}).HasResent(ctx, hash)
+	if err != nil || !has {
+		t.Fatalf("HasResent(%s) = %v, %v; want true", hash, has, err)
+	}
 	after, err := objs.Stat(ctx, blobs[0])
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !after.LastModified.After(before.LastModified) {
-		t.Errorf("the blob's LastModified stayed %s (was %s), want it renewed by Has", after.LastModified, before.LastModified)
+		t.Errorf("the blob's LastModified stayed %s (was %s), want it renewed by HasResent", after.LastModified, before.LastModified)
 	}
 }

@@ -59,6 +59,9 @@ type CaptureStats struct {
 	// not renew in place, so the capture sent them again; they are not in UploadedBlobs.
 	ResentBlobs int   `json:"resentBlobs,omitempty"`
 	ResentBytes int64 `json:"resentBytes,omitempty"`
+	// StoredAgainBlobs counts blobs (files' and manifest chunks') a blob sweep deleted while the
+	// capture ran, which it stored again after the sweep's delete window closed.
+	StoredAgainBlobs int `json:"storedAgainBlobs,omitempty"`
 	// Skipped are paths that are neither regular files, directories nor symlinks (sockets, devices).
 	Skipped []string `json:"skipped,omitempty"`
 	// Vanished are paths that disappeared while the capture walked the workspace; they are not in it.

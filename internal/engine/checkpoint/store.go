@@ -72,16 +72,26 @@ func (s *Store) Create(ctx context.Context, dir string, opts CaptureOptions) (Cr
 	if opts.Baseline == nil {
 		opts.Baseline = pm
 	}
+	settle, err := s.settling(ctx)
+	if err != nil {
+		return Created{}, err
+	}
 	m, st, err := Capture(ctx, dir, s.Blobs, opts)
 	if err != nil {
 		return Created{}, err
 	}
 	if pm != nil && pm.SameFiles(m) {
+		// Every blob is the stored checkpoint's, which every sweep since it settled marks.
 		return Created{ID: prev.ID, Stats: st}, nil
 	}
 	id, w, err := s.save(ctx, m)
 	if err != nil {
 		return Created{}, err
+	}
+	if settle != nil {
+		if st.StoredAgainBlobs, err = s.settleCapture(ctx, settle, dir, id, m, w.chunks); err != nil {
+			return Created{}, err
+		}
 	}
 	st.ManifestBytes, st.ManifestUploadedBytes = w.Bytes, w.Uploaded
 	st.ResentBlobs, st.ResentBytes = st.ResentBlobs+w.Resent.blobs, st.ResentBytes+w.Resent.bytes
@@ -183,6 +193,8 @@ func (s *Store) Save(ctx context.Context, m *Manifest) (string, error) {
 type manifestWrite struct {
 	Bytes, Uploaded int64
 	Resent          resent
+	// chunks are a schema 3 manifest's, kept to store again one a blob sweep deletes.
+	chunks []encodedChunk
 }
 
 func (s *Store) save(ctx context.Context, m *Manifest) (string, manifestWrite, error) {
@@ -208,7 +220,7 @@ func (s *Store) save(ctx context.Context, m *Manifest) (string, manifestWrite, e
 	if err != nil {
 		return "", w, err
 	}
-	w.Bytes, w.Uploaded = int64(len(root)), int64(len(root))
+	w.Bytes, w.Uploaded, w.chunks = int64(len(root)), int64(len(root)), chunks
 	for _, c := range chunks {
 		w.Bytes += c.ref.Size
 	}

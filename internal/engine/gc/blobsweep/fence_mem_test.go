@@ -2,6 +2,9 @@ package blobsweep_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -9,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentrewind/agentrewind/internal/blobstore"
+	"github.com/agentrewind/agentrewind/internal/engine/checkpoint"
 	"github.com/agentrewind/agentrewind/internal/engine/gc/blobsweep"
 )
 
@@ -36,7 +40,7 @@ func TestARepairPushSettlesLikeANewOne(t *testing.T) {
 	mem.Clock = clock.get
 	layout := blobstore.Layout{}
 	dir, hashes := record(t, "run", 1, 2)
-	store := blobstore.NewSessionStore(mem, layout, blobstore.StoreOptions{PushHooks: blobstore.PushHooks{Sleep: clock.sleep}})
+	store := blobstore.NewSessionStore(mem, layout, blobstore.StoreOptions{WriteHooks: blobstore.WriteHooks{Sleep: clock.sleep}})
 	if _, err := store.Push(ctx, dir); err != nil {
 		t.Fatal(err)
 	}
@@ -50,9 +54,9 @@ func TestARepairPushSettlesLikeANewOne(t *testing.T) {
 		t.Fatalf("a sweep past a session without its index: %v, %d deleted; want an error and nothing deleted", err, rep.Deleted)
 	}
 	victim := layout.Blob(hashes[1])
-	store = blobstore.NewSessionStore(mem, layout, blobstore.StoreOptions{PushHooks: blobstore.PushHooks{Sleep: clock.sleep,
-		Step: func(ctx context.Context, step blobstore.PushStep) error {
-			if step == blobstore.PushIndexStored {
+	store = blobstore.NewSessionStore(mem, layout, blobstore.StoreOptions{WriteHooks: blobstore.WriteHooks{Sleep: clock.sleep,
+		Step: func(ctx context.Context, step blobstore.WriteStep) error {
+			if step == blobstore.RootStored {
 				mem.Set(layout.SweepWindowsPrefix()+"20261208T120000Z-60000ms-gc-job", nil)
 				return mem.Delete(ctx, victim)
 			}
@@ -80,9 +84,9 @@ func TestAPushChecksEveryObjectWhenAWindowRecordIsUnreadable(t *testing.T) {
 	layout := blobstore.Layout{}
 	dir, hashes := record(t, "run", 1, 2)
 	victim := layout.Blob(hashes[1])
-	store := blobstore.NewSessionStore(mem, layout, blobstore.StoreOptions{PushHooks: blobstore.PushHooks{Sleep: clock.sleep,
-		Step: func(ctx context.Context, step blobstore.PushStep) error {
-			if step == blobstore.PushIndexStored { // a sweep of a newer kind deleted, and left its record
+	store := blobstore.NewSessionStore(mem, layout, blobstore.StoreOptions{WriteHooks: blobstore.WriteHooks{Sleep: clock.sleep,
+		Step: func(ctx context.Context, step blobstore.WriteStep) error {
+			if step == blobstore.RootStored { // a sweep of a newer kind deleted, and left its record
 				mem.Set(layout.SweepWindowsPrefix()+"20261205T120000Z-60000ms-gc-job", nil)
 				return mem.Delete(ctx, victim)
 			}
@@ -170,4 +174,76 @@ func indexOf(t testing.TB, mem *blobstore.MemObjectStore, layout blobstore.Layou
 		t.Fatalf("session %s has segment indexes %v, want one", id, found)
 	}
 	return found[0]
+}
+
+// sweptDuringCapture is a store whose sweep, once the capture's manifest is stored, deletes the
+// blob of a.txt in a window open since before the capture, and then runs change.
+func sweptDuringCapture(t *testing.T, change func()) (*blobstore.SessionStore, *blobstore.MemObjectStore, string) {
+	t.Helper()
+	clock := &manualClock{now: time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)}
+	mem := blobstore.NewMemObjectStore()
+	mem.Clock = clock.get
+	layout := blobstore.Layout{}
+	ws := t.TempDir()
+	a := []byte("the bytes a sweep deletes\n")
+	for name, data := range map[string][]byte{"a.txt": a, "b.txt": []byte("kept\n")} {
+		if err := os.WriteFile(filepath.Join(ws, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	victim := layout.Blob(fmt.Sprintf("%x", sha256.Sum256(a)))
+	store := blobstore.NewSessionStore(mem, layout, blobstore.StoreOptions{WriteHooks: blobstore.WriteHooks{Sleep: clock.sleep,
+		Step: func(ctx context.Context, step blobstore.WriteStep) error {
+			if step == blobstore.RootStored {
+				mem.Set(layout.SweepWindowsPrefix()+"20261205T115959Z-60000ms-gc-job", nil)
+				change()
+				return mem.Delete(ctx, victim)
+			}
+			return nil
+		}}})
+	return store, mem, ws
+}
+
+// A capture that a sweep overlapped stores again, from the workspace, each blob the sweep deleted
+// before the manifest naming it was stored; the checkpoint then restores byte for byte.
+func TestACaptureStoresAgainWhatASweepDeletedDuringIt(t *testing.T) {
+	ctx := context.Background()
+	store, _, ws := sweptDuringCapture(t, func() {})
+	c, err := store.Checkpoints().Create(ctx, ws, checkpoint.CaptureOptions{Anchor: checkpoint.Anchor{Session: "run", Turn: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Stats.StoredAgainBlobs != 1 {
+		t.Fatalf("stored %d blobs again, want the one the sweep deleted", c.Stats.StoredAgainBlobs)
+	}
+	into := t.TempDir()
+	if _, err := store.Checkpoints().Restore(ctx, into, c.ID, checkpoint.RestoreOptions{Guard: checkpoint.GuardOff}); err != nil {
+		t.Fatalf("the checkpoint does not restore: %v", err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(into, "a.txt")); string(got) != "the bytes a sweep deletes\n" {
+		t.Fatalf("a.txt restored as %q", got)
+	}
+}
+
+// When the file whose blob a sweep deleted has changed since it was captured, the capture cannot
+// store it again: it fails naming the file, and withdraws the checkpoint rather than list one that
+// cannot be restored.
+func TestACaptureWhoseLostBlobCannotBeStoredAgainIsWithdrawn(t *testing.T) {
+	ctx := context.Background()
+	var ws string
+	store, mem, ws := sweptDuringCapture(t, func() {
+		if err := os.WriteFile(filepath.Join(ws, "a.txt"), []byte("written after the capture read it\n"), 0o644); err != nil {
+			t.Error(err)
+		}
+	})
+	_, err := store.Checkpoints().Create(ctx, ws, checkpoint.CaptureOptions{Anchor: checkpoint.Anchor{Session: "run", Turn: 1}})
+	if err == nil || !strings.Contains(err.Error(), "a.txt") || !strings.Contains(err.Error(), "withdrawn") || !strings.Contains(err.Error(), "take the checkpoint again") {
+		t.Fatalf("the capture: %v; want it to fail naming a.txt, the checkpoint withdrawn", err)
+	}
+	if left := mem.Keys(store.Layout().CheckpointsPrefix()); len(left) != 0 {
+		t.Fatalf("the withdrawn checkpoint is still stored: %v", left)
+	}
+	if list, err := blobstore.NewSessionStore(mem, blobstore.Layout{}, blobstore.StoreOptions{}).Checkpoints().List(ctx); err != nil || len(list) != 0 {
+		t.Fatalf("checkpoints listed after the withdrawal: %v, %v", list, err)
+	}
 }

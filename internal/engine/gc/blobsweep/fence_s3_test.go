@@ -2,12 +2,14 @@ package blobsweep_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentrewind/agentrewind/internal/blobstore"
+	"github.com/agentrewind/agentrewind/internal/engine/checkpoint"
 	"github.com/agentrewind/agentrewind/internal/engine/gc/blobsweep"
 )
 
@@ -42,8 +44,8 @@ func TestS3AReusingPushStoresAgainWhatASweepDeletedDuringIt(t *testing.T) {
 		swept <- rep
 	}()
 	<-remarked
-	hooks := blobstore.PushHooks{Step: func(_ context.Context, step blobstore.PushStep) error {
-		if step == blobstore.PushWindowsListed {
+	hooks := blobstore.WriteHooks{Step: func(_ context.Context, step blobstore.WriteStep) error {
+		if step == blobstore.WindowsListed {
 			close(release)
 			if rep := <-swept; rep == nil || rep.Deleted == 0 {
 				t.Errorf("the sweep deleted nothing while the push was under way (%+v): the test proves nothing", rep)
@@ -51,7 +53,7 @@ func TestS3AReusingPushStoresAgainWhatASweepDeletedDuringIt(t *testing.T) {
 		}
 		return nil
 	}}
-	store := blobstore.NewSessionStore(e.objects, e.layout, blobstore.StoreOptions{PushHooks: hooks})
+	store := blobstore.NewSessionStore(e.objects, e.layout, blobstore.StoreOptions{WriteHooks: hooks})
 	res, err := store.Push(ctx, old) // the same session, pushed again
 	if err != nil {
 		t.Fatal(err)
@@ -61,5 +63,71 @@ func TestS3AReusingPushStoresAgainWhatASweepDeletedDuringIt(t *testing.T) {
 	}
 	if _, err := e.store.Pull(ctx, "run", filepath.Join(t.TempDir(), "pulled")); err != nil {
 		t.Fatalf("the session the push committed does not pull: %v", err)
+	}
+}
+
+// The same on a real S3 server for a checkpoint capture, as hostile testing found it: a workspace
+// captured again after its checkpoint was deleted reuses the orphaned blobs ("0 new bytes uploaded"),
+// and a sweep that chose them before the manifest was stored deletes them. The capture must store
+// them again before it returns, so the checkpoint restores.
+func TestS3ACaptureStoresAgainWhatASweepDeletedDuringIt(t *testing.T) {
+	e := startS3(t)
+	ctx := context.Background()
+	ws := t.TempDir()
+	for i, name := range []string{"a.txt", "b.txt"} {
+		if err := os.WriteFile(filepath.Join(ws, name), payloadJSON(uint64(i+1), 4096), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opts := checkpoint.CaptureOptions{Anchor: checkpoint.Anchor{Session: "run", Turn: 1}}
+	if _, err := e.store.Checkpoints().Create(ctx, ws, opts); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range e.keys(t) {
+		if strings.HasPrefix(k, e.layout.CheckpointsPrefix()) {
+			e.deleteKeys(t, k)
+		}
+	}
+	later := time.Now().Add(2 * time.Hour) // the orphans are older than the margin
+	remarked, release, swept := make(chan struct{}), make(chan struct{}), make(chan *blobsweep.Report, 1)
+	go func() {
+		rep, err := blobsweep.Run(ctx, e.objects, blobsweep.Options{Layout: e.layout, Margin: time.Hour, Window: 3 * time.Second,
+			Lock: &blobsweep.MemLock{}, Holder: "sweep", Clock: func() time.Time { return later }, NoCache: true,
+			Hooks: blobsweep.Hooks{AfterRemark: func(context.Context) error {
+				close(remarked)
+				<-release
+				return nil
+			}}})
+		if err != nil {
+			t.Errorf("sweep: %v", err)
+		}
+		swept <- rep
+	}()
+	<-remarked
+	hooks := blobstore.WriteHooks{Step: func(_ context.Context, step blobstore.WriteStep) error {
+		if step == blobstore.WindowsListed {
+			close(release)
+			if rep := <-swept; rep == nil || rep.Deleted == 0 {
+				t.Errorf("the sweep deleted nothing while the capture was under way (%+v): the test proves nothing", rep)
+			}
+		}
+		return nil
+	}}
+	store := blobstore.NewSessionStore(e.objects, e.layout, blobstore.StoreOptions{WriteHooks: hooks})
+	c, err := store.Checkpoints().Create(ctx, ws, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Stats.UploadedBlobs != 0 || c.Stats.StoredAgainBlobs == 0 {
+		t.Fatalf("the capture uploaded %d blobs and stored %d again, want none and some: %+v", c.Stats.UploadedBlobs, c.Stats.StoredAgainBlobs, c.Stats)
+	}
+	into := t.TempDir()
+	if _, err := e.store.Checkpoints().Restore(ctx, into, c.ID, checkpoint.RestoreOptions{Guard: checkpoint.GuardOff}); err != nil {
+		t.Fatalf("the checkpoint the capture returned does not restore: %v", err)
+	}
+	for i, name := range []string{"a.txt", "b.txt"} {
+		if got, _ := os.ReadFile(filepath.Join(into, name)); string(got) != string(payloadJSON(uint64(i+1), 4096)) {
+			t.Fatalf("%s restored as %d other bytes", name, len(got))
+		}
 	}
 }

@@ -2,6 +2,9 @@ package blobsweep_test
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -9,19 +12,20 @@ import (
 	"time"
 
 	"github.com/agentrewind/agentrewind/internal/blobstore"
+	"github.com/agentrewind/agentrewind/internal/engine/checkpoint"
 	"github.com/agentrewind/agentrewind/internal/engine/gc/blobsweep"
 
 	"github.com/agentrewind/agentrewind/internal/testenv"
 )
 
-// The interleaving harness plays a push and a blob sweep against one in-memory store, one step at a
-// time, in every order: each of them parks at every point its hooks name, and a scheduler picks who
-// goes next, depth first over all choices. A third action, "age", moves the store's clock three
-// days on, once: everything stored is then older than the margin, as after a push stopped between
-// its blobs and its commit (a suspended laptop, a paused container) or a session pushed again long
-// after its blobs were orphaned. Every step moves the clock one second; a push waiting for a delete
-// window to close moves it as far as it waits. After each schedule, a push that committed must find
-// every object it references stored.
+// The interleaving harness plays a writer (a push or a checkpoint capture) and a blob sweep against
+// one in-memory store, one step at a time, in every order: each of them parks at every point its
+// hooks name, and a scheduler picks who goes next, depth first over all choices. A third action,
+// "age", moves the store's clock three days on, once: everything stored is then older than the
+// margin, as after a writer stopped between its blobs and its root (a suspended laptop, a paused
+// container) or objects stored again long after they were orphaned. Every step moves the clock one
+// second; a writer waiting for a delete window to close moves it as far as it waits. After each
+// schedule, a writer that succeeded must find every object its root references stored.
 
 // interleaving is one run of the harness under a schedule.
 type interleaving struct {
@@ -56,17 +60,23 @@ func (in *interleaving) yield(ctx context.Context, actor, point string) error {
 	}
 }
 
-// fixture is what every schedule starts from: the local sessions and the keys the new one needs.
+// fixture is what every schedule starts from and the write it plays.
 type fixture struct {
-	old, fresh string   // the session whose blobs were orphaned, and the one pushed again with them
-	needs      []string // the blob and segment keys a push of fresh stores
+	// orphan stores, three days before the schedule starts, objects the write will reuse, and
+	// removes the roots that name them.
+	orphan func(ctx context.Context, store *blobstore.SessionStore, mem *blobstore.MemObjectStore) error
+	// write is the push or capture under test; root names what it stored, restored counts the
+	// objects it stored again.
+	write func(ctx context.Context, store *blobstore.SessionStore) (root string, restored int, err error)
+	// missing lists the objects the root written references that the store lacks.
+	missing func(t *testing.T, mem *blobstore.MemObjectStore, root string) []string
 }
 
 // outcome is what one schedule did.
 type outcome struct {
 	trace      []string
 	committed  bool
-	pushErr    error
+	writeErr   error
 	missing    []string
 	deleted    int64
 	restored   int
@@ -74,7 +84,7 @@ type outcome struct {
 }
 
 // storeWrap lets a mutation hide or bypass part of the fence.
-type storeWrap func(*blobstore.MemObjectStore) (pushSide blobstore.ObjectStore, sweepSide blobsweep.Objects)
+type storeWrap func(*blobstore.MemObjectStore) (writeSide blobstore.ObjectStore, sweepSide blobsweep.Objects)
 
 func plainStore(m *blobstore.MemObjectStore) (blobstore.ObjectStore, blobsweep.Objects) { return m, m }
 
@@ -84,44 +94,39 @@ func runInterleaving(t *testing.T, fx fixture, schedule []int, wrap storeWrap) o
 	defer cancel()
 	start := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
 	in := &interleaving{now: start.Add(-72 * time.Hour), park: make(chan string),
-		resume: map[string]chan struct{}{"push": make(chan struct{}), "sweep": make(chan struct{})},
-		live:   map[string]bool{"push": true, "sweep": true}}
+		resume: map[string]chan struct{}{"write": make(chan struct{}), "sweep": make(chan struct{})},
+		live:   map[string]bool{"write": true, "sweep": true}}
 	mem := blobstore.NewMemObjectStore()
 	mem.Clock = in.clock
 	layout := blobstore.Layout{}
-	pushSide, sweepSide := wrap(mem)
+	writeSide, sweepSide := wrap(mem)
 
-	// Three days ago: the old session was pushed; then its record was deleted, orphaning its blobs.
-	setup := blobstore.NewSessionStore(mem, layout, blobstore.StoreOptions{Parallelism: 2})
-	if _, err := setup.Push(ctx, fx.old); err != nil {
+	// Three days ago: objects were stored, then the roots naming them deleted.
+	if err := fx.orphan(ctx, blobstore.NewSessionStore(mem, layout, blobstore.StoreOptions{Parallelism: 2}), mem); err != nil {
 		t.Fatal(err)
-	}
-	for _, k := range mem.Keys(layout.SessionsPrefix()) {
-		_ = mem.Delete(ctx, k)
 	}
 	in.now = start
 
 	var out outcome
 	var wg sync.WaitGroup
-	hooks := blobstore.PushHooks{
-		Step: func(ctx context.Context, step blobstore.PushStep) error { return in.yield(ctx, "push", string(step)) },
+	hooks := blobstore.WriteHooks{
+		Step: func(ctx context.Context, step blobstore.WriteStep) error { return in.yield(ctx, "write", string(step)) },
 		Sleep: func(ctx context.Context, d time.Duration) error {
 			in.advance(d)
-			return in.yield(ctx, "push", "waited "+d.String())
+			return in.yield(ctx, "write", "waited "+d.String())
 		},
 	}
-	store := blobstore.NewSessionStore(pushSide, layout, blobstore.StoreOptions{Parallelism: 2, PushHooks: hooks})
+	store := blobstore.NewSessionStore(writeSide, layout, blobstore.StoreOptions{Parallelism: 2, WriteHooks: hooks})
+	var root string
 	wg.Go(func() {
-		defer func() { in.park <- "push:" }()
-		if in.yield(ctx, "push", "begin") != nil {
+		defer func() { in.park <- "write:" }()
+		if in.yield(ctx, "write", "begin") != nil {
 			return
 		}
-		res, err := store.Push(ctx, fx.fresh)
-		out.pushErr = err
-		if err == nil {
-			out.committed = true
-			out.restored = res.ObjectsRestored
-		}
+		var err error
+		root, out.restored, err = fx.write(ctx, store)
+		out.writeErr = err
+		out.committed = err == nil
 	})
 	sweepHook := func(point string) func(context.Context) error {
 		return func(ctx context.Context) error { return in.yield(ctx, "sweep", point) }
@@ -187,11 +192,7 @@ func runInterleaving(t *testing.T, fx fixture, schedule []int, wrap storeWrap) o
 	}
 	wg.Wait()
 	if out.committed {
-		for _, k := range fx.needs {
-			if _, ok := mem.Bytes(k); !ok {
-				out.missing = append(out.missing, k)
-			}
-		}
+		out.missing = fx.missing(t, mem, root)
 	}
 	return out
 }
@@ -232,35 +233,110 @@ func explore(t *testing.T, fx fixture, wrap storeWrap, stopAtLoss bool) summary 
 	return sum
 }
 
-func interleavingFixture(t *testing.T) fixture {
+// pushFixture pushes a session that reuses blobs of one pushed three days before and orphaned.
+func pushFixture(t *testing.T) fixture {
 	old, _ := record(t, "old", 1, 2)
 	fresh, _ := record(t, "fresh", 1, 2, 3)
 	mem := blobstore.NewMemObjectStore()
 	if _, err := blobstore.NewSessionStore(mem, blobstore.Layout{}, blobstore.StoreOptions{}).Push(context.Background(), fresh); err != nil {
 		t.Fatal(err)
 	}
-	return fixture{old: old, fresh: fresh, needs: mem.Keys(blobstore.Layout{}.BlobsPrefix())}
+	needs := mem.Keys(blobstore.Layout{}.BlobsPrefix())
+	return fixture{
+		orphan: func(ctx context.Context, store *blobstore.SessionStore, mem *blobstore.MemObjectStore) error {
+			if _, err := store.Push(ctx, old); err != nil {
+				return err
+			}
+			return mem.DeleteKeys(ctx, mem.Keys(store.Layout().SessionsPrefix()))
+		},
+		write: func(ctx context.Context, store *blobstore.SessionStore) (string, int, error) {
+			res, err := store.Push(ctx, fresh)
+			if err != nil {
+				return "", 0, err
+			}
+			return "fresh", res.ObjectsRestored, nil
+		},
+		missing: func(_ *testing.T, mem *blobstore.MemObjectStore, _ string) []string {
+			var missing []string
+			for _, k := range needs {
+				if _, ok := mem.Bytes(k); !ok {
+					missing = append(missing, k)
+				}
+			}
+			return missing
+		},
+	}
 }
 
-// No schedule of a push and a sweep, with or without a pause long enough to age every object, lets
-// the push commit a session that references an object the sweep deleted. The schedules include the
-// sweep deleting the push's reused blobs and the push storing them again, which the summary checks,
-// so the property is not held by a sweep that never deletes.
-func TestNoInterleavingOfPushAndSweepCommitsAHole(t *testing.T) {
-	fx := interleavingFixture(t)
-	sum := explore(t, fx, plainStore, false)
-	t.Logf("%d schedules: %d committed, %d with deletions, %d with objects stored again", sum.schedules, sum.committed, sum.deleting, sum.restoring)
-	if sum.losing > 0 {
-		t.Fatalf("%d of %d schedules committed a session with objects missing; the first: %v missing %v",
-			sum.losing, sum.schedules, sum.firstLoss.trace, sum.firstLoss.missing)
+// captureFixture takes a checkpoint of a workspace whose files, and the manifest chunk naming them,
+// a checkpoint of it deleted three days before left stored.
+func captureFixture(t *testing.T) fixture {
+	ws := t.TempDir()
+	for i, name := range []string{"a.txt", "b.txt"} {
+		if err := os.WriteFile(filepath.Join(ws, name), payloadJSON(uint64(i+1), 4096), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if sum.deleting == 0 || sum.restoring == 0 || sum.committed < sum.schedules/2 {
-		t.Fatalf("the schedules never had the sweep delete (%d) or the push store again (%d), or rarely commit (%d of %d): they prove nothing",
-			sum.deleting, sum.restoring, sum.committed, sum.schedules)
+	anchor := checkpoint.CaptureOptions{Anchor: checkpoint.Anchor{Session: "run", Turn: 1}}
+	return fixture{
+		orphan: func(ctx context.Context, store *blobstore.SessionStore, mem *blobstore.MemObjectStore) error {
+			if _, err := store.Checkpoints().Create(ctx, ws, anchor); err != nil {
+				return err
+			}
+			return mem.DeleteKeys(ctx, mem.Keys(store.Layout().CheckpointsPrefix()))
+		},
+		write: func(ctx context.Context, store *blobstore.SessionStore) (string, int, error) {
+			c, err := store.Checkpoints().Create(ctx, ws, anchor)
+			if err != nil {
+				return "", 0, err
+			}
+			return c.ID, c.Stats.StoredAgainBlobs, nil
+		},
+		missing: func(t *testing.T, mem *blobstore.MemObjectStore, id string) []string {
+			store := blobstore.NewSessionStore(mem, blobstore.Layout{}, blobstore.StoreOptions{})
+			m, err := store.Checkpoints().Load(context.Background(), id)
+			if err != nil {
+				return []string{fmt.Sprintf("checkpoint %s: %v", id, err)}
+			}
+			if len(m.Files) != 2 {
+				t.Errorf("checkpoint %s holds %d files, want 2", id, len(m.Files))
+			}
+			var missing []string
+			for _, e := range m.Files {
+				if _, ok := mem.Bytes(store.Layout().Blob(e.Hash)); !ok {
+					missing = append(missing, e.Path)
+				}
+			}
+			return missing
+		},
 	}
 }
 
-// hiddenWindows is a push's view of the store without the sweeps' window records.
+// writers are the writes the harness plays against a sweep.
+var writers = map[string]func(*testing.T) fixture{"push": pushFixture, "checkpoint capture": captureFixture}
+
+// No schedule of a push or a capture and a sweep, with or without a pause long enough to age every
+// object, lets the write succeed with a root that references an object the sweep deleted. The
+// schedules include the sweep deleting the reused objects and the writer storing them again, which
+// the summary checks, so the property is not held by a sweep that never deletes.
+func TestNoInterleavingOfAWriteAndASweepLeavesAHole(t *testing.T) {
+	for name, newFixture := range writers {
+		t.Run(name, func(t *testing.T) {
+			sum := explore(t, newFixture(t), plainStore, false)
+			t.Logf("%d schedules: %d succeeded, %d with deletions, %d with objects stored again", sum.schedules, sum.committed, sum.deleting, sum.restoring)
+			if sum.losing > 0 {
+				t.Fatalf("%d of %d schedules succeeded with objects missing; the first: %v missing %v",
+					sum.losing, sum.schedules, sum.firstLoss.trace, sum.firstLoss.missing)
+			}
+			if sum.deleting == 0 || sum.restoring == 0 || sum.committed < sum.schedules/2 {
+				t.Fatalf("the schedules never had the sweep delete (%d) or the writer store again (%d), or rarely succeed (%d of %d): they prove nothing",
+					sum.deleting, sum.restoring, sum.committed, sum.schedules)
+			}
+		})
+	}
+}
+
+// hiddenWindows is a writer's view of the store without the sweeps' window records.
 type hiddenWindows struct{ *blobstore.MemObjectStore }
 
 func (h hiddenWindows) List(ctx context.Context, prefix string) ([]blobstore.ObjectInfo, error) {
@@ -277,25 +353,27 @@ func (u unfenced) DeleteKeysIn(ctx context.Context, _ blobstore.DeleteWindow, ke
 	return u.DeleteKeys(ctx, keys)
 }
 
-// The harness finds the loss each half of the fence prevents: a push that does not see the
-// windows commits before a sweep's deletes land, and a sweep whose deletes the store does not bound
-// deletes after the push waited for its window to close.
+// The harness finds the loss each half of the fence prevents, for each writer: one that does not
+// see the windows succeeds before a sweep's deletes land, and a sweep whose deletes the store does
+// not bound deletes after the writer waited for its window to close.
 func TestTheInterleavingHarnessFindsALossWithoutTheFence(t *testing.T) {
-	fx := interleavingFixture(t)
-	for name, wrap := range map[string]storeWrap{
-		"push ignores the windows": func(m *blobstore.MemObjectStore) (blobstore.ObjectStore, blobsweep.Objects) {
-			return hiddenWindows{m}, m
-		},
-		"store ignores the windows": func(m *blobstore.MemObjectStore) (blobstore.ObjectStore, blobsweep.Objects) {
-			return m, unfenced{m}
-		},
-	} {
-		t.Run(name, func(t *testing.T) {
-			sum := explore(t, fx, wrap, true)
-			if sum.losing == 0 {
-				t.Fatalf("no schedule of %d lost an object: the harness cannot tell the fence from its absence", sum.schedules)
-			}
-			t.Logf("lost %v after %v", sum.firstLoss.missing, sum.firstLoss.trace)
-		})
+	for writer, newFixture := range writers {
+		fx := newFixture(t)
+		for name, wrap := range map[string]storeWrap{
+			"writer ignores the windows": func(m *blobstore.MemObjectStore) (blobstore.ObjectStore, blobsweep.Objects) {
+				return hiddenWindows{m}, m
+			},
+			"store ignores the windows": func(m *blobstore.MemObjectStore) (blobstore.ObjectStore, blobsweep.Objects) {
+				return m, unfenced{m}
+			},
+		} {
+			t.Run(writer+"/"+name, func(t *testing.T) {
+				sum := explore(t, fx, wrap, true)
+				if sum.losing == 0 {
+					t.Fatalf("no schedule of %d lost an object: the harness cannot tell the fence from its absence", sum.schedules)
+				}
+				t.Logf("lost %v after %v", sum.firstLoss.missing, sum.firstLoss.trace)
+			})
+		}
 	}
 }
