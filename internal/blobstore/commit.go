@@ -107,8 +107,9 @@ func (s *SessionStore) readBackMeta(ctx context.Context, local *localSession) (*
 }
 
 // withdraw removes the objects this push stored under the session that the committed session does
-// not name, once another push won the id. What is left (a failed delete) is harmless: every such
-// object is named by its own hash and goes when the session is collected.
+// not name, once another push won the id. What is left (a failed delete, a push stopped before it
+// got here) is named by its own hash, so it never replaces the winner's; the next push that finds
+// the session committed removes it (dropStrays).
 func (s *SessionStore) withdraw(ctx context.Context, local *localSession, winner session.Meta) {
 	id := local.meta.ID
 	keys := []string{s.layout.SessionMetaSum(id, sha256Hex(local.metaBytes))}
@@ -120,5 +121,26 @@ func (s *SessionStore) withdraw(ctx context.Context, local *localSession, winner
 	}
 	for _, key := range keys {
 		_ = s.objects.Delete(ctx, key)
+	}
+}
+
+// dropStrays removes what pushes that lost session id to the session committed by meta (stored as
+// metaBytes) left under it (Layout.StrayOf): their records would stand beside the winner's, and their
+// indexes keep their blobs from the sweep. It runs only over a store that creates meta.json
+// conditionally, where no push of other content can commit any more; a failed delete is left for
+// the next push.
+func (s *SessionStore) dropStrays(ctx context.Context, metaBytes []byte, meta session.Meta) {
+	if _, ok := s.objects.(CreatingStore); !ok {
+		return
+	}
+	infos, err := s.objects.List(ctx, s.layout.SessionPrefix(meta.ID))
+	if err != nil {
+		return
+	}
+	metaHash := sha256Hex(metaBytes)
+	for _, info := range infos {
+		if s.layout.StrayOf(meta.ID, info.Key, metaHash, meta) {
+			_ = s.objects.Delete(ctx, info.Key)
+		}
 	}
 }

@@ -86,6 +86,9 @@ func (l Layout) BlobsPrefix() string { return l.join(blobsDir) + "/" }
 // SessionsPrefix is the key prefix under which every session's objects live.
 func (l Layout) SessionsPrefix() string { return l.join(sessionsDir) + "/" }
 
+// SessionPrefix is the key prefix of every object of session id.
+func (l Layout) SessionPrefix(id string) string { return l.join(sessionsDir, id) + "/" }
+
 // SessionMeta is the key of a session's meta.json, the commit marker.
 func (l Layout) SessionMeta(id string) string { return l.join(sessionsDir, id, session.MetaFile) }
 
@@ -150,6 +153,21 @@ func (l Layout) IsSessionIndex(id, key string) bool {
 	rest, ok := strings.CutPrefix(key, l.join(sessionsDir, id, "segments."))
 	h, json := strings.CutSuffix(rest, ".json")
 	return ok && json && session.ValidBlobHash(h)
+}
+
+// StrayOf says whether key is an object of session id, named by a hash, that the session committed by
+// meta (whose bytes hash to metaHash) does not name: a record, segment index or vault a push stored
+// before it lost the id and was stopped before it removed them.
+func (l Layout) StrayOf(id, key, metaHash string, meta session.Meta) bool {
+	if h, legacy, ok := l.MetaSumFromKey(id, key); ok {
+		return !legacy && h != metaHash
+	}
+	if key != l.SessionLegacySegments(id) && l.IsSessionIndex(id, key) {
+		return key != l.SessionSegments(id, meta.EventsHash)
+	}
+	rest, ok := strings.CutPrefix(key, l.join(sessionsDir, id, "vault."))
+	h, enc := strings.CutSuffix(rest, ".enc")
+	return ok && enc && session.ValidBlobHash(h) && h != meta.VaultHash
 }
 
 // SessionVault is the key of a session's sealed vault, vault.enc, whose SHA-256 is vaultHash. Only

@@ -174,6 +174,9 @@ func (s *SessionStore) Push(ctx context.Context, dir string) (*PushResult, error
 		return nil, fmt.Errorf("committing session %s (its other objects are stored; push again to finish): %w", id, err)
 	}
 	res.BytesSent += sent
+	if res.AlreadyCommitted {
+		s.dropStrays(ctx, local.metaBytes, local.meta)
+	}
 	t.done(metaKey, int64(len(local.metaBytes)), !repair.meta)
 	t.phase(PhaseDone, 0)
 	return res, nil
@@ -223,7 +226,10 @@ func (s *SessionStore) storedAlready(ctx context.Context, local *localSession) (
 	case m.verified() || errors.Is(m.sumErr, ErrNotFound):
 		// The store holds other content under this id (committed by an older agentrewind when the
 		// record is missing).
-		stored, _ := session.DecodeMeta(m.data, s.name(s.layout.SessionMeta(id)))
+		stored, derr := session.DecodeMeta(m.data, s.name(s.layout.SessionMeta(id)))
+		if derr == nil && m.verified() {
+			s.dropStrays(ctx, m.data, stored) // this session's own, from a push stopped after it lost
+		}
 		return false, repair, &ConflictError{ID: id, LocalEventsHash: local.meta.EventsHash, StoredEventsHash: stored.EventsHash}
 	case m.vouches(localSum):
 		names, other, err := s.logOfDamagedMeta(ctx, local, m.data)

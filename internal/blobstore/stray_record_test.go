@@ -7,6 +7,7 @@ import (
 	"io"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -54,15 +55,7 @@ func TestAStrayRecordNeverLetsAPushReplaceAnotherSession(t *testing.T) {
 	l := Layout{}
 	metaKey := l.SessionMeta("run")
 	setup := func(t *testing.T) (*MemObjectStore, []byte) {
-		mem := NewMemObjectStore()
-		store := NewSessionStore(mem, l, StoreOptions{})
-		if _, err := store.Push(ctx, a); err != nil {
-			t.Fatal(err)
-		}
-		_ = mem.Delete(ctx, metaKey) // killed before its commit: record, index and vault stay
-		if _, err := store.Push(ctx, b); err != nil {
-			t.Fatalf("the other session's push over the leftovers: %v", err)
-		}
+		mem := killedLoserLeftovers(t, a, b)
 		winner, _ := mem.Bytes(metaKey)
 		return mem, winner
 	}
@@ -117,4 +110,64 @@ func TestAStrayRecordNeverLetsAPushReplaceAnotherSession(t *testing.T) {
 			t.Fatal("the re-push replaced the stored meta.json")
 		}
 	})
+}
+
+// killedLoserLeftovers is a store where session b committed while a push of a, different content
+// under the same id, had stored its blobs, record, index and vault and was then killed before it
+// could withdraw them.
+func killedLoserLeftovers(t *testing.T, a, b string) *MemObjectStore {
+	t.Helper()
+	ctx := context.Background()
+	l := Layout{}
+	loser := NewMemObjectStore()
+	if _, err := NewSessionStore(loser, l, StoreOptions{}).Push(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	mem := NewMemObjectStore()
+	if _, err := NewSessionStore(mem, l, StoreOptions{}).Push(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range loser.Keys("") {
+		if _, taken := mem.Bytes(k); !taken {
+			data, _ := loser.Bytes(k)
+			mem.Set(k, data)
+		}
+	}
+	return mem
+}
+
+// What a push killed after losing the id leaves under it is removed by the next push that finds
+// the session committed: the winner's pushed again, or the loser's, which fails with a conflict.
+// Only the committed session's objects stay under the id, and they still pull.
+func TestTheNextPushRemovesWhatAKilledLoserLeftUnderTheID(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	a, b := filepath.Join(root, "a"), filepath.Join(root, "b")
+	recordSession(t, a, "run", "", payloads(1, 3, 2<<10), testVault)
+	recordSession(t, b, "run", "", payloads(100, 3, 2<<10), sealedBytes(7, 64))
+	l := Layout{}
+	clean := NewMemObjectStore()
+	if _, err := NewSessionStore(clean, l, StoreOptions{}).Push(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	want := clean.Keys(l.SessionPrefix("run"))
+	for name, dir := range map[string]string{"the winner's": b, "the loser's": a} {
+		t.Run(name, func(t *testing.T) {
+			mem := killedLoserLeftovers(t, a, b)
+			if got := mem.Keys(l.SessionPrefix("run")); len(got) == len(want) {
+				t.Fatalf("no leftovers to remove: %v", got)
+			}
+			_, err := NewSessionStore(mem, l, StoreOptions{}).Push(ctx, dir)
+			var conflict *ConflictError
+			if (dir == a) != errors.As(err, &conflict) {
+				t.Fatalf("pushing %s again: %v", name, err)
+			}
+			if got := mem.Keys(l.SessionPrefix("run")); !slices.Equal(got, want) {
+				t.Fatalf("under the id after the push: %v\nwant the committed session's only: %v", got, want)
+			}
+			if _, err := NewSessionStore(mem, l, StoreOptions{}).Pull(ctx, "run", filepath.Join(t.TempDir(), "pulled")); err != nil {
+				t.Fatalf("the committed session does not pull: %v", err)
+			}
+		})
+	}
 }
