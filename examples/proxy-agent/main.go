@@ -118,7 +118,11 @@ func run(ctx context.Context, getenv func(string) string, out io.Writer) error {
 	}
 	id := entropy.UUID
 	if err := a.ledger(ctx, map[string]any{"schema": "agentrewind.io/ledger/v1", "op": "INTENT", "runId": id,
-		"goal": "triage issue #42", "steps": []map[string]string{{"id": "search", "text": "search related issues"}, {"id": "label", "text": "label the issue"}}}); err != nil {
+		"goal": "triage issue #42", "steps": []map[string]any{
+			// The tools whose answers complete each step: the recorder sees them, so it verifies the
+			// step without the agent's word.
+			{"id": "search", "text": "search related issues", "tools": []string{"search_issues"}},
+			{"id": "label", "text": "label the issue", "tools": []string{"add_label"}}}}); err != nil {
 		return err
 	}
 	// The tracker's MCP server, connected before the agent plans, as an agent connects to its servers.
@@ -163,8 +167,9 @@ func run(ctx context.Context, getenv func(string) string, out io.Writer) error {
 		}
 		conv.answer(calls, results)
 	}
-	// Parked: the proxy stamps the checkpoint from the transcript it saw, whatever this record says.
-	if err := a.ledger(ctx, map[string]any{"schema": "agentrewind.io/ledger/v1", "op": "SUSPEND"}); err != nil {
+	// An anchor of the finished conversation, to fork or rewind to later: the proxy stamps it from
+	// the transcript it saw. It does not park the run, which ends here.
+	if _, err := a.post(ctx, "/v1/checkpoint", []byte("{}")); err != nil {
 		return err
 	}
 	_, err = fmt.Fprintf(out, "run %s: issue #42 labelled %s\n%s\n", id, strings.Join(labels, ","), final)

@@ -14,9 +14,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agentrewind/agentrewind/internal/engine/evidence"
 	"github.com/agentrewind/agentrewind/internal/engine/redact"
 	"github.com/agentrewind/agentrewind/internal/engine/replay"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
+	"github.com/agentrewind/agentrewind/internal/engine/verdict"
+	"github.com/agentrewind/agentrewind/internal/engine/verdict/resume"
 	"github.com/agentrewind/agentrewind/internal/fakellm"
 	"github.com/agentrewind/agentrewind/internal/proxy"
 )
@@ -238,8 +241,9 @@ func modelCalls(s *session.Session) []session.Event {
 	return out
 }
 
-// checkLedger asserts the agent's INTENT and step claims were recorded as its own, and its SUSPEND
-// became the recorder's stamp of the last turn.
+// checkLedger asserts the agent's INTENT and step claims were recorded as its own, its checkpoint
+// became the recorder's ANCHOR of the last turn, and the run, which ended with both steps' tools
+// answered, is COMPLETE: the recorder witnessed the steps, the agent's claims alone would not do.
 func checkLedger(t *testing.T, s *session.Session) {
 	t.Helper()
 	var ops []string
@@ -255,9 +259,9 @@ func checkLedger(t *testing.T, s *session.Session) {
 		_ = json.Unmarshal(ev.Ledger, &rec)
 		op := rec.Op + " " + rec.Step
 		switch {
-		case rec.Op == "SUSPEND":
+		case rec.Op == "ANCHOR":
 			if ev.Author != session.AuthorRecorder || rec.TurnIndex == nil || *rec.TurnIndex != 2 {
-				t.Fatalf("SUSPEND %s by %s, want the recorder's stamp of turn 2", ev.Ledger, ev.Author)
+				t.Fatalf("ANCHOR %s by %s, want the recorder's stamp of turn 2", ev.Ledger, ev.Author)
 			}
 		case rec.Op == "END":
 			// How the run ended is the recorder's word, never the agent's.
@@ -269,7 +273,16 @@ func checkLedger(t *testing.T, s *session.Session) {
 		}
 		ops = append(ops, strings.TrimSpace(op))
 	}
-	if diff := cmp.Diff([]string{"INTENT", "STEP_CLAIMED search", "STEP_CLAIMED label", "SUSPEND", "END"}, ops); diff != "" {
+	if diff := cmp.Diff([]string{"INTENT", "STEP_CLAIMED search", "STEP_CLAIMED label", "ANCHOR", "END"}, ops); diff != "" {
 		t.Fatalf("ledger (-want +got):\n%s", diff)
+	}
+	policy := verdict.DefaultPolicy()
+	g, err := evidence.Gather(s, nil, policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := verdict.Evaluate(g.Facts, policy).Resume
+	if plan.Verdict != resume.Complete || len(plan.Residual) != 0 || len(plan.Verified) != 2 {
+		t.Fatalf("the finished run is judged %s, residual %v, %d verified: %s; want COMPLETE with both steps verified", plan.Verdict, plan.Residual, len(plan.Verified), plan.Message)
 	}
 }

@@ -98,7 +98,11 @@ func Rounds(events []session.Event) []coherence.Round {
 			rounds = append(rounds, coherence.Round{Label: len(rounds) + 1})
 		case session.KindToolCall:
 			r := current()
-			r.Calls = append(r.Calls, coherence.Call{Name: ev.Name, Args: ev.Args, Result: ev.Result, Failed: ev.Error != nil, Step: ev.Step})
+			call := coherence.Call{Name: ev.Name, Args: ev.Args, Result: ev.Result, Failed: ev.Error != nil, Step: ev.Step}
+			if name, args, failed, ok := mcpTool(ev); ok {
+				call.Name, call.Args, call.Failed = name, args, failed
+			}
+			r.Calls = append(r.Calls, call)
 		case session.KindLedger:
 			if rec, d := ledger.Decode(ev.Ledger); (d == ledger.DamageNone || d == ledger.DamageUntagged) && marks(rec.Op) {
 				r := current()
@@ -146,3 +150,26 @@ func failedRunOutput(result json.RawMessage) string {
 }
 
 func marks(op ledger.Op) bool { return op == ledger.OpStepClaimed || op == ledger.OpStepVerified }
+
+// mcpTool reads a recorded event as a call of an MCP server's tool (call site "mcp.<server>", name
+// "<server>/tools/call", the codec's naming): the tool's name and arguments, and whether it failed (a
+// JSON-RPC error, or a result the server marked isError). ok is false for any other event. So the
+// tool stream counts an MCP tool as it counts a gateway tool.
+func mcpTool(ev session.Event) (name string, args json.RawMessage, failed, ok bool) {
+	server, found := strings.CutPrefix(ev.CallSite, "mcp.")
+	if ev.Kind != session.KindToolCall || !found || ev.Name != server+"/tools/call" {
+		return "", nil, false, false
+	}
+	var params struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	}
+	if json.Unmarshal(ev.Args, &params) != nil || params.Name == "" {
+		return "", nil, false, false
+	}
+	var result struct {
+		IsError bool `json:"isError"`
+	}
+	_ = json.Unmarshal(ev.Result, &result)
+	return params.Name, params.Arguments, ev.Error != nil || result.IsError, true
+}
