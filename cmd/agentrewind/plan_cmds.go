@@ -18,9 +18,11 @@ import (
 	"github.com/agentrewind/agentrewind/internal/fsutil"
 )
 
-// planSources are the flags that say where the workspace evidence comes from.
+// planSources are the flags that say where the evidence beside the log comes from: the workspace,
+// and how the agent ended when what ran it saw more than the recording holds.
 type planSources struct {
 	gitDir, gitURL, gitRef string
+	agentEnd               string
 }
 
 func (s *planSources) register(cmd *cobra.Command) {
@@ -28,6 +30,20 @@ func (s *planSources) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&s.gitURL, "git-url", "", "a repository to clone (https, ssh, file:// or a path) and re-adjudicate against")
 	cmd.Flags().StringVar(&s.gitRef, "git-ref", "", "the branch, tag or full commit whose ancestry is the evidence (default: HEAD)")
 	cmd.MarkFlagsMutuallyExclusive("git-dir", "git-url")
+	cmd.Flags().StringVar(&s.agentEnd, "agent-end", "", "how the agent ended, as what ran it saw (Finished, Failed:<exit code>, Killed:<signal>, DeadlineExceeded), "+
+		"for a recording that cannot tell: one without an END record, or whose recorder was stopped before the agent ended")
+}
+
+// observedEnd reads --agent-end; nil when it was not given.
+func (s *planSources) observedEnd() (*ledger.RunEnd, error) {
+	if s.agentEnd == "" {
+		return nil, nil
+	}
+	end, err := ledger.ParseEnd(s.agentEnd)
+	if err != nil {
+		return nil, fmt.Errorf("--agent-end: %w", err)
+	}
+	return &end, nil
 }
 
 // gitAuthFromEnv reads the credentials a ResumePlan's Job carries in its Secret-backed environment.
@@ -84,6 +100,9 @@ as an engine Job does.`,
 						return pulled
 					}
 					if err := checkJobGitURL(src.gitURL); err != nil {
+						return &failure{task.ReasonInvalidInput, err}
+					}
+					if _, err := src.observedEnd(); err != nil {
 						return &failure{task.ReasonInvalidInput, err}
 					}
 					plan, err := evaluatePlan(ctx, dir, src)
@@ -205,6 +224,10 @@ func evaluatePlan(ctx context.Context, dir string, src planSources) (*planResult
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	observed, err := src.observedEnd()
+	if err != nil {
+		return nil, err
+	}
 	s, err := openSession(dir)
 	if err != nil {
 		return nil, err
@@ -218,6 +241,9 @@ func evaluatePlan(ctx context.Context, dir string, src planSources) (*planResult
 	g, err := evidence.Gather(s, ws, policy)
 	if err != nil {
 		return nil, err
+	}
+	if observed != nil {
+		g.Facts.Ledger = g.Facts.Ledger.Observed(*observed)
 	}
 	st := g.Facts.Ledger
 	return &planResult{

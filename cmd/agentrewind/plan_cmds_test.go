@@ -215,6 +215,48 @@ func TestEngineResumePlanWithoutEvidenceStandsOnTheRecorder(t *testing.T) {
 	}
 }
 
+// What ran the agent saw of its end (--agent-end, the kubelet's word in an engine Job) decides how a
+// recording without an END stopped: killed, the run is suspended and kept whatever its age.
+func TestEngineResumePlanTakesTheAgentsEndFromWhatRanIt(t *testing.T) {
+	dir := planSession(t, newPlanRepo(t, false))
+	type doc struct {
+		Ledger struct {
+			Suspended bool   `json:"suspended"`
+			Stop      string `json:"stop"`
+		} `json:"ledger"`
+		Reachability struct {
+			Stop    string `json:"stop"`
+			Message string `json:"message"`
+		} `json:"reachability"`
+	}
+	for _, tc := range []struct {
+		end, stop string
+		suspended bool
+		message   string
+	}{
+		{"", "", false, "RESUMABLE: a residual"},
+		{"Killed:SIGKILL", "Killed", true, "the agent was killed before finishing"},
+		{"Failed:3", "Failed", true, "the agent failed before finishing"},
+		{"DeadlineExceeded", "DeadlineExceeded", true, "ran out of time"},
+	} {
+		args := []string{"resume-plan", "--session", dir}
+		if tc.end != "" {
+			args = append(args, "--agent-end", tc.end)
+		}
+		out, err := runPlanCmd(t, newEngineCommand(), args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d doc
+		if err := json.Unmarshal([]byte(out), &d); err != nil {
+			t.Fatal(err)
+		}
+		if d.Ledger.Stop != tc.stop || d.Reachability.Stop != tc.stop || d.Ledger.Suspended != tc.suspended || !strings.Contains(d.Reachability.Message, tc.message) {
+			t.Errorf("--agent-end %q: %+v; want stop %q, suspended %v, a message saying %q", tc.end, d, tc.stop, tc.suspended, tc.message)
+		}
+	}
+}
+
 func TestEngineResumePlanRefusesBadInput(t *testing.T) {
 	repo := newPlanRepo(t, false)
 	dir := planSession(t, repo)
@@ -230,6 +272,7 @@ func TestEngineResumePlanRefusesBadInput(t *testing.T) {
 		{"a ref without a repository", []string{"resume-plan", "--session", dir, "--git-ref", "main"}, "--git-ref needs --git-dir or --git-url", exitError},
 		{"a directory that is not a repository", []string{"resume-plan", "--session", dir, "--git-dir", t.TempDir()}, "--git-dir", exitError},
 		{"an uncommitted session", []string{"resume-plan", "--session", uncommitted}, "not committed", exitCorrupt},
+		{"an agent end that is not one", []string{"resume-plan", "--session", dir, "--agent-end", "Crashed:3"}, "--agent-end", exitError},
 		{"an unwritable output file", []string{"resume-plan", "--session", dir, "--output-file", filepath.Join(t.TempDir(), "no", "such", "dir.json")}, "--output-file", exitError},
 	}
 	for _, tc := range cases {
