@@ -98,6 +98,9 @@ const (
 	ReasonRecording = "Recording"
 	// ReasonRecordingFailed is set on Stalled when the recording Job failed; it is not run again.
 	ReasonRecordingFailed = "RecordingFailed"
+	// ReasonAgentStoppedShort is the reason of the event that says a recorded agent failed, was
+	// killed or ran out of time after the proxy committed its run.
+	ReasonAgentStoppedShort = "AgentStoppedShort"
 )
 
 // LogState says whether a recording's event log was closed by the recorder.
@@ -110,6 +113,49 @@ const (
 	// LogOpen means the log has no session_end: the run crashed or is still being recorded.
 	LogOpen LogState = "Open"
 )
+
+// AgentEndHow says how a recorded agent's container ended.
+// +kubebuilder:validation:Enum=Finished;Failed;Killed;DeadlineExceeded
+type AgentEndHow string
+
+const (
+	// AgentFinished means the agent exited 0.
+	AgentFinished AgentEndHow = "Finished"
+	// AgentFailed means the agent exited with another code.
+	AgentFailed AgentEndHow = "Failed"
+	// AgentKilled means a signal ended the agent, or the kubelet did when it ran out of memory.
+	AgentKilled AgentEndHow = "Killed"
+	// AgentDeadlineExceeded means the recording Job's deadline ended the agent.
+	AgentDeadlineExceeded AgentEndHow = "DeadlineExceeded"
+)
+
+// AgentEnd is how the recorded agent's container ended, as the kubelet reported it. The proxy that
+// recorded the run beside it is stopped after the agent and cannot see it, so the ResumePlan is
+// judged with this.
+type AgentEnd struct {
+	// how is Finished, Failed, Killed or DeadlineExceeded.
+	// +required
+	How AgentEndHow `json:"how,omitempty"`
+
+	// exitCode is the agent container's exit code.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=255
+	ExitCode *int32 `json:"exitCode,omitempty"`
+
+	// signal names the signal that ended the agent, such as SIGKILL for an exit code of 137.
+	// +optional
+	// +kubebuilder:validation:MinLength=4
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:Pattern=`^SIG[A-Z0-9+-]+$`
+	Signal string `json:"signal,omitempty"`
+
+	// reason is the kubelet's reason for the termination, such as Error or OOMKilled.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	Reason string `json:"reason,omitempty"`
+}
 
 // SessionRecording is what verification read back from storage.
 type SessionRecording struct {
@@ -247,6 +293,10 @@ type AgentSessionStatus struct {
 	// +optional
 	Recording SessionRecording `json:"recording,omitzero"`
 
+	// agentEnd is how the agent of a recording the operator ran ended.
+	// +optional
+	AgentEnd AgentEnd `json:"agentEnd,omitzero"`
+
 	// resumeVerdict mirrors the verdict of the session's ResumePlan.
 	// +optional
 	ResumeVerdict ResumeVerdict `json:"resumeVerdict,omitempty"`
@@ -270,6 +320,7 @@ type AgentSessionStatus struct {
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Log",type=string,JSONPath=`.status.recording.logState`,priority=1
+// +kubebuilder:printcolumn:name="Agent",type=string,JSONPath=`.status.agentEnd.how`,priority=1
 // +kubebuilder:printcolumn:name="Parent",type=string,JSONPath=`.spec.parentRef.name`,priority=1
 // +kubebuilder:printcolumn:name="Bytes",type=integer,JSONPath=`.status.recording.bytes`,priority=1
 // +kubebuilder:printcolumn:name="Redacted",type=integer,JSONPath=`.status.recording.redactedSecrets`,priority=1

@@ -306,13 +306,21 @@ type PlanEvidence struct {
 }
 
 // RunStop says how a run stopped.
-// +kubebuilder:validation:Enum=Suspended;Interrupted
+// +kubebuilder:validation:Enum=Suspended;Interrupted;Finished;Failed;Killed;DeadlineExceeded
 type RunStop string
 
 const (
 	// RunSuspended means the recorder parked the run on the agent's request (a minted SUSPEND).
 	RunSuspended RunStop = "Suspended"
-	// RunInterrupted means the run stopped without a SUSPEND: it crashed, was killed or finished.
+	// RunFinished means the agent ended on its own with success.
+	RunFinished RunStop = "Finished"
+	// RunFailed, RunKilled and RunDeadlineExceeded mean the agent exited with an error, was killed,
+	// or ran out of time, by the recorder's word or the kubelet's.
+	RunFailed           RunStop = "Failed"
+	RunKilled           RunStop = "Killed"
+	RunDeadlineExceeded RunStop = "DeadlineExceeded"
+	// RunInterrupted means nothing recorded says how the agent ended: the recorder died first, or
+	// was stopped without seeing it.
 	RunInterrupted RunStop = "Interrupted"
 )
 
@@ -389,7 +397,8 @@ type ResumePlanStatus struct {
 	// +kubebuilder:validation:MaxItems=8
 	Truncated []ListTruncation `json:"truncated,omitempty"`
 
-	// stop says whether the run was Suspended on purpose or Interrupted.
+	// stop says how the run stopped: Suspended on the agent's request, Finished, Failed, Killed,
+	// DeadlineExceeded, or Interrupted when nothing recorded says.
 	// +optional
 	Stop RunStop `json:"stop,omitempty"`
 

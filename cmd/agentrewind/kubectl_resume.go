@@ -201,8 +201,16 @@ func stopText(s v1alpha1.RunStop) string {
 	switch s {
 	case v1alpha1.RunSuspended:
 		return "suspended on the agent's request (a SUSPEND the recorder minted)"
+	case v1alpha1.RunFinished:
+		return "finished: the agent ended on its own with success"
+	case v1alpha1.RunFailed:
+		return "failed: the agent exited with an error before finishing"
+	case v1alpha1.RunKilled:
+		return "killed before finishing"
+	case v1alpha1.RunDeadlineExceeded:
+		return "ran out of time before finishing"
 	case v1alpha1.RunInterrupted:
-		return "interrupted: it crashed, was killed or finished without a SUSPEND"
+		return "interrupted: nothing recorded says how the agent ended (its recorder died or was stopped first)"
 	}
 	return "unknown"
 }

@@ -119,12 +119,7 @@ func ResumePlanVerdicts(r *task.ResumePlanResult) (v1alpha1.ResumePlanStatus, er
 		out.Verified = append(out.Verified, v1alpha1.PlanStep{ID: cutString(s.ID, maxStepID), SHA: s.SHA})
 	}
 
-	// The API's Suspended is a pause the agent asked for; a run that failed, was killed or ran out
-	// of time is Interrupted, with the engine's stop in the reachability message.
-	out.Stop = v1alpha1.RunInterrupted
-	if rep.Reachability.Stop == ledger.StopSuspended {
-		out.Stop = v1alpha1.RunSuspended
-	}
+	out.Stop = runStop(rep.Reachability.Stop)
 	if out.Reachability, err = reachabilityStatus(rep); err != nil {
 		return out, err
 	}
@@ -277,4 +272,35 @@ func VerifyProblemReason(v *task.VerifyResult) string {
 		return v1alpha1.ReasonDigestMismatch
 	}
 	return v1alpha1.ReasonSessionCorrupt
+}
+
+// runStop is the API's word for how a run stopped. A stop this build does not name, and one the
+// recording cannot tell (its recorder died or was stopped first), is Interrupted.
+func runStop(stop ledger.StopReason) v1alpha1.RunStop {
+	switch stop {
+	case ledger.StopSuspended:
+		return v1alpha1.RunSuspended
+	case ledger.StopFinished:
+		return v1alpha1.RunFinished
+	case ledger.StopFailed:
+		return v1alpha1.RunFailed
+	case ledger.StopKilled:
+		return v1alpha1.RunKilled
+	case ledger.StopDeadline:
+		return v1alpha1.RunDeadlineExceeded
+	}
+	return v1alpha1.RunInterrupted
+}
+
+// RunEnd is the engine's form of how a recorded agent ended (AgentSession status.agentEnd); ok is
+// false when the status holds none.
+func RunEnd(e v1alpha1.AgentEnd) (end ledger.RunEnd, ok bool) {
+	end = ledger.RunEnd{How: ledger.EndHow(e.How), Signal: e.Signal}
+	if !end.How.Known() || end.How == ledger.EndStopped {
+		return ledger.RunEnd{}, false
+	}
+	if e.ExitCode != nil {
+		end.ExitCode = new(int(*e.ExitCode))
+	}
+	return end, true
 }

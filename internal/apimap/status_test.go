@@ -142,16 +142,19 @@ func TestVerifyProblemReason(t *testing.T) {
 	}
 }
 
-// TestOnlyAPauseIsSuspendedInTheAPI: the API's Suspended is a pause the agent asked for. A run the
-// engine calls suspended because it failed, was killed or ran out of time is Interrupted.
-func TestOnlyAPauseIsSuspendedInTheAPI(t *testing.T) {
+// TestTheAPISaysHowTheRunStopped: the API's Suspended is a pause the agent asked for; a run that
+// failed, was killed, ran out of time or finished says so; one whose recording cannot tell, or whose
+// stop this build does not name, is Interrupted.
+func TestTheAPISaysHowTheRunStopped(t *testing.T) {
 	for stop, want := range map[ledger.StopReason]v1alpha1.RunStop{
-		ledger.StopSuspended:  v1alpha1.RunSuspended,
-		ledger.StopKilled:     v1alpha1.RunInterrupted,
-		ledger.StopFailed:     v1alpha1.RunInterrupted,
-		ledger.StopDeadline:   v1alpha1.RunInterrupted,
-		ledger.StopFinished:   v1alpha1.RunInterrupted,
-		ledger.StopUnrecorded: v1alpha1.RunInterrupted,
+		ledger.StopSuspended:    v1alpha1.RunSuspended,
+		ledger.StopKilled:       v1alpha1.RunKilled,
+		ledger.StopFailed:       v1alpha1.RunFailed,
+		ledger.StopDeadline:     v1alpha1.RunDeadlineExceeded,
+		ledger.StopFinished:     v1alpha1.RunFinished,
+		ledger.StopStopped:      v1alpha1.RunInterrupted,
+		ledger.StopUnrecorded:   v1alpha1.RunInterrupted,
+		ledger.StopReason("Z"): v1alpha1.RunInterrupted,
 	} {
 		rep, err := task.NewReport(verdict.Evaluate(verdict.Facts{}, verdict.DefaultPolicy()))
 		if err != nil {
@@ -161,6 +164,28 @@ func TestOnlyAPauseIsSuspendedInTheAPI(t *testing.T) {
 		got, err := ResumePlanVerdicts(&task.ResumePlanResult{Report: rep})
 		if err != nil || got.Stop != want {
 			t.Errorf("stop %q: %s (%v), want %s", stop, got.Stop, err, want)
+		}
+	}
+}
+
+// The agent's end the kubelet reported reads as the engine's, exit code and signal kept; a status
+// that holds none, or an end the engine does not know, is no end.
+func TestAnAgentsEndReadsAsTheEnginesRunEnd(t *testing.T) {
+	for _, tc := range []struct {
+		in   v1alpha1.AgentEnd
+		want string
+		ok   bool
+	}{
+		{v1alpha1.AgentEnd{How: v1alpha1.AgentFinished, ExitCode: new(int32(0))}, "Finished:0", true},
+		{v1alpha1.AgentEnd{How: v1alpha1.AgentKilled, ExitCode: new(int32(137)), Signal: "SIGKILL"}, "Killed:137:SIGKILL", true},
+		{v1alpha1.AgentEnd{How: v1alpha1.AgentDeadlineExceeded}, "DeadlineExceeded", true},
+		{v1alpha1.AgentEnd{}, "", false},
+		{v1alpha1.AgentEnd{How: "Stopped"}, "", false},
+		{v1alpha1.AgentEnd{How: "Exploded"}, "", false},
+	} {
+		got, ok := RunEnd(tc.in)
+		if ok != tc.ok || (ok && got.String() != tc.want) {
+			t.Errorf("RunEnd(%+v) = %s, %v; want %s, %v", tc.in, got, ok, tc.want, tc.ok)
 		}
 	}
 }

@@ -164,6 +164,15 @@ func (r *AgentSessionReconciler) sessionStored(ctx context.Context, loc Location
 func (r *AgentSessionReconciler) followRecording(ctx context.Context, s *v1alpha1.AgentSession, job *batchv1.Job) (bool, time.Duration, error) {
 	switch jobs.StateOf(job) {
 	case jobs.Succeeded:
+		if s.Status.AgentEnd.How == "" {
+			ts, err := jobs.Terminations(ctx, r.APIReader, job)
+			if err != nil {
+				return false, 0, err
+			}
+			if end, ok := agentEndOf(job, ts); ok {
+				s.Status.AgentEnd = end
+			}
+		}
 		return true, 0, nil
 	case jobs.Running:
 		if recordingFailed(s, job.Name) {
@@ -197,6 +206,23 @@ func (r *AgentSessionReconciler) followRecording(ctx context.Context, s *v1alpha
 	ts, err := jobs.Terminations(ctx, r.APIReader, job)
 	if err != nil {
 		return false, 0, err
+	}
+	// An agent that failed, was killed or ran out of time is a run to judge, not a failed recording,
+	// once the proxy committed what it did: its ResumePlan says what is left.
+	if end, ok := agentEndOf(job, ts); ok && end.How != v1alpha1.AgentFinished {
+		committed, err := r.sessionCommitted(ctx, s)
+		if err != nil {
+			return false, 0, err
+		}
+		if committed {
+			if s.Status.AgentEnd.How == "" {
+				r.Recorder.Eventf(s, job, corev1.EventTypeWarning, v1alpha1.ReasonAgentStoppedShort, "Record",
+					"the agent of recording Job %s ended %s before the run finished; the proxy committed what it did, and the ResumePlan judges what is left (kubectl logs -n %s job/%s -c %s)",
+					job.Name, agentEndWords(end), job.Namespace, job.Name, AgentContainer)
+			}
+			s.Status.AgentEnd = end
+			return true, 0, nil
+		}
 	}
 	msg := recordingFailure(job, ts)
 	conditions.MarkStalled(&s.Status.Conditions, s.Generation, v1alpha1.ReasonRecordingFailed, msg)

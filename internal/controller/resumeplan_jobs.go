@@ -9,6 +9,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/agentrewind/agentrewind/api/v1alpha1"
+	"github.com/agentrewind/agentrewind/internal/apimap"
 	"github.com/agentrewind/agentrewind/internal/controller/conditions"
 	"github.com/agentrewind/agentrewind/internal/controller/jobs"
 	"github.com/agentrewind/agentrewind/internal/engine/task"
@@ -31,6 +32,11 @@ func (r *ResumePlanReconciler) resumePlanJob(rp *v1alpha1.ResumePlan, s *v1alpha
 	spec.Inputs = []string{strconv.FormatInt(rp.Generation, 10), s.Spec.SessionID, s.Status.Recording.EventsHash, loc.String(),
 		"rules/" + strconv.Itoa(rules)}
 	spec.Args = r.Stores.jobArgs(loc, s.Spec.SessionID)
+	if end, ok := apimap.RunEnd(s.Status.AgentEnd); ok {
+		// What the kubelet saw of the agent: the proxy beside it could not.
+		spec.Args = append(spec.Args, "--agent-end", end.String())
+		spec.Inputs = append(spec.Inputs, "end/"+end.String())
+	}
 	r.Stores.jobStore(&spec, loc)
 	switch {
 	case rp.Spec.Git.URL != "":
