@@ -147,13 +147,13 @@ func TestVerifyProblemReason(t *testing.T) {
 // stop this build does not name, is Interrupted.
 func TestTheAPISaysHowTheRunStopped(t *testing.T) {
 	for stop, want := range map[ledger.StopReason]v1alpha1.RunStop{
-		ledger.StopSuspended:    v1alpha1.RunSuspended,
-		ledger.StopKilled:       v1alpha1.RunKilled,
-		ledger.StopFailed:       v1alpha1.RunFailed,
-		ledger.StopDeadline:     v1alpha1.RunDeadlineExceeded,
-		ledger.StopFinished:     v1alpha1.RunFinished,
-		ledger.StopStopped:      v1alpha1.RunInterrupted,
-		ledger.StopUnrecorded:   v1alpha1.RunInterrupted,
+		ledger.StopSuspended:   v1alpha1.RunSuspended,
+		ledger.StopKilled:      v1alpha1.RunKilled,
+		ledger.StopFailed:      v1alpha1.RunFailed,
+		ledger.StopDeadline:    v1alpha1.RunDeadlineExceeded,
+		ledger.StopFinished:    v1alpha1.RunFinished,
+		ledger.StopStopped:     v1alpha1.RunInterrupted,
+		ledger.StopUnrecorded:  v1alpha1.RunInterrupted,
 		ledger.StopReason("Z"): v1alpha1.RunInterrupted,
 	} {
 		rep, err := task.NewReport(verdict.Evaluate(verdict.Facts{}, verdict.DefaultPolicy()))

@@ -131,4 +131,3 @@ func TestAnAgentsEndIsWhatTheKubeletSaw(t *testing.T) {
 		}
 	}
 }
-
