@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -137,6 +138,25 @@ func TestForkRunWithPromptFixReachesGoal(t *testing.T) {
 	if child.Spec.ParentRef.Name != "triage" || ptr.Deref(child.Spec.ForkedAtStep, -1) != decisionStep {
 		t.Errorf("child %s: parentRef %q forkedAtStep %v, want triage and %d", child.Name, child.Spec.ParentRef.Name, child.Spec.ForkedAtStep, decisionStep)
 	}
+
+	// The child is judged like any session, in a ResumePlan of its name. Its search is the recorded
+	// one; its add_label, new in the tail, got a stub answer (onMiss: Stub) and labelled nothing. The
+	// recorder's rung counts a tool that answered without an error, and the stub is such an answer, so
+	// the verdict is Complete today; one that refuses a stub as a witness says Resumable, label left.
+	rp := &v1alpha1.ResumePlan{ObjectMeta: metav1.ObjectMeta{Name: child.Name, Namespace: ns}}
+	waitReady(t, rp, 3*time.Minute)
+	st := rp.Status
+	got := planSummary{Verdict: st.Verdict, Residual: ptr.Deref(st.ResidualSteps, -1), ResidualIDs: stepIDs(st.Residual),
+		Verified: stepIDs(st.Verified), Reachability: st.Reachability.State}
+	want := planSummary{Verdict: v1alpha1.VerdictComplete, Residual: 0, Verified: []string{"search", "label"}, Reachability: v1alpha1.Collectible}
+	if st.Verdict == v1alpha1.VerdictResumable {
+		want = planSummary{Verdict: v1alpha1.VerdictResumable, Residual: 1, ResidualIDs: []string{"label"}, Verified: []string{"search"}, Reachability: v1alpha1.Reachable}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("the child's ResumePlan %s (reason %s: %s) (-want +got):\n%s", rp.Name, st.Reason, st.Message, diff)
+	}
+	t.Logf("the child's ResumePlan %s: %s (%s): %s; reachability %s (%s)", rp.Name, st.Verdict, st.Reason, st.Message,
+		st.Reachability.State, st.Reachability.Reason)
 }
 
 // A Replay against the unchanged agent passes without a single live call; against a changed agent (it
@@ -193,14 +213,14 @@ func TestReplayPassesOrDivergesAtTheChangedStep(t *testing.T) {
 	}
 }
 
-// A Fork from the Checkpoint the operator minted at the parked run's SUSPEND anchor gets the workspace
-// as it was at that step, restored into its own claim before the agent starts, even after the
-// recorded run's workspace moved on.
+// A Fork from the Checkpoint the operator minted at the ANCHOR a run stands at (its recorder never
+// closed the log) gets the workspace as it was at that step, restored into its own claim before the
+// agent starts, even after the recorded run's workspace moved on.
 func TestForkFromCheckpointRestoresTheWorkspace(t *testing.T) {
 	t.Parallel()
 	ns := sessionNamespace(t, "ckpt")
 	files := map[string]string{
-		"NOTES.md":           "triage of #42: searched, labelled bug, parked\n",
+		"NOTES.md":           "triage of #42: searched, labelled bug, checkpointed\n",
 		"src/editor/save.go": "package editor\n\n// Save writes the buffer.\nfunc Save() error { return nil }\n",
 	}
 	ws := hostPathClaim(t, ns, "workspace", files)
@@ -208,7 +228,7 @@ func TestForkFromCheckpointRestoresTheWorkspace(t *testing.T) {
 	verifiedSession(t, ns, "triage", parkedSession(t), v1alpha1.AgentSpec{Image: agentImage,
 		Workspace: v1alpha1.WorkspaceVolume{ClaimName: "workspace"}})
 
-	ck := &v1alpha1.Checkpoint{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("triage-step-%d", suspendStep), Namespace: ns}}
+	ck := &v1alpha1.Checkpoint{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("triage-step-%d", anchorStep), Namespace: ns}}
 	waitReady(t, ck, 3*time.Minute)
 	snap := ck.Status.Snapshot
 	if snap.ManifestDigest == "" || ptr.Deref(snap.Files, -1) != int64(len(files)) || ptr.Deref(snap.TotalBytes, -1) != totalBytes(files) {
@@ -246,13 +266,23 @@ func TestForkFromCheckpointRestoresTheWorkspace(t *testing.T) {
 	}
 }
 
-// kubectl get resumeplans shows the verdict columns filled for a pushed session's plan.
+// The finished recording's ResumePlan is Complete: both declared steps are witnessed by the recorded
+// tool answers (search_issues, add_label), nothing is left to resume, and the run is collectible.
+// kubectl get resumeplans shows the same in its columns.
 func TestResumePlanVerdictsInKubectl(t *testing.T) {
 	t.Parallel()
 	ns := sessionNamespace(t, "plan")
 	verifiedSession(t, ns, "triage", recordedSession(), v1alpha1.AgentSpec{})
 	rp := &v1alpha1.ResumePlan{ObjectMeta: metav1.ObjectMeta{Name: "triage", Namespace: ns}}
 	waitReady(t, rp, 3*time.Minute)
+
+	st := rp.Status
+	got := planSummary{Verdict: st.Verdict, Residual: ptr.Deref(st.ResidualSteps, -1), ResidualIDs: stepIDs(st.Residual),
+		Verified: stepIDs(st.Verified), Reachability: st.Reachability.State}
+	want := planSummary{Verdict: v1alpha1.VerdictComplete, Residual: 0, Verified: []string{"search", "label"}, Reachability: v1alpha1.Collectible}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ResumePlan %s (reason %s: %s) (-want +got):\n%s", rp.Name, st.Reason, st.Message, diff)
+	}
 
 	out, err := kubectl("get", "resumeplans", "-n", ns)
 	if err != nil {
@@ -264,11 +294,33 @@ func TestResumePlanVerdictsInKubectl(t *testing.T) {
 			t.Errorf("kubectl get resumeplans: column %s empty:\n%s", col, out)
 		}
 	}
-	if row["VERDICT"] != string(rp.Status.Verdict) {
-		t.Errorf("kubectl shows verdict %q, status holds %q", row["VERDICT"], rp.Status.Verdict)
+	if row["VERDICT"] != "Complete" || row["RESIDUAL"] != "0" || row["REACHABILITY"] != "Collectible" {
+		t.Errorf("kubectl get resumeplans shows verdict %q residual %q reachability %q, want Complete, 0, Collectible:\n%s",
+			row["VERDICT"], row["RESIDUAL"], row["REACHABILITY"], out)
 	}
-	wide, _ := kubectl("get", "resumeplans", "-n", ns, "-o", "wide")
+	wide, err := kubectl("get", "resumeplans", "-n", ns, "-o", "wide")
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Logf("kubectl get resumeplans -o wide:\n%s", wide)
+}
+
+// planSummary is what a test compares of a ResumePlan's status.
+type planSummary struct {
+	Verdict      v1alpha1.ResumeVerdict
+	Residual     int32
+	ResidualIDs  []string
+	Verified     []string
+	Reachability v1alpha1.Reachability
+}
+
+// stepIDs are the ids of a ResumePlan's steps, in order.
+func stepIDs(steps []v1alpha1.PlanStep) []string {
+	var ids []string
+	for _, s := range steps {
+		ids = append(ids, s.ID)
+	}
+	return ids
 }
 
 // The manager pod deleted while a ForkRun's Job runs: the new manager adopts the run, and afterwards
@@ -462,67 +514,159 @@ func TestAgentSessionRecordsItsAgentInCluster(t *testing.T) {
 	}
 }
 
-// The garbage collector deletes a collectible session past its grace and never a reachable one, however
-// old: of two pushed sessions with a grace period of one second, the one whose run declared no goal
-// (UNRESUMABLE, no anchor) is deleted with its objects in the store, and the parked, resumable one is
-// marked Reachable by the collector and is still there, with its meta.json, after several passes.
+// With a grace of one second the garbage collector deletes what cannot be resumed and nothing else,
+// and `agentrewind gc report --sessions` says why it keeps each of the rest. Four copies of the
+// recording, each its own AgentSession:
+//
+//   - finished: the recording as it is, COMPLETE: deleted, its meta.json gone from the store.
+//   - forked: the same finished run under another id, read by a ForkRun that forks from the Checkpoint
+//     the operator minted at its ANCHOR: kept, Reachable (ReadByUnfinishedForkRun, and the anchor of
+//     the retained Checkpoint). Only an unfinished ForkRun keeps what it reads, so this one waits for
+//     its provider key Secret, which is never created: its Job's pod cannot start.
+//   - crashed: cut after the search step's STEP_CLAIMED, RESUMABLE with the residual [label]: kept,
+//     Reachable (ResumableRetained) however old, after several passes.
+//   - goalless: without its INTENT, UNRESUMABLE (NoIntent): deleted.
+//
+// The blobs stay: the four share them (the store keeps one copy per namespace), and the manager's
+// blob sweep keeps any blob younger than its margin (a day).
 func TestGCCollectsOnlyWhatCannotBeResumed(t *testing.T) {
 	t.Parallel()
 	ns := sessionNamespace(t, "gc")
-	goallessID := recordedID + "-goalless"
-	pushSession(t, recordedSession(), ns)
-	pushSession(t, goallessSession(t, goallessID), ns)
 	graceOneSecond := v1alpha1.RetentionSpec{Policy: v1alpha1.RetentionDelete, GracePeriodSeconds: ptr.To[int64](1)}
-	kept := &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Name: "triage", Namespace: ns},
-		Spec: v1alpha1.AgentSessionSpec{SessionID: recordedID, Retention: graceOneSecond}}
-	collected := &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Name: "goalless", Namespace: ns},
-		Spec: v1alpha1.AgentSessionSpec{SessionID: goallessID, Retention: graceOneSecond}}
-	for _, s := range []*v1alpha1.AgentSession{kept, collected} {
-		if err := k8s.Create(t.Context(), s); err != nil {
+	session := func(name, id, dir string) *v1alpha1.AgentSession {
+		pushSession(t, dir, ns)
+		return &v1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: v1alpha1.AgentSessionSpec{SessionID: id, Retention: graceOneSecond}}
+	}
+	forkedID, crashedID, goallessID := recordedID+"-forked", recordedID+"-crashed", recordedID+"-goalless"
+	finished := session("finished", recordedID, recordedSession())
+	forked := session("forked", forkedID, copiedSession(t, forkedID))
+	crashed := session("crashed", crashedID, crashedSession(t, crashedID))
+	goalless := session("goalless", goallessID, goallessSession(t, goallessID))
+
+	// The ForkRun first: a session with no reader yet could be collected before it is read.
+	anchor := fmt.Sprintf("%s-step-%d", forked.Name, anchorStep) // the Checkpoint of its ANCHOR
+	fr := &v1alpha1.ForkRun{ObjectMeta: metav1.ObjectMeta{Name: "from-anchor", Namespace: ns},
+		Spec: v1alpha1.ForkRunSpec{
+			SessionRef: v1alpha1.LocalObjectReference{Name: forked.Name},
+			Mode:       v1alpha1.ModeFork,
+			Fork: v1alpha1.ForkSpec{
+				CheckpointRef: v1alpha1.LocalObjectReference{Name: anchor},
+				Tools:         v1alpha1.ToolPolicy{OnMiss: v1alpha1.ToolMissStub},
+				ProviderKeys:  v1alpha1.ProviderKeys{Anthropic: v1alpha1.SecretKeyReference{Name: "provider-keys-not-yet", Key: "ANTHROPIC_API_KEY"}},
+			},
+			Agent: v1alpha1.AgentSpec{Image: agentImage},
+		}}
+	for _, o := range []client.Object{fr, finished, forked, crashed, goalless} {
+		if err := k8s.Create(t.Context(), o); err != nil {
 			t.Fatal(err)
 		}
 	}
-	waitReady(t, kept, 3*time.Minute)
 
-	eventually(t, 3*time.Minute, "the collectible session deleted", func(ctx context.Context) (bool, string, error) {
-		err := k8s.Get(ctx, client.ObjectKeyFromObject(collected), collected)
-		if apierrors.IsNotFound(err) {
-			return true, "", nil
+	// The collectible ones go, and the collector says why in an event on each.
+	for _, c := range []struct {
+		s      *v1alpha1.AgentSession
+		reason string
+	}{{finished, "CompleteCollectible"}, {goalless, "UnresumableCollectible"}} {
+		eventually(t, 3*time.Minute, "AgentSession "+c.s.Name+" deleted", func(ctx context.Context) (bool, string, error) {
+			err := k8s.Get(ctx, client.ObjectKeyFromObject(c.s), c.s)
+			if apierrors.IsNotFound(err) {
+				return true, "", nil
+			}
+			return false, fmt.Sprintf("still there: reachability %+v", c.s.Status.Reachability), err
+		})
+		events, err := kubectl("get", "events", "-n", ns, "--field-selector", "involvedObject.name="+c.s.Name+",reason=GarbageCollected",
+			"-o", "jsonpath={.items[*].message}")
+		if err != nil || !strings.Contains(events, "Deleted: "+c.reason) {
+			t.Errorf("the collector's event on deleting %s: %q (%v), want Deleted: %s", c.s.Name, events, err, c.reason)
 		}
-		return false, fmt.Sprintf("still there: reachability %+v", collected.Status.Reachability), err
-	})
-	// The collector's own verdict on the kept one (its message; the plan's mirrored one says
-	// otherwise), once it saw the ResumePlan's verdict (before that it keeps it as VerdictPending).
-	waitFor(t, kept, 2*time.Minute, "the collector's reachability", func(s *v1alpha1.AgentSession) (bool, string) {
-		r := s.Status.Reachability
-		return r.State == v1alpha1.Reachable && strings.HasPrefix(r.Message, "retained regardless of age") && r.Reason != "VerdictPending",
-			fmt.Sprintf("%+v", r)
-	})
-	t.Logf("kept: reachability %s: %s", kept.Status.Reachability.Reason, kept.Status.Reachability.Message)
-	time.Sleep(15 * time.Second) // three more passes at --gc-interval=5s, the 1 s grace long gone
-	if err := k8s.Get(t.Context(), client.ObjectKeyFromObject(kept), kept); err != nil || kept.DeletionTimestamp != nil {
-		t.Fatalf("the reachable session after its grace: %v, deletionTimestamp %v; want it kept", err, kept.DeletionTimestamp)
 	}
-	if r := kept.Status.Reachability; r.State != v1alpha1.Reachable {
-		t.Errorf("the kept session's reachability: %+v, want Reachable", r)
+
+	// The collector's own word on the kept ones (its message; the plan's mirrored one says otherwise),
+	// once it saw their ResumePlans' verdicts (before that it keeps them as VerdictPending).
+	kept := []struct {
+		s      *v1alpha1.AgentSession
+		reason string
+	}{{forked, "ReadByUnfinishedForkRun"}, {crashed, "ResumableRetained"}}
+	for _, k := range kept {
+		waitFor(t, k.s, 2*time.Minute, "the collector's reachability", func(s *v1alpha1.AgentSession) (bool, string) {
+			r := s.Status.Reachability
+			return r.State == v1alpha1.Reachable && strings.HasPrefix(r.Message, "retained regardless of age") && r.Reason == k.reason,
+				fmt.Sprintf("%+v", r)
+		})
+		t.Logf("kept %s: reachability %s: %s", k.s.Name, k.s.Status.Reachability.Reason, k.s.Status.Reachability.Message)
+	}
+	rp := &v1alpha1.ResumePlan{ObjectMeta: metav1.ObjectMeta{Name: crashed.Name, Namespace: ns}}
+	waitReady(t, rp, time.Minute)
+	got := planSummary{Verdict: rp.Status.Verdict, Residual: ptr.Deref(rp.Status.ResidualSteps, -1), ResidualIDs: stepIDs(rp.Status.Residual),
+		Verified: stepIDs(rp.Status.Verified), Reachability: rp.Status.Reachability.State}
+	want := planSummary{Verdict: v1alpha1.VerdictResumable, Residual: 1, ResidualIDs: []string{"label"}, Verified: []string{"search"}, Reachability: v1alpha1.Reachable}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("the crashed run's ResumePlan (reason %s: %s) (-want +got):\n%s", rp.Status.Reason, rp.Status.Message, diff)
+	}
+
+	time.Sleep(15 * time.Second) // three more passes at --gc-interval=5s, the 1 s grace long gone
+	for _, k := range kept {
+		if err := k8s.Get(t.Context(), client.ObjectKeyFromObject(k.s), k.s); err != nil || k.s.DeletionTimestamp != nil {
+			t.Fatalf("the reachable session %s after its grace: %v, deletionTimestamp %v; want it kept", k.s.Name, err, k.s.DeletionTimestamp)
+		}
+		if r := k.s.Status.Reachability; r.State != v1alpha1.Reachable || r.Reason != k.reason {
+			t.Errorf("the kept session %s's reachability: %+v, want Reachable (%s)", k.s.Name, r, k.reason)
+		}
+	}
+	// The scenario held: the ForkRun still waits, from the Checkpoint the operator minted (an anchor
+	// only: the session has no workspace).
+	if err := k8s.Get(t.Context(), client.ObjectKeyFromObject(fr), fr); err != nil || fr.Status.Outcome != "" {
+		t.Fatalf("ForkRun %s: %v, outcome %q; want it unfinished, waiting for its provider key", fr.Name, err, fr.Status.Outcome)
+	}
+	ck := &v1alpha1.Checkpoint{ObjectMeta: metav1.ObjectMeta{Name: anchor, Namespace: ns}}
+	waitReady(t, ck, time.Minute)
+	if c := meta.FindStatusCondition(ck.Status.Conditions, v1alpha1.ConditionReady); c.Reason != v1alpha1.ReasonAnchorOnly || ptr.Deref(ck.Spec.Step, -1) != anchorStep {
+		t.Errorf("Checkpoint %s: Ready %s at step %v, want %s at step %d", ck.Name, c.Reason, ck.Spec.Step, v1alpha1.ReasonAnchorOnly, anchorStep)
 	}
 
 	store, err := blobstore.Open(t.Context(), storeConfig(""))
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, "the store holds the kept session's meta.json and not the collected one's", func(ctx context.Context) (bool, string, error) {
+	eventually(t, time.Minute, "the store holds the kept sessions' meta.json and not the collected ones'", func(ctx context.Context) (bool, string, error) {
 		objs, err := store.List(ctx, ns+"/")
 		if err != nil {
 			return false, "", err
 		}
 		var metas []string
 		for _, o := range objs {
-			if strings.HasSuffix(o.Key, "/meta.json") {
-				metas = append(metas, o.Key)
+			if id, ok := strings.CutSuffix(o.Key, "/meta.json"); ok {
+				metas = append(metas, filepath.Base(id))
 			}
 		}
-		ok := len(metas) == 1 && strings.HasSuffix(metas[0], "/"+recordedID+"/meta.json")
-		return ok, fmt.Sprintf("meta.json objects under %s/: %v", ns, metas), nil
+		slices.Sort(metas)
+		want := []string{crashedID, forkedID}
+		slices.Sort(want)
+		return slices.Equal(metas, want), fmt.Sprintf("sessions with a meta.json under %s/: %v, want %v", ns, metas, want), nil
 	})
+
+	// What a user asks: why is each session still there?
+	cmd := exec.CommandContext(t.Context(), agentrewindBin, "gc", "report", "--sessions", "-n", ns, "--kubeconfig", kubeconfig)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("agentrewind gc report --sessions: %v\n%s", err, out)
+	}
+	t.Logf("agentrewind gc report --sessions -n %s:\n%s", ns, out)
+	rows := map[string][]string{} // SESSION REACHABILITY REASON ACTION WHEN WHY...
+	for line := range strings.Lines(string(out)) {
+		if f := strings.Fields(line); len(f) > 5 && strings.HasPrefix(f[0], ns+"/") {
+			rows[strings.TrimPrefix(f[0], ns+"/")] = f[1:5]
+		}
+	}
+	wantRows := map[string][]string{
+		forked.Name:  {"Reachable", "ReadByUnfinishedForkRun", "keep", "never"},
+		crashed.Name: {"Reachable", "ResumableRetained", "keep", "never"},
+	}
+	if diff := cmp.Diff(wantRows, rows); diff != "" {
+		t.Errorf("agentrewind gc report --sessions: the sessions (-want +got):\n%s\n%s", diff, out)
+	}
+	if !strings.Contains(string(out), "the anchor of a retained Checkpoint") {
+		t.Errorf("agentrewind gc report --sessions does not say that %s holds the anchor of a retained Checkpoint:\n%s", forked.Name, out)
+	}
 }

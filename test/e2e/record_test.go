@@ -33,16 +33,18 @@ import (
 var recordedID = fmt.Sprintf("triage-%04x", rand.IntN(1<<16))
 
 const (
-	// The recording's steps (agentrewind inspect): 0 session_start, 1 START, 2 entropy, 3 INTENT,
-	// 4 model call (plan), 5 search_issues, 6 STEP_CLAIMED, 7 model call (the labelling decision),
-	// 8 add_label, 9 STEP_CLAIMED, 10 model call (report), 11 SUSPEND, 12 END (the recorder's word on
-	// how the run ended), 13 session_end.
+	// The recording's steps (agentrewind inspect): 0 session_start, 1 START, 2 entropy, 3 INTENT
+	// (steps search and label, done by search_issues and add_label), 4 model call (plan),
+	// 5 search_issues, 6 STEP_CLAIMED search, 7 model call (the labelling decision), 8 add_label,
+	// 9 STEP_CLAIMED label, 10 model call (report), 11 ANCHOR (the recorder's, minted when the agent
+	// asked for a checkpoint; the run goes on), 12 END (the recorder's word on how the run ended),
+	// 13 session_end. Both steps are witnessed by the recorded tool answers: the run is COMPLETE.
 	recordedEvents   = 14
 	recordedModels   = 3
 	recordedTools    = 2
 	decisionStep     = 7  // the flawed decision a fork at this step fixes
 	firstModelStep   = 4  // where a changed agent's first request leaves the recording
-	suspendStep      = 11 // the recorder's SUSPEND anchor: the Checkpoint's step
+	anchorStep       = 11 // the recorder's ANCHOR: the step of the Checkpoint the operator mints
 	providerKeyValue = "sk-ant-e2e-provider-key-0123456789"
 	workspaceHead    = "4a4b4c4d4e4f505152535455565758595a5b5c5d"
 )
@@ -124,6 +126,13 @@ func recordSession(ctx context.Context) error {
 	if meta.Events != recordedEvents {
 		return fmt.Errorf("the recording holds %d events, want %d (did the agent or the script change?)", meta.Events, recordedEvents)
 	}
+	events, err := os.ReadFile(filepath.Join(recordedSession(), "events.jsonl"))
+	if err != nil {
+		return err
+	}
+	if lines := bytes.Split(events, []byte("\n")); !isLedger(lines[anchorStep], "ANCHOR") {
+		return fmt.Errorf("step %d of the recording is not the recorder's ANCHOR: %.120s", anchorStep, lines[anchorStep])
+	}
 	fmt.Fprintf(os.Stderr, "e2e: recorded %s (%d events) in %s\n", recordedID, meta.Events, time.Since(start).Round(100*time.Millisecond))
 	return nil
 }
@@ -156,34 +165,65 @@ func pushSession(t *testing.T, dir, ns string) {
 	}
 }
 
-// parkedSession is a copy of the recording cut after its SUSPEND anchor, as a run the recorder never
-// closed leaves it (the agent parked, then its pod died): without the recorder's END and session_end
-// the anchor is where the run stands, so the operator snapshots the workspace for the Checkpoint it
-// mints there.
+// parkedSession is a copy of the recording cut after its ANCHOR, as a run the recorder never closed
+// leaves it (the agent asked for a checkpoint, then its pod died): without the recorder's END and
+// session_end the anchor is where the run stands, so the operator snapshots the workspace for the
+// Checkpoint it mints there.
 func parkedSession(t *testing.T) string {
 	t.Helper()
 	return rewriteSession(t, recordedID, func(line []byte, last bool) bool {
 		if last && !bytes.Contains(line, []byte(`"kind":"session_end"`)) {
 			t.Fatalf("the recording's last event is not session_end: %s", line)
 		}
-		end := bytes.Contains(line, []byte(`"kind":"ledger"`)) && bytes.Contains(line, []byte(`"op":"END"`))
-		return !last && !end
+		return !last && !isLedger(line, "END")
+	})
+}
+
+// copiedSession is the whole recording under another id: the same finished run, COMPLETE.
+func copiedSession(t *testing.T, id string) string {
+	t.Helper()
+	return rewriteSession(t, id, func([]byte, bool) bool { return true })
+}
+
+// crashedSession is a copy of the recording under another id cut right after the search step's
+// STEP_CLAIMED, as a run whose pod died before its labelling decision leaves it: no later model call,
+// no add_label, no ANCHOR, END or session_end. The recorded search_issues answer witnesses search and
+// nothing witnesses label, so its resume verdict is RESUMABLE with the residual [label].
+func crashedSession(t *testing.T, id string) string {
+	t.Helper()
+	claimed := false
+	return rewriteSession(t, id, func(line []byte, _ bool) bool {
+		if claimed {
+			return false
+		}
+		if isLedger(line, "STEP_CLAIMED") {
+			if !bytes.Contains(line, []byte(`"step":"search"`)) {
+				t.Fatalf("the recording's first STEP_CLAIMED is not the search step's: %s", line)
+			}
+			claimed = true
+		}
+		return true
 	})
 }
 
 // goallessSession is a copy of the recording under another id without the agent's ledger records
-// (INTENT, STEP_CLAIMED) and the recorder's SUSPEND: a run that declared no goal, so its resume
+// (INTENT, STEP_CLAIMED) and the recorder's ANCHOR: a run that declared no goal, so its resume
 // verdict is UNRESUMABLE (NoIntent), it holds no anchor, and the garbage collector may collect it.
 func goallessSession(t *testing.T, id string) string {
 	t.Helper()
 	return rewriteSession(t, id, func(line []byte, _ bool) bool {
-		for _, op := range []string{"INTENT", "STEP_CLAIMED", "SUSPEND"} {
-			if bytes.Contains(line, []byte(`"kind":"ledger"`)) && bytes.Contains(line, []byte(`"op":"`+op+`"`)) {
+		for _, op := range []string{"INTENT", "STEP_CLAIMED", "ANCHOR"} {
+			if isLedger(line, op) {
 				return false
 			}
 		}
 		return true
 	})
+}
+
+// isLedger says whether an event line is a ledger record with op.
+func isLedger(line []byte, op string) bool {
+	return bytes.Contains(line, []byte(`"kind":"ledger"`)) && bytes.Contains(line, []byte(`"op":"`+op+`"`))
 }
 
 // eventNumbers are the seq and step every event line starts with.
