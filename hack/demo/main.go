@@ -104,6 +104,11 @@ func run(ctx context.Context, o options) error {
 	if err := k.show(ctx, "get", "-n", demoNamespace, "agentsessions,resumeplans"); err != nil {
 		return err
 	}
+	// The agent finished both steps it declared, and the recorder saw the tools do them (the tracker's
+	// search_issues over MCP, add_label): nothing is left to resume, and the run may be collected.
+	if err := showVerdict(ctx, k, "triage-42", "Complete"); err != nil {
+		return err
+	}
 
 	step("The recorded timeline, read from the store: the agent's MCP session with the tracker (tracker/initialize, tracker/tools/call) beside its model and tool calls")
 	if err := showTimeline(ctx, k, o, "triage-42", mcpSearch); err != nil {
@@ -147,6 +152,11 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 
+	// The fork's child is judged like any session.
+	if err := showVerdict(ctx, k, child, ""); err != nil {
+		return err
+	}
+
 	step("The replay suite \"nightly\", as CI would check it")
 	if err := runShown(ctx, o.cli, "suite", "status", "nightly", "-n", demoNamespace, "--kubeconfig", o.kubeconfig); err != nil {
 		return err
@@ -154,6 +164,11 @@ func run(ctx context.Context, o options) error {
 
 	step("Everything agentrewind in the demo namespace (kubectl get agentrewind)")
 	if err := k.show(ctx, "get", "agentrewind", "-n", demoNamespace); err != nil {
+		return err
+	}
+
+	step("What the garbage collector would delete, and when: COMPLETE and UNRESUMABLE runs once their grace (the chart's gc.grace, 7 days) is over; RESUMABLE and DIVERGED runs never")
+	if err := runShown(ctx, o.cli, "gc", "report", "--sessions", "-n", demoNamespace, "--kubeconfig", o.kubeconfig); err != nil {
 		return err
 	}
 
@@ -349,6 +364,24 @@ func showTimeline(ctx context.Context, k kubectl, o options, session, want strin
 	}
 	if !strings.Contains(out.String(), want) {
 		return fmt.Errorf("the timeline of %s holds no %s: the agent did not call the tracker's MCP server", session, want)
+	}
+	return nil
+}
+
+// showVerdict prints ResumePlan name's verdict, residual and reachability, and fails unless the verdict
+// is want ("" takes any).
+func showVerdict(ctx context.Context, k kubectl, name, want string) error {
+	if err := k.show(ctx, "get", "-n", demoNamespace, "resumeplan/"+name, "-o",
+		`jsonpath=verdict={.status.verdict} ({.status.reason}) residualSteps={.status.residualSteps} reachability={.status.reachability.state} ({.status.reachability.reason}){"\n"}`); err != nil {
+		return err
+	}
+	got, err := k.output(ctx, "get", "-n", demoNamespace, "resumeplan/"+name, "-o", "jsonpath={.status.verdict}")
+	if err != nil {
+		return err
+	}
+	if want != "" && got != want {
+		msg, _ := k.output(ctx, "get", "-n", demoNamespace, "resumeplan/"+name, "-o", "jsonpath={.status.message}")
+		return fmt.Errorf("ResumePlan %s says %s, want %s: %s", name, got, want, msg)
 	}
 	return nil
 }
