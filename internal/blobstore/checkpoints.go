@@ -114,6 +114,26 @@ func (b checkpointBlobs) Settling(ctx context.Context) (checkpoint.Settle, error
 	}, nil
 }
 
+// MarkSettled implements checkpoint.Settler.
+func (b checkpointBlobs) MarkSettled(ctx context.Context, id string) error {
+	if !session.ValidBlobHash(id) {
+		return fmt.Errorf("checkpoint id %q is not a sha256 hex digest", id)
+	}
+	return b.s.objects.Put(ctx, b.s.layout.CheckpointSettled(id), bytes.NewReader(nil), 0)
+}
+
+// Settled implements checkpoint.Settler.
+func (b checkpointBlobs) Settled(ctx context.Context, id string) (bool, error) {
+	if !session.ValidBlobHash(id) {
+		return false, fmt.Errorf("checkpoint id %q is not a sha256 hex digest", id)
+	}
+	_, err := b.s.objects.Stat(ctx, b.s.layout.CheckpointSettled(id))
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 // missing returns those of refs not stored at their size.
 func (b checkpointBlobs) missing(ctx context.Context, refs []checkpoint.BlobRef) ([]checkpoint.BlobRef, error) {
 	gone := make([]bool, len(refs))
@@ -309,10 +329,14 @@ func (m checkpointManifests) List(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
-// Delete implements checkpoint.Manifests.
+// Delete implements checkpoint.Manifests: the settled mark goes first, so a manifest left by a
+// delete stopped halfway is never trusted as a baseline.
 func (m checkpointManifests) Delete(ctx context.Context, id string) error {
 	key, err := m.key(id)
 	if err != nil {
+		return err
+	}
+	if err := m.s.objects.Delete(ctx, m.s.layout.CheckpointSettled(id)); err != nil && !errors.Is(err, ErrNotFound) {
 		return err
 	}
 	return m.s.objects.Delete(ctx, key)

@@ -124,22 +124,27 @@ func (s *SessionStore) withdraw(ctx context.Context, local *localSession, winner
 	}
 }
 
-// dropStrays removes what pushes that lost session id to the session committed by meta (stored as
-// metaBytes) left under it (Layout.StrayOf): their records would stand beside the winner's, and their
-// indexes keep their blobs from the sweep. It runs only over a store that creates meta.json
-// conditionally, where no push of other content can commit any more; a failed delete is left for
-// the next push.
-func (s *SessionStore) dropStrays(ctx context.Context, metaBytes []byte, meta session.Meta) {
-	if _, ok := s.objects.(CreatingStore); !ok {
+// dropStrays removes what pushes that lost session id left under it (Layout.StrayOf) once meta, stored
+// as metaBytes, is the session committed there: their records would stand beside the winner's, and
+// their indexes keep their blobs from the sweep. It runs only over a store that creates meta.json
+// conditionally, where no push of other content can commit while it stays, and only while the stored
+// meta.json is still metaBytes (the session may have been collected and another committed since the
+// push looked) and names id. A failed delete is left for the next push.
+func (s *SessionStore) dropStrays(ctx context.Context, id string, metaBytes []byte, meta session.Meta) {
+	if _, ok := s.objects.(CreatingStore); !ok || meta.ID != id {
 		return
 	}
-	infos, err := s.objects.List(ctx, s.layout.SessionPrefix(meta.ID))
+	stored, err := s.readSmall(ctx, s.layout.SessionMeta(id), maxMetaSize)
+	if err != nil || !bytes.Equal(stored, metaBytes) {
+		return
+	}
+	infos, err := s.objects.List(ctx, s.layout.SessionPrefix(id))
 	if err != nil {
 		return
 	}
 	metaHash := sha256Hex(metaBytes)
 	for _, info := range infos {
-		if s.layout.StrayOf(meta.ID, info.Key, metaHash, meta) {
+		if s.layout.StrayOf(id, info.Key, metaHash, meta) {
 			_ = s.objects.Delete(ctx, info.Key)
 		}
 	}

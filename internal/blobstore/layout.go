@@ -197,6 +197,11 @@ func (l Layout) SessionIDFromMetaKey(key string) (string, bool) {
 // CheckpointManifest is the key of a checkpoint's manifest; callers check id with ValidateID.
 func (l Layout) CheckpointManifest(id string) string { return l.join(checkpointsDir, id, manifestFile) }
 
+// CheckpointSettled is the key of the mark a capture leaves once every blob of checkpoint id was found
+// stored after the last blob sweep that could delete it: only a checkpoint so marked is the next
+// capture's baseline.
+func (l Layout) CheckpointSettled(id string) string { return l.join(checkpointsDir, id, "settled") }
+
 // CheckpointsPrefix is the key prefix under which every checkpoint's manifest lives.
 func (l Layout) CheckpointsPrefix() string { return l.join(checkpointsDir) + "/" }
 

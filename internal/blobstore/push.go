@@ -174,8 +174,17 @@ func (s *SessionStore) Push(ctx context.Context, dir string) (*PushResult, error
 		return nil, fmt.Errorf("committing session %s (its other objects are stored; push again to finish): %w", id, err)
 	}
 	res.BytesSent += sent
-	if res.AlreadyCommitted {
-		s.dropStrays(ctx, local.metaBytes, local.meta)
+	if res.AlreadyCommitted && !repair.meta {
+		// The session found committed may have been collected, and another committed under the id,
+		// while this push ran: it succeeds only while the store still holds its meta.json.
+		stored, err := s.readBackMeta(ctx, local)
+		if err != nil {
+			return nil, err
+		}
+		if stored != nil {
+			return nil, &ConflictError{ID: id, LocalEventsHash: local.meta.EventsHash, StoredEventsHash: stored.EventsHash, Raced: true}
+		}
+		s.dropStrays(ctx, id, local.metaBytes, local.meta)
 	}
 	t.done(metaKey, int64(len(local.metaBytes)), !repair.meta)
 	t.phase(PhaseDone, 0)
@@ -228,7 +237,7 @@ func (s *SessionStore) storedAlready(ctx context.Context, local *localSession) (
 		// record is missing).
 		stored, derr := session.DecodeMeta(m.data, s.name(s.layout.SessionMeta(id)))
 		if derr == nil && m.verified() {
-			s.dropStrays(ctx, m.data, stored) // this session's own, from a push stopped after it lost
+			s.dropStrays(ctx, id, m.data, stored) // this session's own, from a push stopped after it lost
 		}
 		return false, repair, &ConflictError{ID: id, LocalEventsHash: local.meta.EventsHash, StoredEventsHash: stored.EventsHash}
 	case m.vouches(localSum):

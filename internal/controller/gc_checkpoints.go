@@ -125,5 +125,5 @@ func (g *GarbageCollector) deleteManifest(ctx context.Context, loc Location, dig
 	if err != nil {
 		return err
 	}
-	return st.objects.Delete(ctx, st.sessions.Layout().CheckpointManifest(digest))
+	return st.sessions.Checkpoints().Delete(ctx, digest)
 }

@@ -59,6 +59,12 @@ type Created struct {
 // That latest checkpoint is also the capture's Baseline: only files whose stat changed since it (or
 // that are racy) are read, so a capture costs a walk of the workspace plus the bytes that changed.
 func (s *Store) Create(ctx context.Context, dir string, opts CaptureOptions) (Created, error) {
+	// Before anything is looked at: what the capture trusts from the store is checked against every
+	// sweep that could delete after this.
+	settle, err := s.settling(ctx)
+	if err != nil {
+		return Created{}, err
+	}
 	list, err := s.list(ctx, true)
 	if err != nil {
 		return Created{}, err
@@ -66,23 +72,27 @@ func (s *Store) Create(ctx context.Context, dir string, opts CaptureOptions) (Cr
 	prev, hasPrev := latestOf(list, opts.Anchor.Session, opts.Guard)
 	var pm *Manifest
 	if hasPrev {
-		// An unreadable baseline never blocks a capture: it is simply not a baseline.
-		pm, _ = s.loadCached(ctx, prev.ID)
+		// An unreadable or unsettled baseline never blocks a capture: it is simply not a baseline.
+		if ok, err := s.trusted(ctx, settle, prev.ID); err == nil && ok {
+			pm, _ = s.loadCached(ctx, prev.ID)
+		}
 	}
 	if opts.Baseline == nil {
 		opts.Baseline = pm
-	}
-	settle, err := s.settling(ctx)
-	if err != nil {
-		return Created{}, err
 	}
 	m, st, err := Capture(ctx, dir, s.Blobs, opts)
 	if err != nil {
 		return Created{}, err
 	}
 	if pm != nil && pm.SameFiles(m) {
-		// Every blob is the stored checkpoint's, which every sweep since it settled marks.
-		return Created{ID: prev.ID, Stats: st}, nil
+		whole, err := s.stillWhole(ctx, settle, prev.ID, pm)
+		if err != nil {
+			return Created{}, err
+		}
+		if whole {
+			return Created{ID: prev.ID, Stats: st}, nil
+		}
+		// A sweep took part of it, or it was deleted: the capture is stored anew and settles.
 	}
 	id, w, err := s.save(ctx, m)
 	if err != nil {
