@@ -47,10 +47,24 @@ type config struct {
 	// trackerMCP, when set, is the tracker's MCP endpoint, which search_issues is called on; without
 	// it, search_issues goes to the proxy's tool gateway like add_label.
 	trackerMCP string
+	// crashAfter, when set, is a step id: once the agent claimed it, it is killed (EnvCrashAfter).
+	crashAfter string
+}
+
+// EnvCrashAfter names a step after whose claim the agent kills itself with SIGKILL, as running out of
+// memory or a node going away would end it: how the demo and the end-to-end suite show a crashed run,
+// which its ResumePlan judges RESUMABLE with the rest of the plan as its residual.
+const EnvCrashAfter = "AGENT_CRASH_AFTER_STEP"
+
+// crash kills the agent; tests replace it.
+var crash = func() {
+	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	select {} // the signal is on its way
 }
 
 func configFrom(getenv func(string) string) (config, error) {
-	c := config{api: getenv("AGENT_API"), proxyURL: getenv("AGENTREWIND_PROXY"), model: getenv("AGENT_MODEL"), trackerMCP: getenv(EnvTracker)}
+	c := config{api: getenv("AGENT_API"), proxyURL: getenv("AGENTREWIND_PROXY"), model: getenv("AGENT_MODEL"), trackerMCP: getenv(EnvTracker),
+		crashAfter: getenv(EnvCrashAfter)}
 	base, model := "ANTHROPIC_BASE_URL", "claude-sonnet-4-5"
 	switch c.api {
 	case "", APIAnthropic:
@@ -160,6 +174,10 @@ func run(ctx context.Context, getenv func(string) string, out io.Writer) error {
 				if err := a.ledger(ctx, map[string]any{"schema": "agentrewind.io/ledger/v1", "op": "STEP_CLAIMED", "step": step}); err != nil {
 					return err
 				}
+				if step == cfg.crashAfter {
+					crash()
+					return errCrashed
+				}
 			}
 		}
 		if ended || len(calls) == 0 {
@@ -175,6 +193,9 @@ func run(ctx context.Context, getenv func(string) string, out io.Writer) error {
 	_, err = fmt.Fprintf(out, "run %s: issue #42 labelled %s\n%s\n", id, strings.Join(labels, ","), final)
 	return err
 }
+
+// errCrashed is what run returns where a test's crash returned instead of killing the agent.
+var errCrashed = errors.New("crashed on purpose (" + EnvCrashAfter + ")")
 
 type agent struct {
 	cfg     config
