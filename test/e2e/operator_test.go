@@ -583,7 +583,7 @@ func TestGCCollectsOnlyWhatCannotBeResumed(t *testing.T) {
 	}
 
 	// The collector's own word on the kept ones (its message; the plan's mirrored one says otherwise),
-	// once it saw their ResumePlans' verdicts (before that it keeps them as VerdictPending).
+	// once it saw their ResumePlans' verdicts (before that it also keeps them as VerdictPending).
 	kept := []struct {
 		s      *v1alpha1.AgentSession
 		reason string
@@ -591,12 +591,18 @@ func TestGCCollectsOnlyWhatCannotBeResumed(t *testing.T) {
 	for _, k := range kept {
 		waitFor(t, k.s, 2*time.Minute, "the collector's reachability", func(s *v1alpha1.AgentSession) (bool, string) {
 			r := s.Status.Reachability
-			return r.State == v1alpha1.Reachable && strings.HasPrefix(r.Message, "retained regardless of age") && r.Reason == k.reason,
-				fmt.Sprintf("%+v", r)
+			return r.State == v1alpha1.Reachable && strings.HasPrefix(r.Message, "retained regardless of age") && r.Reason == k.reason &&
+				!strings.Contains(r.Message, "no resume verdict yet"), fmt.Sprintf("%+v", r)
 		})
 		t.Logf("kept %s: reachability %s: %s", k.s.Name, k.s.Status.Reachability.Reason, k.s.Status.Reachability.Message)
 	}
-	rp := &v1alpha1.ResumePlan{ObjectMeta: metav1.ObjectMeta{Name: crashed.Name, Namespace: ns}}
+	// The forked run is as finished as the collected one: only its reader keeps it.
+	rp := &v1alpha1.ResumePlan{ObjectMeta: metav1.ObjectMeta{Name: forked.Name, Namespace: ns}}
+	waitReady(t, rp, time.Minute)
+	if v, r := rp.Status.Verdict, rp.Status.Reachability.State; v != v1alpha1.VerdictComplete || r != v1alpha1.Collectible {
+		t.Errorf("the forked run's ResumePlan: %s, %s; want Complete, Collectible by its verdict alone", v, r)
+	}
+	rp = &v1alpha1.ResumePlan{ObjectMeta: metav1.ObjectMeta{Name: crashed.Name, Namespace: ns}}
 	waitReady(t, rp, time.Minute)
 	got := planSummary{Verdict: rp.Status.Verdict, Residual: ptr.Deref(rp.Status.ResidualSteps, -1), ResidualIDs: stepIDs(rp.Status.Residual),
 		Verified: stepIDs(rp.Status.Verified), Reachability: rp.Status.Reachability.State}
