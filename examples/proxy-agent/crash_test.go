@@ -19,14 +19,7 @@ import (
 // judged with what ran it saw (killed), is RESUMABLE: the search is witnessed, the label is the
 // residual, the re-entry point is after the search, and the run is suspended, so it is kept.
 func TestAnAgentKilledAfterItsSearchIsResumableWithTheLabelLeft(t *testing.T) {
-	script, err := fakellm.Load("testdata/triage.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fake := fakellm.New(script)
-	upstream := httptest.NewServer(fake)
-	t.Cleanup(upstream.Close)
-	tr := newTracker(t)
+	fake, upstream, tr := triageBackends(t)
 	killed := 0
 	crash = func() { killed++ }
 	t.Cleanup(func() { crash = func() { panic("crash called outside its test") } })
@@ -61,4 +54,18 @@ func TestAnAgentKilledAfterItsSearchIsResumableWithTheLabelLeft(t *testing.T) {
 	if rep.Reachability.Reachability != resume.Reachable || rep.Reachability.Stop != ledger.StopKilled {
 		t.Fatalf("reachability %+v, want reachable, stopped killed", rep.Reachability)
 	}
+}
+
+// triageBackends are what a recording of the triage talks to: the fake model playing its script,
+// served at upstream, and the tracker.
+func triageBackends(t *testing.T) (*fakellm.Server, *httptest.Server, *tracker) {
+	t.Helper()
+	script, err := fakellm.Load("testdata/triage.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := fakellm.New(script)
+	upstream := httptest.NewServer(fake)
+	t.Cleanup(upstream.Close)
+	return fake, upstream, newTracker(t)
 }

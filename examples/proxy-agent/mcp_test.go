@@ -13,7 +13,6 @@ import (
 
 	"github.com/agentrewind/agentrewind/internal/engine/replay"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
-	"github.com/agentrewind/agentrewind/internal/fakellm"
 	"github.com/agentrewind/agentrewind/internal/proxy"
 )
 
@@ -23,14 +22,7 @@ import (
 // model calls; with the tracker stopped, a replay (the server mounted by name only) and a fork at the
 // labelling decision answer the search from the recording, and no request reaches the tracker.
 func TestTheAgentsMCPSearchIsRecordedAndReplayedWithTheTrackerStopped(t *testing.T) {
-	script, err := fakellm.Load("testdata/triage.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fake := fakellm.New(script)
-	upstream := httptest.NewServer(fake)
-	t.Cleanup(upstream.Close)
-	tr := newTracker(t)
+	fake, upstream, tr := triageBackends(t)
 	root := t.TempDir()
 	models := map[string]string{"anthropic": upstream.URL}
 	keys := map[string]string{"anthropic": providerKey}

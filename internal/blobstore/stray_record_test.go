@@ -48,10 +48,7 @@ func flipCreatedAt(meta []byte) []byte {
 // its own meta.json damaged at rest.
 func TestAStrayRecordNeverLetsAPushReplaceAnotherSession(t *testing.T) {
 	ctx := context.Background()
-	root := t.TempDir()
-	a, b := filepath.Join(root, "a"), filepath.Join(root, "b")
-	recordSession(t, a, "run", "", payloads(1, 3, 2<<10), testVault)
-	recordSession(t, b, "run", "", payloads(100, 3, 2<<10), sealedBytes(7, 64))
+	a, b := rivalSessions(t)
 	l := Layout{}
 	metaKey := l.SessionMeta("run")
 	setup := func(t *testing.T) (*MemObjectStore, []byte) {
@@ -141,10 +138,7 @@ func killedLoserLeftovers(t *testing.T, a, b string) *MemObjectStore {
 // Only the committed session's objects stay under the id, and they still pull.
 func TestTheNextPushRemovesWhatAKilledLoserLeftUnderTheID(t *testing.T) {
 	ctx := context.Background()
-	root := t.TempDir()
-	a, b := filepath.Join(root, "a"), filepath.Join(root, "b")
-	recordSession(t, a, "run", "", payloads(1, 3, 2<<10), testVault)
-	recordSession(t, b, "run", "", payloads(100, 3, 2<<10), sealedBytes(7, 64))
+	a, b := rivalSessions(t)
 	l := Layout{}
 	clean := NewMemObjectStore()
 	if _, err := NewSessionStore(clean, l, StoreOptions{}).Push(ctx, b); err != nil {
@@ -170,4 +164,14 @@ func TestTheNextPushRemovesWhatAKilledLoserLeftUnderTheID(t *testing.T) {
 			}
 		})
 	}
+}
+
+// rivalSessions records two different sessions under the one id "run", each with a vault.
+func rivalSessions(t *testing.T) (a, b string) {
+	t.Helper()
+	root := t.TempDir()
+	a, b = filepath.Join(root, "a"), filepath.Join(root, "b")
+	recordSession(t, a, "run", "", payloads(1, 3, 2<<10), testVault)
+	recordSession(t, b, "run", "", payloads(100, 3, 2<<10), sealedBytes(7, 64))
+	return a, b
 }

@@ -28,31 +28,7 @@ func TestS3AReusingPushStoresAgainWhatASweepDeletedDuringIt(t *testing.T) {
 			e.deleteKeys(t, k)
 		}
 	}
-	later := time.Now().Add(2 * time.Hour) // the orphans are older than the margin
-	remarked, release, swept := make(chan struct{}), make(chan struct{}), make(chan *blobsweep.Report, 1)
-	go func() {
-		rep, err := blobsweep.Run(ctx, e.objects, blobsweep.Options{Layout: e.layout, Margin: time.Hour, Window: 3 * time.Second,
-			Lock: &blobsweep.MemLock{}, Holder: "sweep", Clock: func() time.Time { return later }, NoCache: true,
-			Hooks: blobsweep.Hooks{AfterRemark: func(context.Context) error {
-				close(remarked)
-				<-release
-				return nil
-			}}})
-		if err != nil {
-			t.Errorf("sweep: %v", err)
-		}
-		swept <- rep
-	}()
-	<-remarked
-	hooks := blobstore.WriteHooks{Step: func(_ context.Context, step blobstore.WriteStep) error {
-		if step == blobstore.WindowsListed {
-			close(release)
-			if rep := <-swept; rep == nil || rep.Deleted == 0 {
-				t.Errorf("the sweep deleted nothing while the push was under way (%+v): the test proves nothing", rep)
-			}
-		}
-		return nil
-	}}
+	hooks := sweepDuringWrite(t, e)
 	store := blobstore.NewSessionStore(e.objects, e.layout, blobstore.StoreOptions{WriteHooks: hooks})
 	res, err := store.Push(ctx, old) // the same session, pushed again
 	if err != nil {
@@ -88,31 +64,7 @@ func TestS3ACaptureStoresAgainWhatASweepDeletedDuringIt(t *testing.T) {
 			e.deleteKeys(t, k)
 		}
 	}
-	later := time.Now().Add(2 * time.Hour) // the orphans are older than the margin
-	remarked, release, swept := make(chan struct{}), make(chan struct{}), make(chan *blobsweep.Report, 1)
-	go func() {
-		rep, err := blobsweep.Run(ctx, e.objects, blobsweep.Options{Layout: e.layout, Margin: time.Hour, Window: 3 * time.Second,
-			Lock: &blobsweep.MemLock{}, Holder: "sweep", Clock: func() time.Time { return later }, NoCache: true,
-			Hooks: blobsweep.Hooks{AfterRemark: func(context.Context) error {
-				close(remarked)
-				<-release
-				return nil
-			}}})
-		if err != nil {
-			t.Errorf("sweep: %v", err)
-		}
-		swept <- rep
-	}()
-	<-remarked
-	hooks := blobstore.WriteHooks{Step: func(_ context.Context, step blobstore.WriteStep) error {
-		if step == blobstore.WindowsListed {
-			close(release)
-			if rep := <-swept; rep == nil || rep.Deleted == 0 {
-				t.Errorf("the sweep deleted nothing while the capture was under way (%+v): the test proves nothing", rep)
-			}
-		}
-		return nil
-	}}
+	hooks := sweepDuringWrite(t, e)
 	store := blobstore.NewSessionStore(e.objects, e.layout, blobstore.StoreOptions{WriteHooks: hooks})
 	c, err := store.Checkpoints().Create(ctx, ws, opts)
 	if err != nil {
@@ -130,4 +82,38 @@ func TestS3ACaptureStoresAgainWhatASweepDeletedDuringIt(t *testing.T) {
 			t.Fatalf("%s restored as %d other bytes", name, len(got))
 		}
 	}
+}
+
+// sweepDuringWrite starts a sweep of the orphans (older than its margin by its clock) and holds it
+// once it re-marked the roots; the write hooks it returns let it delete right after the writer
+// listed the windows, the worst moment, and wait for it to finish, failing the test if it deleted
+// nothing.
+func sweepDuringWrite(t *testing.T, e *s3env) blobstore.WriteHooks {
+	t.Helper()
+	ctx := context.Background()
+	later := time.Now().Add(2 * time.Hour)
+	remarked, release, swept := make(chan struct{}), make(chan struct{}), make(chan *blobsweep.Report, 1)
+	go func() {
+		rep, err := blobsweep.Run(ctx, e.objects, blobsweep.Options{Layout: e.layout, Margin: time.Hour, Window: 3 * time.Second,
+			Lock: &blobsweep.MemLock{}, Holder: "sweep", Clock: func() time.Time { return later }, NoCache: true,
+			Hooks: blobsweep.Hooks{AfterRemark: func(context.Context) error {
+				close(remarked)
+				<-release
+				return nil
+			}}})
+		if err != nil {
+			t.Errorf("sweep: %v", err)
+		}
+		swept <- rep
+	}()
+	<-remarked
+	return blobstore.WriteHooks{Step: func(_ context.Context, step blobstore.WriteStep) error {
+		if step == blobstore.WindowsListed {
+			close(release)
+			if rep := <-swept; rep == nil || rep.Deleted == 0 {
+				t.Errorf("the sweep deleted nothing while the write was under way (%+v): the test proves nothing", rep)
+			}
+		}
+		return nil
+	}}
 }
