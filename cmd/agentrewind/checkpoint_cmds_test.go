@@ -328,7 +328,9 @@ func TestCheckpointsRoundTripThroughTheS3Store(t *testing.T) {
 	if d := cmp.Diff(wantBlobs, keys("blobs/"), cmpopts.SortSlices(func(a, b string) bool { return a < b })); d != "" {
 		t.Errorf("blobs after the second checkpoint (-want +got): only main.go's new blob and the changed manifest chunk should be added\n%s", d)
 	}
-	wantManifests := []string{prefix + "/checkpoints/" + first.ID + "/manifest.json", prefix + "/checkpoints/" + second.ID + "/manifest.json"}
+	// Each manifest, and the mark that its capture settled against the blob sweeps.
+	wantManifests := []string{prefix + "/checkpoints/" + first.ID + "/manifest.json", prefix + "/checkpoints/" + second.ID + "/manifest.json",
+		prefix + "/checkpoints/" + first.ID + "/settled", prefix + "/checkpoints/" + second.ID + "/settled"}
 	if d := cmp.Diff(wantManifests, keys("checkpoints/"), cmpopts.SortSlices(func(a, b string) bool { return a < b })); d != "" {
 		t.Errorf("manifests (-want +got):\n%s", d)
 	}

@@ -92,7 +92,7 @@ func TestKubectlResumeSaysThePlanInWords(t *testing.T) {
 	for _, want := range []string{
 		"resumeplan/triage (session triage): Resumable (ResidualRemains)\n  2 of 4 declared steps remain\n",
 		"Where to re-enter:  commit " + resumeSHA + "\n",
-		"How it stopped:     interrupted: it crashed, was killed or finished without a SUSPEND\n",
+		"How it stopped:     interrupted: nothing recorded says how the agent ended (its recorder died or was stopped first)\n",
 		"Verified steps:     2: s1 @ aaaaaaaaaaaa, s2 @ 0123456789ab\n",
 		"Residual steps:     2: s3, s4\n",
 		"Transcript:         rewind to turn 3, dropping 2 turn(s) after it (checkpoint digest cdcdcdcdcdcd) — the tests failed after turn 3\n",
