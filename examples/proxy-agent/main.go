@@ -51,16 +51,14 @@ type config struct {
 	crashAfter string
 }
 
-// EnvCrashAfter names a step after whose claim the agent kills itself with SIGKILL, as running out of
-// memory or a node going away would end it: how the demo and the end-to-end suite show a crashed run,
-// which its ResumePlan judges RESUMABLE with the rest of the plan as its residual.
+// EnvCrashAfter names a step after whose claim the agent ends as a process killed by SIGKILL does, as
+// running out of memory or a node going away would end it: how the demo and the end-to-end suite show
+// a crashed run, which its ResumePlan judges RESUMABLE with the rest of the plan as its residual.
 const EnvCrashAfter = "AGENT_CRASH_AFTER_STEP"
 
-// crash kills the agent; tests replace it.
-var crash = func() {
-	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-	select {} // the signal is on its way
-}
+// crash ends the agent with the status of a SIGKILL (137): a container's first process cannot signal
+// itself, the kernel ignores it. Tests replace it.
+var crash = func() { os.Exit(128 + int(syscall.SIGKILL)) }
 
 func configFrom(getenv func(string) string) (config, error) {
 	c := config{api: getenv("AGENT_API"), proxyURL: getenv("AGENTREWIND_PROXY"), model: getenv("AGENT_MODEL"), trackerMCP: getenv(EnvTracker),

@@ -140,18 +140,14 @@ func TestForkRunWithPromptFixReachesGoal(t *testing.T) {
 	}
 
 	// The child is judged like any session, in a ResumePlan of its name. Its search is the recorded
-	// one; its add_label, new in the tail, got a stub answer (onMiss: Stub) and labelled nothing. The
-	// recorder's rung counts a tool that answered without an error, and the stub is such an answer, so
-	// the verdict is Complete today; one that refuses a stub as a witness says Resumable, label left.
+	// one; its add_label, new in the tail, got a stub answer (onMiss: Stub) and labelled nothing, which
+	// the recorder's rung does not take for the step done: Resumable, the label left.
 	rp := &v1alpha1.ResumePlan{ObjectMeta: metav1.ObjectMeta{Name: child.Name, Namespace: ns}}
 	waitReady(t, rp, 3*time.Minute)
 	st := rp.Status
 	got := planSummary{Verdict: st.Verdict, Residual: ptr.Deref(st.ResidualSteps, -1), ResidualIDs: stepIDs(st.Residual),
 		Verified: stepIDs(st.Verified), Reachability: st.Reachability.State}
-	want := planSummary{Verdict: v1alpha1.VerdictComplete, Residual: 0, Verified: []string{"search", "label"}, Reachability: v1alpha1.Collectible}
-	if st.Verdict == v1alpha1.VerdictResumable {
-		want = planSummary{Verdict: v1alpha1.VerdictResumable, Residual: 1, ResidualIDs: []string{"label"}, Verified: []string{"search"}, Reachability: v1alpha1.Reachable}
-	}
+	want := planSummary{Verdict: v1alpha1.VerdictResumable, Residual: 1, ResidualIDs: []string{"label"}, Verified: []string{"search"}, Reachability: v1alpha1.Reachable}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("the child's ResumePlan %s (reason %s: %s) (-want +got):\n%s", rp.Name, st.Reason, st.Message, diff)
 	}

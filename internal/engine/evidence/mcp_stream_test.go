@@ -49,3 +49,20 @@ func TestAnMCPToolCallIsInTheToolStreamUnderItsToolsName(t *testing.T) {
 		}
 	}
 }
+
+// A fork's stub answer (onMiss: Stub) ran no tool, so it is a failed call to the tool stream: the
+// recorder's rung never takes it for the step done, whether the tool is a gateway tool or an MCP one.
+func TestAStubAnswerIsNoWitness(t *testing.T) {
+	events := []session.Event{
+		{Kind: session.KindModelCall},
+		{Kind: session.KindToolCall, Name: "add_label", Args: json.RawMessage(`{"label":"x"}`), Result: json.RawMessage(`{"__agentrewind_unavailable":true}`),
+			Provenance: session.ProvenanceStub},
+		{Kind: session.KindToolCall, CallSite: mcp.Site("tracker"), Name: mcp.ToolName("tracker", "tools/call"),
+			Args: json.RawMessage(`{"name":"search_issues","arguments":{}}`), Result: json.RawMessage(`{"content":[]}`), Provenance: session.ProvenanceStub},
+		{Kind: session.KindToolCall, Name: "add_label", Args: json.RawMessage(`{"label":"y"}`), Result: json.RawMessage(`{}`), Provenance: session.ProvenanceLive},
+	}
+	calls := evidence.Rounds(events)[0].Calls
+	if len(calls) != 3 || !calls[0].Failed || !calls[1].Failed || calls[2].Failed {
+		t.Fatalf("calls %+v: want the two stubs failed and the live answer not", calls)
+	}
+}

@@ -98,9 +98,11 @@ func Rounds(events []session.Event) []coherence.Round {
 			rounds = append(rounds, coherence.Round{Label: len(rounds) + 1})
 		case session.KindToolCall:
 			r := current()
-			call := coherence.Call{Name: ev.Name, Args: ev.Args, Result: ev.Result, Failed: ev.Error != nil, Step: ev.Step}
+			// A stub (a fork's answer for a tool the recording does not hold) ran nothing: it is no
+			// success the tool stream could witness.
+			call := coherence.Call{Name: ev.Name, Args: ev.Args, Result: ev.Result, Failed: ev.Error != nil || ev.Provenance == session.ProvenanceStub, Step: ev.Step}
 			if name, args, failed, ok := mcpTool(ev); ok {
-				call.Name, call.Args, call.Failed = name, args, failed
+				call.Name, call.Args, call.Failed = name, args, failed || call.Failed
 			}
 			r.Calls = append(r.Calls, call)
 		case session.KindLedger:
