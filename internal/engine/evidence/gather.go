@@ -5,7 +5,6 @@ import (
 
 	"github.com/agentrewind/agentrewind/internal/engine/session"
 	"github.com/agentrewind/agentrewind/internal/engine/verdict"
-	"github.com/agentrewind/agentrewind/internal/engine/verdict/convergence"
 	"github.com/agentrewind/agentrewind/internal/engine/verdict/ledger"
 	"github.com/agentrewind/agentrewind/internal/engine/verdict/resume"
 )
@@ -28,21 +27,19 @@ func Gather(s *session.Session, ws *Workspace, policy verdict.Policy) (Gathered,
 	}
 	var g Gathered
 	rounds := Rounds(s.Events)
+	witness := verdict.RecorderRung(state, rounds)
 	// Without a workspace the recorder's rung is the only evidence; the zero value would demand git.
 	facts := resume.AncestryFacts{NoWorkspace: true}
 	if ws != nil {
-		f, rep, err := ws.Facts(state, verdict.RecorderRung(state, rounds), policy.Resume)
+		f, rep, err := ws.Facts(state, witness, policy.Resume)
 		if err != nil {
 			return Gathered{}, fmt.Errorf("gathering evidence from %s: %w", ws.Source(), err)
 		}
 		facts, g.Git = f, &rep
 	}
-	// Without a workspace nothing is ever re-verified, so the residual could never shrink and every
-	// long run would look STARVED; no evidence means no history, which convergence reads as INSUFFICIENT.
-	var history []convergence.Snapshot
-	if ws != nil {
-		history = verdict.ResidualHistory(s.Events, facts, policy.Resume)
-	}
+	// With or without a workspace the residual shrinks as steps are verified turn by turn: by git and
+	// the recorder together, or by the recorder alone.
+	history := verdict.ResidualHistory(s.Events, facts, witness, policy.Resume)
 	g.Facts = verdict.Facts{
 		Ledger:   state,
 		Ancestry: facts,

@@ -1,6 +1,7 @@
 package verdict
 
 import (
+	"math"
 	"slices"
 	"strings"
 
@@ -141,15 +142,16 @@ func RecorderRung(state ledger.State, rounds []coherence.Round) resume.RecorderF
 
 // ResidualHistory is the residual after each turn: the ledger is folded event by event and, at the end
 // of every turn (just before the next model call, and at the end of the log), the resume residual is
-// computed against the same re-adjudicated ancestry. Turns before an INTENT, and turns whose plan has
+// computed against the same re-adjudicated ancestry and the recorder's witnesses of the steps so far
+// (those behind a call made before the turn ended). Turns before an INTENT, and turns whose plan has
 // no declared steps or is unresumable, have no measurable residual and are left out — a free-form run
 // therefore has no history and is never called stuck.
-func ResidualHistory(events []session.Event, facts resume.AncestryFacts, policy resume.Policy) []convergence.Snapshot {
+func ResidualHistory(events []session.Event, facts resume.AncestryFacts, witness resume.RecorderFacts, policy resume.Policy) []convergence.Snapshot {
 	facts.LaneAdvancedPastResume = false // the residual does not depend on it; the verdict does
 	history := []convergence.Snapshot{}
 	var f ledger.Folder
 	turn := -1
-	take := func() {
+	take := func(before int64) {
 		if turn < 0 {
 			return
 		}
@@ -157,19 +159,29 @@ func ResidualHistory(events []session.Event, facts resume.AncestryFacts, policy 
 		if len(state.Steps) == 0 {
 			return
 		}
-		// The recorder's rung is left out: it is read from the whole stream, so it would credit a turn
-		// with work done in later turns.
-		if p := resume.Decide(state, facts, nil, policy); p.Verdict != resume.Unresumable {
+		if p := resume.Decide(state, facts, witnessedBefore(witness, before), policy); p.Verdict != resume.Unresumable {
 			history = append(history, convergence.Snapshot{Turn: turn, Residual: p.Residual})
 		}
 	}
 	for _, ev := range events {
 		if ev.Kind == session.KindModelCall {
-			take()
+			take(ev.Step)
 			turn++
 		}
 		f.Add(ev)
 	}
-	take()
+	take(math.MaxInt64)
 	return history
+}
+
+// witnessedBefore are the steps the recorder witnessed by a call before step. A contradiction is left
+// out: it is read from the last command of the whole stream, which a turn before it had not seen.
+func witnessedBefore(witness resume.RecorderFacts, step int64) resume.RecorderFacts {
+	out := resume.RecorderFacts{}
+	for id, w := range witness {
+		if w.Done && w.AtStep < step {
+			out[id] = resume.Witness{Done: true, AtStep: w.AtStep}
+		}
+	}
+	return out
 }

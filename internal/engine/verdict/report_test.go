@@ -179,10 +179,25 @@ func TestResidualHistoryMeasuresEveryTurnAfterTheIntent(t *testing.T) {
 		led(session.AuthorAgent, ledger.Verified("s2", shaB, resume.ViaFilePath)),
 	}
 	facts := resume.AncestryFacts{SHAsInAncestry: []string{shaStart, shaA, shaB}, VerifiedAtRead: map[string]string{"s1": shaA, "s2": shaB}, LaneAdvancedPastResume: true}
-	got := ResidualHistory(events, facts, resume.DefaultPolicy())
+	got := ResidualHistory(events, facts, nil, resume.DefaultPolicy())
 	want := []convergence.Snapshot{{Turn: 1, Residual: []string{"s1", "s2"}}, {Turn: 2, Residual: []string{"s2"}}, {Turn: 3, Residual: []string{}}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("history = %+v", got)
+	}
+}
+
+// Without a workspace the recorder's witnesses shrink the residual turn by turn, each from the turn
+// its call was made in: a run that searched in turn 1 and labelled in turn 2 converges, it is not
+// starved for want of git.
+func TestResidualHistoryCountsTheRecordersWitnessesWhenTheyWereMade(t *testing.T) {
+	model := func(step int64) session.Event { return session.Event{Kind: session.KindModelCall, Step: step} }
+	intent := led(session.AuthorAgent, ledger.Intent("r", "g", "", ledger.Step{ID: "search"}, ledger.Step{ID: "label"}))
+	events := []session.Event{intent, model(1), model(3), model(5)}
+	witness := resume.RecorderFacts{"search": {Done: true, AtStep: 2}, "label": {Done: true, AtStep: 4}, "other": {Contradicted: true}}
+	got := ResidualHistory(events, resume.AncestryFacts{NoWorkspace: true}, witness, resume.DefaultPolicy())
+	want := []convergence.Snapshot{{Turn: 0, Residual: []string{"search", "label"}}, {Turn: 1, Residual: []string{"label"}}, {Turn: 2, Residual: []string{}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("history = %+v, want %+v", got, want)
 	}
 }
 
@@ -195,7 +210,7 @@ func TestResidualHistoryLeavesOutUnmeasurableTurns(t *testing.T) {
 			{Kind: session.KindLedger, Ledger: json.RawMessage(`{"schema":"agentrewind.io/ledger/v7","op":"INTENT"}`)}},
 	}
 	for name, events := range cases {
-		if got := ResidualHistory(events, resume.AncestryFacts{}, resume.DefaultPolicy()); len(got) != 0 {
+		if got := ResidualHistory(events, resume.AncestryFacts{}, nil, resume.DefaultPolicy()); len(got) != 0 {
 			t.Errorf("%s: history = %+v", name, got)
 		}
 	}
