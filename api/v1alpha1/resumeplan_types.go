@@ -370,6 +370,12 @@ type ResumePlanStatus struct {
 	// +kubebuilder:validation:Pattern=`^[0-9a-f]{40}([0-9a-f]{24})?$`
 	ResumeSHA string `json:"resumeSHA,omitempty"`
 
+	// resumeAfterStep is the re-entry point in the recording: the log step of the latest recorded
+	// call behind the verified steps. A resume replays the log up to it and goes live after.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ResumeAfterStep *int64 `json:"resumeAfterStep,omitempty"`
+
 	// residualSteps is the number of declared steps not yet verified.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
@@ -441,12 +447,14 @@ type ResumePlanStatus struct {
 // +kubebuilder:printcolumn:name="Verdict",type=string,JSONPath=`.status.verdict`
 // +kubebuilder:printcolumn:name="Residual",type=integer,JSONPath=`.status.residualSteps`
 // +kubebuilder:printcolumn:name="Re-entry",type=string,JSONPath=`.status.resumeSHA`
+// +kubebuilder:printcolumn:name="After Step",type=integer,JSONPath=`.status.resumeAfterStep`
 // +kubebuilder:printcolumn:name="Rewind",type=string,JSONPath=`.status.rewind.decision`
 // +kubebuilder:printcolumn:name="Reachability",type=string,JSONPath=`.status.reachability.state`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`,priority=1
 // +kubebuilder:printcolumn:name="Convergence",type=string,JSONPath=`.status.convergence.verdict`,priority=1
 // +kubebuilder:printcolumn:name="Drift",type=string,JSONPath=`.status.drift.verdict`,priority=1
+// +kubebuilder:printcolumn:name="Stop",type=string,JSONPath=`.status.stop`,priority=1
 type ResumePlan struct {
 	metav1.TypeMeta `json:",inline"`
 

@@ -942,6 +942,11 @@ func (in *ResumePlanStatus) DeepCopyInto(out *ResumePlanStatus) {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
 	}
+	if in.ResumeAfterStep != nil {
+		in, out := &in.ResumeAfterStep, &out.ResumeAfterStep
+		*out = new(int64)
+		**out = **in
+	}
 	if in.ResidualSteps != nil {
 		in, out := &in.ResidualSteps, &out.ResidualSteps
 		*out = new(int32)

@@ -191,6 +191,9 @@ func reEntry(st v1alpha1.ResumePlanStatus) string {
 	if st.ResumeSHA != "" {
 		return "commit " + st.ResumeSHA
 	}
+	if st.ResumeAfterStep != nil {
+		return fmt.Sprintf("after step %d of the recording (no repository: the recorded tool answers verified the steps before it)", *st.ResumeAfterStep)
+	}
 	if st.Evidence.ResolvedCommit == "" {
 		return "no commit: the plan was judged without a repository, so nothing could be re-verified"
 	}

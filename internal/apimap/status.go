@@ -107,6 +107,9 @@ func ResumePlanVerdicts(r *task.ResumePlanResult) (v1alpha1.ResumePlanStatus, er
 	}
 	out.Message = Message(rep.Resume.Message)
 	out.ResumeSHA = rep.Resume.ResumeSHA
+	if a := rep.Resume.ResumeAfterStep; a != nil && *a >= 0 {
+		out.ResumeAfterStep = new(*a)
+	}
 	out.ResidualSteps = new(int32(len(rep.Resume.Residual)))
 
 	var cuts truncations

@@ -2,6 +2,7 @@ package apimap
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -186,6 +187,25 @@ func TestAnAgentsEndReadsAsTheEnginesRunEnd(t *testing.T) {
 		got, ok := RunEnd(tc.in)
 		if ok != tc.ok || (ok && got.String() != tc.want) {
 			t.Errorf("RunEnd(%+v) = %s, %v; want %s, %v", tc.in, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// The re-entry point in the recording reaches the status, where kubectl shows it beside the commit:
+// for a run judged without a repository it is the only re-entry point there is.
+func TestTheReEntryStepReachesTheStatus(t *testing.T) {
+	rep, err := task.NewReport(verdict.Evaluate(verdict.Facts{}, verdict.DefaultPolicy()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		in   *int64
+		want *int64
+	}{{nil, nil}, {new(int64(5)), new(int64(5))}, {new(int64(-1)), nil}} {
+		rep.Resume.ResumeAfterStep = tc.in
+		got, err := ResumePlanVerdicts(&task.ResumePlanResult{Report: rep})
+		if err != nil || !reflect.DeepEqual(got.ResumeAfterStep, tc.want) {
+			t.Errorf("resumeAfterStep %v: status %v (%v), want %v", tc.in, got.ResumeAfterStep, err, tc.want)
 		}
 	}
 }

@@ -54,6 +54,9 @@ func TestAnAgentKilledInTheClusterIsResumableWithItsResidual(t *testing.T) {
 	if rp.Status.Verdict != v1alpha1.VerdictResumable || !slices.Equal(residual, []string{"label"}) || ptr.Deref(rp.Status.ResidualSteps, -1) != 1 {
 		t.Errorf("the killed run's plan: %s, residual %v (%d); want Resumable with [label]: %s", rp.Status.Verdict, residual, ptr.Deref(rp.Status.ResidualSteps, -1), rp.Status.Message)
 	}
+	if rp.Status.ResumeAfterStep == nil {
+		t.Errorf("the killed run's plan names no step of the recording to re-enter after")
+	}
 	if r := rp.Status.Reachability; r.State != v1alpha1.Reachable {
 		t.Errorf("the killed run's reachability %+v, want Reachable", r)
 	}
