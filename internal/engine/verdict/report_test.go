@@ -187,15 +187,16 @@ func TestResidualHistoryMeasuresEveryTurnAfterTheIntent(t *testing.T) {
 }
 
 // Without a workspace the recorder's witnesses shrink the residual turn by turn, each from the turn
-// its call was made in: a run that searched in turn 1 and labelled in turn 2 converges, it is not
-// starved for want of git.
+// its call was made in: a run that searched in its first turn and labelled in its third converges, it
+// is not starved for want of git.
 func TestResidualHistoryCountsTheRecordersWitnessesWhenTheyWereMade(t *testing.T) {
 	model := func(step int64) session.Event { return session.Event{Kind: session.KindModelCall, Step: step} }
 	intent := led(session.AuthorAgent, ledger.Intent("r", "g", "", ledger.Step{ID: "search"}, ledger.Step{ID: "label"}))
 	events := []session.Event{intent, model(1), model(3), model(5)}
-	witness := resume.RecorderFacts{"search": {Done: true, AtStep: 2}, "label": {Done: true, AtStep: 4}, "other": {Contradicted: true}}
+	// The search answered in turn 0 (step 2), the label in turn 2 (step 6, after the model call at 5).
+	witness := resume.RecorderFacts{"search": {Done: true, AtStep: 2}, "label": {Done: true, AtStep: 6}, "other": {Contradicted: true}}
 	got := ResidualHistory(events, resume.AncestryFacts{NoWorkspace: true}, witness, resume.DefaultPolicy())
-	want := []convergence.Snapshot{{Turn: 0, Residual: []string{"search", "label"}}, {Turn: 1, Residual: []string{"label"}}, {Turn: 2, Residual: []string{}}}
+	want := []convergence.Snapshot{{Turn: 0, Residual: []string{"label"}}, {Turn: 1, Residual: []string{"label"}}, {Turn: 2, Residual: []string{}}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("history = %+v, want %+v", got, want)
 	}
