@@ -26,6 +26,7 @@ import (
 	"github.com/agentrewind/agentrewind/internal/engine/replay"
 	"github.com/agentrewind/agentrewind/internal/engine/task"
 	"github.com/agentrewind/agentrewind/internal/proxy"
+	"github.com/agentrewind/agentrewind/internal/proxyargs"
 )
 
 // proxyOptions are the flags of agentrewind proxy.
@@ -88,10 +89,10 @@ termination message. A record run writes no task result: the committed session i
 	}
 	o.job.register(cmd)
 	fl := cmd.Flags()
-	fl.StringVar(&o.listen, "listen", "127.0.0.1:8787", "address to serve the model API on (keep it on loopback beside the agent: in fork mode it spends the proxy's key)")
-	fl.StringVar(&o.healthListen, "health-listen", "", "address to serve only /healthz, /readyz and /metrics on, for probes from outside the pod (default: none; --listen serves them too)")
-	fl.StringVar(&o.mode, "mode", "", "record, replay or fork")
-	fl.StringVar(&o.provider, "provider", "", "the model API a recording speaks: anthropic (the default when recording), openai (Chat Completions) or openai-responses; replay and fork take the session's, and refuse a different one given here")
+	fl.StringVar(&o.listen, proxyargs.FlagListen, "127.0.0.1:8787", "address to serve the model API on (keep it on loopback beside the agent: in fork mode it spends the proxy's key)")
+	fl.StringVar(&o.healthListen, proxyargs.FlagHealthListen, "", "address to serve only /healthz, /readyz and /metrics on, for probes from outside the pod (default: none; --listen serves them too)")
+	fl.StringVar(&o.mode, proxyargs.FlagMode, "", "record, replay or fork")
+	fl.StringVar(&o.provider, proxyargs.FlagProvider, "", "the model API a recording speaks: anthropic (the default when recording), openai (Chat Completions) or openai-responses; replay and fork take the session's, and refuse a different one given here")
 	fl.StringVar(&o.sessionDir, "session-dir", "", "local directory of sessions, one subdirectory per session id (instead of --store)")
 	fl.StringVar(&o.childID, "child-session-id", "", "fork: the child session's id (default <session-id>-fork-<at-step>)")
 	fl.StringVar(&o.driftPolicy, "drift-policy", "strict", "replay and a fork's prefix: strict or warn")
@@ -100,13 +101,13 @@ termination message. A record run writes no task result: the committed session i
 	fl.StringVar(&o.onMiss, "on-miss", "Error", "fork: a tool call the recording does not hold stops the fork (Error) or gets a stub (Stub)")
 	fl.StringVar(&o.goalTool, "goal-tool", "", "fork: the tool whose call marks the goal; the result says whether it was reached")
 	fl.StringVar(&o.goalArgs, "goal-args", "", "fork: with --goal-tool, a JSON object that must be a subset of the call's arguments")
-	fl.StringVar(&o.anthropicUpstream, "anthropic-upstream", proxy.Anthropic.DefaultUpstream, "base URL of the Anthropic-compatible upstream")
-	fl.StringVar(&o.openaiUp, "openai-upstream", "https://api.openai.com", "base URL of the OpenAI-compatible upstream (POST /v1/chat/completions and /v1/responses are forwarded to <base>/v1/...)")
+	fl.StringVar(&o.anthropicUpstream, proxyargs.FlagAnthropicUpstream, proxy.Anthropic.DefaultUpstream, "base URL of the Anthropic-compatible upstream")
+	fl.StringVar(&o.openaiUp, proxyargs.FlagOpenAIUpstream, "https://api.openai.com", "base URL of the OpenAI-compatible upstream (POST /v1/chat/completions and /v1/responses are forwarded to <base>/v1/...)")
 	fl.StringVar(&o.anthropicKeyFile, "anthropic-api-key-file", "", "file holding the Anthropic key the proxy sends (default $ANTHROPIC_API_KEY)")
 	fl.StringVar(&o.openaiKeyFile, "openai-api-key-file", "", "file holding the OpenAI key the proxy sends (default $OPENAI_API_KEY)")
-	fl.StringArrayVar(&o.tools, "tool", nil, "tool backend name=URL for POST /v1/tools/{name} (repeatable)")
-	fl.StringArrayVar(&o.mcpServers, "mcp-server", nil, "MCP server name=URL (streamable HTTP) mounted at /mcp/{name}; its calls are recorded as tool events name/<method> (repeatable; a replay never calls the URL, and a fork's tail calls it live: give a fork or a replay the name alone to answer only from the recording)")
-	fl.StringArrayVar(&o.learnFrom, "learn-secrets-from", nil, "file of secrets, one per line, or a directory (a mounted Secret) whose files are secrets (repeatable)")
+	fl.StringArrayVar(&o.tools, proxyargs.FlagTool, nil, "tool backend name=URL for POST /v1/tools/{name} (repeatable)")
+	fl.StringArrayVar(&o.mcpServers, proxyargs.FlagMCPServer, nil, "MCP server name=URL (streamable HTTP) mounted at /mcp/{name}; its calls are recorded as tool events name/<method> (repeatable; a replay never calls the URL, and a fork's tail calls it live: give a fork or a replay the name alone to answer only from the recording)")
+	fl.StringArrayVar(&o.learnFrom, proxyargs.FlagLearnSecretsFrom, nil, "file of secrets, one per line, or a directory (a mounted Secret) whose files are secrets (repeatable)")
 	fl.StringVar(&o.vaultKeyFile, "vault-key-file", "", "key file sealing (record, fork) and opening (replay, fork) the vault of redacted secrets")
 	fl.StringVar(&o.workspace, "workspace", "", "git work tree of the run: its HEAD is stamped as START and in SUSPEND records (from the Job, never the agent)")
 	fl.StringVar(&o.workspaceHead, "workspace-head", "", "record: the commit the run starts from (40 or 64 hex digits), stamped as START when the proxy has no work tree (from the Job, never the agent)")
@@ -378,11 +379,11 @@ func (o *proxyOptions) options() (proxy.Options, error) {
 	}
 	for i, t := range o.tools {
 		name, url, ok := strings.Cut(t, "=")
-		if !ok || !proxy.ToolName.MatchString(name) {
+		if !ok || !proxyargs.ToolName.MatchString(name) {
 			// Not shown: a URL given without its name= may carry a password, and land in a pod's log.
 			return opts, fmt.Errorf("--tool number %d has no valid name: use name=http(s)://host/path, the name 1 to 64 of A-Z a-z 0-9 . _ -", i+1)
 		}
-		if err := proxy.CheckToolURL(url); err != nil {
+		if err := proxyargs.CheckToolURL(url); err != nil {
 			return opts, fmt.Errorf("--tool %s: %w", name, err)
 		}
 		opts.Tools[name] = url

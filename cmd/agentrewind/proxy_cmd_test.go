@@ -23,6 +23,7 @@ import (
 	"github.com/agentrewind/agentrewind/internal/engine/task"
 	"github.com/agentrewind/agentrewind/internal/engine/verdict/ledger"
 	"github.com/agentrewind/agentrewind/internal/fakellm"
+	"github.com/agentrewind/agentrewind/internal/proxyargs"
 	"github.com/agentrewind/agentrewind/internal/syncbuf"
 )
 
@@ -388,6 +389,18 @@ func TestProxyToolFlagNeverShowsAPassword(t *testing.T) {
 		_, err := runCLI(t, "proxy", "--mode", "record", "--session-dir", t.TempDir(), "--tool", tool)
 		if err == nil || strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), "--tool") {
 			t.Errorf("--tool %s: %v", tool, err)
+		}
+	}
+}
+
+// Every flag of the contract the operator's Job builders write (proxyargs) is one the proxy's
+// command reads: a flag renamed on one side only would start proxies that refuse their arguments.
+func TestTheProxyReadsEveryFlagOfItsContract(t *testing.T) {
+	cmd := newProxyCommand()
+	for _, name := range []string{proxyargs.FlagMode, proxyargs.FlagProvider, proxyargs.FlagListen, proxyargs.FlagHealthListen,
+		proxyargs.FlagTool, proxyargs.FlagMCPServer, proxyargs.FlagLearnSecretsFrom, proxyargs.FlagAnthropicUpstream, proxyargs.FlagOpenAIUpstream} {
+		if cmd.Flags().Lookup(name) == nil {
+			t.Errorf("agentrewind proxy has no --%s", name)
 		}
 	}
 }

@@ -12,7 +12,7 @@ import (
 
 	"github.com/agentrewind/agentrewind/api/v1alpha1"
 	"github.com/agentrewind/agentrewind/internal/controller/jobs"
-	"github.com/agentrewind/agentrewind/internal/proxy"
+	"github.com/agentrewind/agentrewind/internal/proxyargs"
 )
 
 // The pod of every Job that runs an agent (a ForkRun's replay or fork, an AgentSession's recording):
@@ -52,7 +52,8 @@ const (
 // proxyListenArgs are the proxy's addresses: the model API on loopback, beside the agent only; the
 // probes on the pod network.
 func proxyListenArgs() []string {
-	return []string{"--listen", fmt.Sprintf("127.0.0.1:%d", ProxyPort), "--health-listen", fmt.Sprintf(":%d", ProxyHealthPort)}
+	return []string{proxyargs.Flag(proxyargs.FlagListen), fmt.Sprintf("127.0.0.1:%d", ProxyPort),
+		proxyargs.Flag(proxyargs.FlagHealthListen), fmt.Sprintf(":%d", ProxyHealthPort)}
 }
 
 // liveToolArgs are the proxy's --tool flags for the agent's tool backends, for a recording's proxy:
@@ -63,13 +64,13 @@ func proxyListenArgs() []string {
 func liveToolArgs(tools []v1alpha1.ToolBackend) ([]string, error) {
 	var args []string
 	for i, t := range tools {
-		if !proxy.ToolName.MatchString(t.Name) {
+		if !proxyargs.ToolName.MatchString(t.Name) {
 			return nil, &specError{fmt.Sprintf("spec.agent.tools[%d].name %q: use 1 to 64 of A-Z a-z 0-9 . _ -, starting with a letter or digit", i, t.Name)}
 		}
-		if err := proxy.CheckToolURL(t.URL); err != nil {
+		if err := proxyargs.CheckToolURL(t.URL); err != nil {
 			return nil, &specError{fmt.Sprintf("spec.agent.tools[%d].url: %v", i, err)}
 		}
-		args = append(args, "--tool", t.Name+"="+t.URL)
+		args = append(args, proxyargs.Tool(t.Name, t.URL)...)
 	}
 	return args, nil
 }
@@ -94,14 +95,14 @@ func mcpServerArgs(servers []v1alpha1.MCPServer, record bool) ([]string, error) 
 		if !mcpServerName.MatchString(m.Name) {
 			return nil, &specError{fmt.Sprintf("spec.agent.mcpServers[%d].name %q: use 1 to 63 of a-z 0-9 -, starting and ending with a letter or digit", i, m.Name)}
 		}
-		if err := proxy.CheckToolURL(m.URL); err != nil {
+		if err := proxyargs.CheckToolURL(m.URL); err != nil {
 			return nil, &specError{fmt.Sprintf("spec.agent.mcpServers[%d].url: %v", i, err)}
 		}
-		if record {
-			args = append(args, "--mcp-server", m.Name+"="+m.URL)
-		} else {
-			args = append(args, "--mcp-server", m.Name)
+		url := m.URL
+		if !record {
+			url = ""
 		}
+		args = append(args, proxyargs.MCPServer(m.Name, url)...)
 	}
 	return args, nil
 }
@@ -160,7 +161,7 @@ func newAgentPod(job *batchv1.Job, agent v1alpha1.AgentSpec, keys ...v1alpha1.Pr
 		p.pod.Volumes = append(p.pod.Volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 			SecretName: sv.name, Items: sv.items, Optional: new(sv.optional)}}})
 		proxy.VolumeMounts = append(proxy.VolumeMounts, corev1.VolumeMount{Name: name, MountPath: dir, ReadOnly: true})
-		proxy.Args = append(proxy.Args, "--learn-secrets-from", dir)
+		proxy.Args = append(proxy.Args, proxyargs.Flag(proxyargs.FlagLearnSecretsFrom), dir)
 	}
 
 	agentTmp := corev1.Volume{Name: "agent-tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}

@@ -21,6 +21,7 @@ import (
 	"github.com/agentrewind/agentrewind/internal/apimap"
 	"github.com/agentrewind/agentrewind/internal/controller/conditions"
 	"github.com/agentrewind/agentrewind/internal/controller/jobs"
+	"github.com/agentrewind/agentrewind/internal/proxyargs"
 )
 
 // recordPurpose names an AgentSession's recording Job: its agent beside the rewind proxy in record
@@ -56,7 +57,7 @@ func (r *AgentSessionReconciler) recordJob(s *v1alpha1.AgentSession, loc Locatio
 	spec.Owner = s
 	spec.Purpose = recordPurpose
 	spec.Inputs = []string{string(s.UID), s.Spec.SessionID}
-	spec.Command = []string{"proxy", "--mode", "record"}
+	spec.Command = []string{"proxy", proxyargs.Flag(proxyargs.FlagMode), "record"}
 	tools, err := liveToolArgs(s.Spec.Agent.Tools)
 	if err != nil {
 		return nil, err
@@ -67,7 +68,7 @@ func (r *AgentSessionReconciler) recordJob(s *v1alpha1.AgentSession, loc Locatio
 	}
 	tools = append(tools, mcpServers...)
 	spec.Args = append(append(append(append(proxyListenArgs(), r.Stores.jobArgs(loc, s.Spec.SessionID)...),
-		"--provider", recordProvider(s.Spec.ProviderKeys)), r.Jobs.Upstreams.proxyArgs()...), tools...)
+		proxyargs.Flag(proxyargs.FlagProvider), recordProvider(s.Spec.ProviderKeys)), r.Jobs.Upstreams.proxyArgs()...), tools...)
 	r.Stores.jobStore(&spec, loc)
 	spec.Env = append(spec.Env, providerKeyEnv(s.Spec.ProviderKeys)...)
 	job, err := jobs.Build(spec, r.Scheme)

@@ -3,7 +3,7 @@ package controller
 import (
 	"fmt"
 
-	"github.com/agentrewind/agentrewind/internal/proxy"
+	"github.com/agentrewind/agentrewind/internal/proxyargs"
 )
 
 // Upstreams are the provider base URLs every rewind proxy the controllers start forwards live calls
@@ -20,7 +20,7 @@ func (u Upstreams) Check() error {
 		if f.url == "" {
 			continue
 		}
-		if err := proxy.CheckUpstream(f.url); err != nil {
+		if err := proxyargs.CheckUpstream(f.url); err != nil {
 			return fmt.Errorf("--%s: %w", f.name, err)
 		}
 	}
@@ -32,7 +32,7 @@ func (u Upstreams) proxyArgs() []string {
 	var args []string
 	for _, f := range u.flags() {
 		if f.url != "" {
-			args = append(args, "--"+f.name, f.url)
+			args = append(args, proxyargs.Flag(f.name), f.url)
 		}
 	}
 	return args
@@ -42,5 +42,5 @@ type upstreamFlag struct{ name, url string }
 
 // flags pairs each upstream with the proxy flag (and the manager flag) of the same name.
 func (u Upstreams) flags() []upstreamFlag {
-	return []upstreamFlag{{"anthropic-upstream", u.Anthropic}, {"openai-upstream", u.OpenAI}}
+	return []upstreamFlag{{proxyargs.FlagAnthropicUpstream, u.Anthropic}, {proxyargs.FlagOpenAIUpstream, u.OpenAI}}
 }

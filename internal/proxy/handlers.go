@@ -20,6 +20,7 @@ import (
 	"github.com/agentrewind/agentrewind/internal/engine/redact"
 	"github.com/agentrewind/agentrewind/internal/engine/replay"
 	"github.com/agentrewind/agentrewind/internal/engine/session"
+	"github.com/agentrewind/agentrewind/internal/proxyargs"
 )
 
 // Headers an agent may send to place its calls.
@@ -526,7 +527,7 @@ func (s *Server) handleCountTokens(p *Provider) handler {
 func (s *Server) handleTool(w http.ResponseWriter, r *http.Request) string {
 	p := s.provider
 	name := r.PathValue("name")
-	if !ToolName.MatchString(name) {
+	if !proxyargs.ToolName.MatchString(name) {
 		return s.writeError(w, p, http.StatusBadRequest, fmt.Sprintf("tool name %q: use 1 to 64 of A-Z a-z 0-9 . _ -", name))
 	}
 	body, outcome, ok := s.readBody(w, r, p)

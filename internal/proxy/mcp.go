@@ -11,6 +11,7 @@ import (
 	"github.com/agentrewind/agentrewind/internal/engine/codec/mcp"
 	"github.com/agentrewind/agentrewind/internal/engine/replay"
 	"github.com/agentrewind/agentrewind/internal/mcpproxy"
+	"github.com/agentrewind/agentrewind/internal/proxyargs"
 )
 
 // mountMCP serves every configured MCP server (Options.MCPServers) at /mcp/{server} over the
@@ -75,7 +76,7 @@ func CheckMCPServers(servers map[string]string, mode Mode) error {
 			}
 			continue
 		}
-		if err := CheckToolURL(url); err != nil {
+		if err := proxyargs.CheckToolURL(url); err != nil {
 			return fmt.Errorf("MCP server %s: %w", name, err)
 		}
 	}

@@ -7,13 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"regexp"
 
 	"github.com/agentrewind/agentrewind/internal/engine/replay"
 )
-
-// ToolName is what a tool name may look like, in --tool and in /v1/tools/{name}.
-var ToolName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 
 // httpTool is a tool backend over HTTP: the arguments are POSTed as JSON and a 2xx JSON answer is the
 // result (JSON a session can hold: no repeated key, valid UTF-8); any other answer is the tool's error, recorded as such.
