@@ -383,12 +383,7 @@ func TestAConflictIsRequeuedAndConverges(t *testing.T) {
 	e := newEnv(t)
 	push(t, e.storeKey(), recordSession(t, "run-409", strings.Repeat("conflict ", 40), false))
 	var conflicts atomic.Int64
-	e.startManager(&interceptor.Funcs{SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-		if _, ok := obj.(*v1alpha1.AgentSession); ok && obj.GetNamespace() == e.ns && conflicts.Add(1) <= 3 {
-			return apierrors.NewConflict(schema.GroupResource{Group: v1alpha1.GroupVersion.Group, Resource: "agentsessions"}, obj.GetName(), fmt.Errorf("forced by the test"))
-		}
-		return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
-	}})
+	e.startManager(conflictingStatus[*v1alpha1.AgentSession](e.ns, "agentsessions", &conflicts))
 	e.create(newSession("run-409", "run-409"))
 	e.runJob(e.waitJob("run-409", "verify"))
 	s := e.waitSession("run-409", v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonVerified)
@@ -506,4 +501,15 @@ func TestAManagerRestartedMidReconcileConverges(t *testing.T) {
 	if s.Status.Recording.Events == nil || *s.Status.Recording.Events != 4 {
 		t.Errorf("recording %+v", s.Status.Recording)
 	}
+}
+
+// conflictingStatus refuses the first three status writes of objects of type T in namespace ns with
+// 409 Conflict, counting every write in conflicts.
+func conflictingStatus[T client.Object](ns, resource string, conflicts *atomic.Int64) *interceptor.Funcs {
+	return &interceptor.Funcs{SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+		if _, ok := obj.(T); ok && obj.GetNamespace() == ns && conflicts.Add(1) <= 3 {
+			return apierrors.NewConflict(schema.GroupResource{Group: v1alpha1.GroupVersion.Group, Resource: resource}, obj.GetName(), fmt.Errorf("forced by the test"))
+		}
+		return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+	}}
 }

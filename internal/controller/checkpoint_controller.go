@@ -51,16 +51,7 @@ func (r *CheckpointReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Ma
 
 // checkpointsOfSession maps an AgentSession to its Checkpoints.
 func (r *CheckpointReconciler) checkpointsOfSession(ctx context.Context, o client.Object) []reconcile.Request {
-	list, err := r.sessionCheckpoints(ctx, o.GetNamespace(), o.GetName())
-	if err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing the Checkpoints of a session failed", "session", o.GetName())
-		return nil
-	}
-	reqs := make([]reconcile.Request, len(list))
-	for i, ck := range list {
-		reqs[i] = reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ck.Namespace, Name: ck.Name}}
-	}
-	return reqs
+	return requestsFor(ctx, r, &v1alpha1.CheckpointList{}, o.GetNamespace(), sessionRefField, o.GetName(), "the Checkpoints of a session")
 }
 
 // sessionCheckpoints lists the Checkpoints that name a session.

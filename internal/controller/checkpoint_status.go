@@ -13,30 +13,14 @@ import (
 	"github.com/agentrewind/agentrewind/internal/apimap"
 	"github.com/agentrewind/agentrewind/internal/controller/conditions"
 	"github.com/agentrewind/agentrewind/internal/controller/jobs"
-	"github.com/agentrewind/agentrewind/internal/engine/task"
 )
 
 // applySnapshot writes what a finished checkpoint Job reported. Every final state names the Job, which
 // ties it to the anchor and the claim the Job was named after (conditions.Settled).
 func (r *CheckpointReconciler) applySnapshot(ctx context.Context, ck *v1alpha1.Checkpoint, step jobStep, rep jobs.Report) (ctrl.Result, error) {
 	job, gen := step.job, ck.Generation
-	failed := step.state == jobs.Failed || (rep.Result != nil && rep.Result.Outcome == task.Failed) ||
-		(rep.Summary != nil && rep.Summary.Outcome == task.Failed)
-	switch {
-	case failed:
-		f := failureOf(job, rep)
-		msg := fmt.Sprintf("checkpoint Job %s failed: %s", job.Name, f)
-		if f.retryable() {
-			conditions.MarkReconciling(&ck.Status.Conditions, gen, string(f.reason), msg+"; it runs again after "+r.Jobs.RetryAfter.String())
-			return r.retryLater(ctx, job)
-		}
-		conditions.MarkStalled(&ck.Status.Conditions, gen, v1alpha1.ReasonSnapshotFailed, msg)
-		r.Recorder.Eventf(ck, job, corev1.EventTypeWarning, v1alpha1.ReasonSnapshotFailed, "Snapshot", "%s", apimap.Message(msg))
-		return ctrl.Result{}, reconcile.TerminalError(errors.New(msg))
-	case rep.ProblemReason != "":
-		conditions.MarkStalled(&ck.Status.Conditions, gen, rep.ProblemReason, rep.Problem)
-		r.Recorder.Eventf(ck, job, corev1.EventTypeWarning, rep.ProblemReason, "Snapshot", "%s", apimap.Message(rep.Problem))
-		return ctrl.Result{}, reconcile.TerminalError(errors.New(rep.Problem))
+	if res, handled, err := r.failedRun(ctx, ck, &ck.Status.Conditions, gen, step, rep, "checkpoint Job", v1alpha1.ReasonSnapshotFailed, "Snapshot"); handled {
+		return res, err
 	}
 
 	res := rep.Result.Checkpoint

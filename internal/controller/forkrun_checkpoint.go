@@ -180,16 +180,7 @@ func subPathNote(p string) string {
 
 // runsOfCheckpoint maps a Checkpoint to the ForkRuns that fork from it.
 func (r *ForkRunReconciler) runsOfCheckpoint(ctx context.Context, o client.Object) []reconcile.Request {
-	var list v1alpha1.ForkRunList
-	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{forkRunCheckpointField: o.GetName()}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing the ForkRuns of a Checkpoint failed", "checkpoint", o.GetName())
-		return nil
-	}
-	reqs := make([]reconcile.Request, len(list.Items))
-	for i, fr := range list.Items {
-		reqs[i] = reconcile.Request{NamespacedName: types.NamespacedName{Namespace: fr.Namespace, Name: fr.Name}}
-	}
-	return reqs
+	return requestsFor(ctx, r, &v1alpha1.ForkRunList{}, o.GetNamespace(), forkRunCheckpointField, o.GetName(), "the ForkRuns of a Checkpoint")
 }
 
 // checkpointOfRun is the index value of a ForkRun: the Checkpoint it forks from, if any.

@@ -60,15 +60,7 @@ func (r *ForkRunReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manag
 // runsOfSession maps an AgentSession to the ForkRuns of it, and a fork's child to the ForkRun that
 // made it (its label).
 func (r *ForkRunReconciler) runsOfSession(ctx context.Context, o client.Object) []reconcile.Request {
-	var list v1alpha1.ForkRunList
-	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{forkRunSessionField: o.GetName()}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing the ForkRuns of a session failed", "session", o.GetName())
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(list.Items)+1)
-	for _, fr := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: fr.Namespace, Name: fr.Name}})
-	}
+	reqs := requestsFor(ctx, r, &v1alpha1.ForkRunList{}, o.GetNamespace(), forkRunSessionField, o.GetName(), "the ForkRuns of a session")
 	if by := o.GetLabels()[LabelForkRun]; by != "" {
 		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: by}})
 	}

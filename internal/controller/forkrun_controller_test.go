@@ -19,11 +19,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/agentrewind/agentrewind/api/v1alpha1"
 	"github.com/agentrewind/agentrewind/internal/controller/conditions"
@@ -609,12 +607,7 @@ func TestAForkRunConflictIsRequeuedAndConverges(t *testing.T) {
 	e := newEnv(t)
 	push(t, e.storeKey(), recordSession(t, "c409", strings.Repeat("conflict ", 40), false))
 	var conflicts atomic.Int64
-	e.startForkManager(&interceptor.Funcs{SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-		if _, ok := obj.(*v1alpha1.ForkRun); ok && obj.GetNamespace() == e.ns && conflicts.Add(1) <= 3 {
-			return apierrors.NewConflict(schema.GroupResource{Group: v1alpha1.GroupVersion.Group, Resource: "forkruns"}, obj.GetName(), fmt.Errorf("forced by the test"))
-		}
-		return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
-	}})
+	e.startForkManager(conflictingStatus[*v1alpha1.ForkRun](e.ns, "forkruns", &conflicts))
 	e.readySession("c409")
 	e.create(newReplay("conflicted", "c409"))
 	job := e.waitJob("conflicted", "replay")

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -17,8 +18,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/agentrewind/agentrewind/api/v1alpha1"
+	"github.com/agentrewind/agentrewind/internal/apimap"
 	"github.com/agentrewind/agentrewind/internal/controller/conditions"
 	"github.com/agentrewind/agentrewind/internal/controller/jobs"
 	"github.com/agentrewind/agentrewind/internal/engine/price"
@@ -209,4 +212,33 @@ func (d *Deps) retryLater(ctx context.Context, job *batchv1.Job) (ctrl.Result, e
 	}
 	ctrl.LoggerFrom(ctx).Info("Deleted failed engine Job to run it again", "job", job.Name)
 	return ctrl.Result{RequeueAfter: time.Second}, nil
+}
+
+// failedRun handles a finished Job that failed or left no usable report, for the conditions conds of
+// owner at generation gen: a failure that may pass runs the Job again after RetryAfter; any other
+// stalls owner with reason stalled, and an event of action says why. handled is false when the Job
+// succeeded with a result to apply. what names the Job in messages ("resume-plan Job").
+func (d *Deps) failedRun(ctx context.Context, owner client.Object, conds *[]metav1.Condition, gen int64, step jobStep, rep jobs.Report,
+	what, stalled, action string) (res ctrl.Result, handled bool, err error) {
+	job := step.job
+	failed := step.state == jobs.Failed || (rep.Result != nil && rep.Result.Outcome == task.Failed) ||
+		(rep.Summary != nil && rep.Summary.Outcome == task.Failed)
+	switch {
+	case failed:
+		f := failureOf(job, rep)
+		msg := fmt.Sprintf("%s %s failed: %s", what, job.Name, f)
+		if f.retryable() {
+			conditions.MarkReconciling(conds, gen, string(f.reason), msg+"; it runs again after "+d.Jobs.RetryAfter.String())
+			res, err = d.retryLater(ctx, job)
+			return res, true, err
+		}
+		conditions.MarkStalled(conds, gen, stalled, msg)
+		d.Recorder.Eventf(owner, job, corev1.EventTypeWarning, stalled, action, "%s", apimap.Message(msg))
+		return ctrl.Result{}, true, reconcile.TerminalError(errors.New(msg))
+	case rep.ProblemReason != "":
+		conditions.MarkStalled(conds, gen, rep.ProblemReason, rep.Problem)
+		d.Recorder.Eventf(owner, job, corev1.EventTypeWarning, rep.ProblemReason, action, "%s", apimap.Message(rep.Problem))
+		return ctrl.Result{}, true, reconcile.TerminalError(errors.New(rep.Problem))
+	}
+	return ctrl.Result{}, false, nil
 }

@@ -79,16 +79,7 @@ func verifiedState(s *v1alpha1.AgentSession) verifiedFacts {
 
 // plansOfSession maps an AgentSession to the ResumePlans that judge it.
 func (r *ResumePlanReconciler) plansOfSession(ctx context.Context, o client.Object) []reconcile.Request {
-	var list v1alpha1.ResumePlanList
-	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{sessionRefField: o.GetName()}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing the ResumePlans of a session failed", "session", o.GetName())
-		return nil
-	}
-	reqs := make([]reconcile.Request, len(list.Items))
-	for i, rp := range list.Items {
-		reqs[i] = reconcile.Request{NamespacedName: types.NamespacedName{Namespace: rp.Namespace, Name: rp.Name}}
-	}
-	return reqs
+	return requestsFor(ctx, r, &v1alpha1.ResumePlanList{}, o.GetNamespace(), sessionRefField, o.GetName(), "the ResumePlans of a session")
 }
 
 // ResumePlan: resume-plan Jobs over the sessions it judges.

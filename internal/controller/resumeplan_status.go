@@ -14,29 +14,13 @@ import (
 	"github.com/agentrewind/agentrewind/internal/apimap"
 	"github.com/agentrewind/agentrewind/internal/controller/conditions"
 	"github.com/agentrewind/agentrewind/internal/controller/jobs"
-	"github.com/agentrewind/agentrewind/internal/engine/task"
 )
 
 // applyPlan writes what a finished resume-plan Job reported: the verdicts, or why there are none.
 func (r *ResumePlanReconciler) applyPlan(ctx context.Context, rp *v1alpha1.ResumePlan, step jobStep, rep jobs.Report) (ctrl.Result, error) {
 	job, gen := step.job, rp.Generation
-	failed := step.state == jobs.Failed || (rep.Result != nil && rep.Result.Outcome == task.Failed) ||
-		(rep.Summary != nil && rep.Summary.Outcome == task.Failed)
-	switch {
-	case failed:
-		f := failureOf(job, rep)
-		msg := fmt.Sprintf("resume-plan Job %s failed: %s", job.Name, f)
-		if f.retryable() {
-			conditions.MarkReconciling(&rp.Status.Conditions, gen, string(f.reason), msg+"; it runs again after "+r.Jobs.RetryAfter.String())
-			return r.retryLater(ctx, job)
-		}
-		conditions.MarkStalled(&rp.Status.Conditions, gen, v1alpha1.ReasonJobFailed, msg)
-		r.Recorder.Eventf(rp, job, corev1.EventTypeWarning, v1alpha1.ReasonJobFailed, "Evaluate", "%s", apimap.Message(msg))
-		return ctrl.Result{}, reconcile.TerminalError(errors.New(msg))
-	case rep.ProblemReason != "":
-		conditions.MarkStalled(&rp.Status.Conditions, gen, rep.ProblemReason, rep.Problem)
-		r.Recorder.Eventf(rp, job, corev1.EventTypeWarning, rep.ProblemReason, "Evaluate", "%s", apimap.Message(rep.Problem))
-		return ctrl.Result{}, reconcile.TerminalError(errors.New(rep.Problem))
+	if res, handled, err := r.failedRun(ctx, rp, &rp.Status.Conditions, gen, step, rep, "resume-plan Job", v1alpha1.ReasonJobFailed, "Evaluate"); handled {
+		return res, err
 	}
 
 	verdicts, err := apimap.ResumePlanVerdicts(rep.Result.ResumePlan)

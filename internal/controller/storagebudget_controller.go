@@ -6,7 +6,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -58,16 +57,7 @@ func storedBytes(o client.Object) int64 {
 
 // budgetsOfNamespace maps a session or checkpoint to the budgets of its namespace.
 func (r *StorageBudgetReconciler) budgetsOfNamespace(ctx context.Context, o client.Object) []reconcile.Request {
-	var list v1alpha1.StorageBudgetList
-	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing the StorageBudgets of a namespace failed", "namespace", o.GetNamespace())
-		return nil
-	}
-	reqs := make([]reconcile.Request, len(list.Items))
-	for i, b := range list.Items {
-		reqs[i] = reconcile.Request{NamespacedName: types.NamespacedName{Namespace: b.Namespace, Name: b.Name}}
-	}
-	return reqs
+	return requestsFor(ctx, r, &v1alpha1.StorageBudgetList{}, o.GetNamespace(), "", "", "the StorageBudgets of a namespace")
 }
 
 // StorageBudget: usage counted from the cached sessions and checkpoints of its namespace.

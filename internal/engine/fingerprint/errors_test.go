@@ -38,16 +38,7 @@ func TestNonFiniteNumbersAreRejectedWithTheirPath(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var e *NonFiniteError
-			err := canonicalizeAny(tt.in)
-			if !errors.As(err, &e) {
-				t.Fatalf("err = %v (%T), want *NonFiniteError", err, err)
-			}
-			if e.Path != tt.wantPath {
-				t.Errorf("Path = %q, want %q", e.Path, tt.wantPath)
-			}
-			if tt.wantMsg != "" && err.Error() != tt.wantMsg {
-				t.Errorf("Error() = %q\nwant      %q", err.Error(), tt.wantMsg)
-			}
+			checkPathError(t, canonicalizeAny(tt.in), &e, func() string { return e.Path }, tt.wantPath, tt.wantMsg)
 		})
 	}
 }
@@ -210,16 +201,7 @@ func TestNumbersBeyondTheExponentBoundAreRejectedWithTheirPath(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var e *NumberRangeError
-			err := canonicalizeAny(tt.in)
-			if !errors.As(err, &e) {
-				t.Fatalf("err = %v (%T), want *NumberRangeError", err, err)
-			}
-			if e.Path != tt.wantPath {
-				t.Errorf("Path = %q, want %q", e.Path, tt.wantPath)
-			}
-			if tt.wantMsg != "" && err.Error() != tt.wantMsg {
-				t.Errorf("Error() = %q\nwant      %q", err.Error(), tt.wantMsg)
-			}
+			checkPathError(t, canonicalizeAny(tt.in), &e, func() string { return e.Path }, tt.wantPath, tt.wantMsg)
 		})
 	}
 	for _, ok := range []string{`1e9999`, `9.99e9999`, `1e-9999`, `0e99999999999999999999`, `-0.0e-99999`} {
@@ -401,5 +383,19 @@ func TestSharedAndCyclicReferencesAreWalkedOnce(t *testing.T) {
 	var iu *InvalidUTF8Error
 	if _, err := Of(bad, Options{}); !errors.As(err, &iu) {
 		t.Fatalf("a shared node with invalid UTF-8: err = %v", err)
+	}
+}
+
+// checkPathError checks that err is a *T (target) naming wantPath, and says wantMsg when one is given.
+func checkPathError[T error](t *testing.T, err error, target *T, path func() string, wantPath, wantMsg string) {
+	t.Helper()
+	if !errors.As(err, target) {
+		t.Fatalf("err = %v (%T), want %T", err, err, *target)
+	}
+	if got := path(); got != wantPath {
+		t.Errorf("Path = %q, want %q", got, wantPath)
+	}
+	if wantMsg != "" && err.Error() != wantMsg {
+		t.Errorf("Error() = %q\nwant      %q", err.Error(), wantMsg)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agentrewind/agentrewind/internal/engine/codec/openai"
+	"github.com/agentrewind/agentrewind/internal/engine/session"
 )
 
 // FuzzNormalizeRequest checks that NormalizeRequest never panics and that whatever it accepts comes
@@ -25,27 +26,7 @@ func FuzzNormalizeRequest(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
-	var c openai.Codec
-	f.Fuzz(func(t *testing.T, body []byte) {
-		req, err := c.NormalizeRequest(body)
-		if err != nil {
-			return
-		}
-		back, err := c.DenormalizeRequest(req)
-		if err != nil {
-			t.Fatalf("DenormalizeRequest of an accepted body: %v\n%s", err, body)
-		}
-		if diff := cmp.Diff(fuzzDecode(t, body), fuzzDecode(t, back)); diff != "" {
-			t.Fatalf("the rebuilt body is other JSON (-want +got):\n%s\nbody: %s\nback: %s", diff, body, back)
-		}
-		again, err := c.NormalizeRequest(back)
-		if err != nil {
-			t.Fatalf("NormalizeRequest of the rebuilt body: %v\n%s", err, back)
-		}
-		if diff := cmp.Diff(req, again); diff != "" {
-			t.Fatalf("the neutral request changed over a wire round trip (-want +got):\n%s", diff)
-		}
-	})
+	f.Fuzz(func(t *testing.T, body []byte) { requestRoundTrip(t, openai.Codec{}, body) })
 }
 
 func fuzzDecode(t *testing.T, b []byte) any {
@@ -85,3 +66,32 @@ func FuzzNormalizeStream(f *testing.F) {
 }
 
 const minimalStreamSeed = "event: x\ndata: {\"choices\":[{\"index\":-1,\"delta\":null}]}\n\n: c\n\ndata: [DONE]\n\ndata: {}\n\n"
+
+// requestCodec is the request half of a provider codec.
+type requestCodec interface {
+	NormalizeRequest(body []byte) (session.Request, error)
+	DenormalizeRequest(req session.Request) ([]byte, error)
+}
+
+// requestRoundTrip checks that a body c accepts comes back from DenormalizeRequest as the same JSON,
+// and normalizes again to the same neutral request.
+func requestRoundTrip(t *testing.T, c requestCodec, body []byte) {
+	req, err := c.NormalizeRequest(body)
+	if err != nil {
+		return
+	}
+	back, err := c.DenormalizeRequest(req)
+	if err != nil {
+		t.Fatalf("DenormalizeRequest of an accepted body: %v\n%s", err, body)
+	}
+	if diff := cmp.Diff(fuzzDecode(t, body), fuzzDecode(t, back)); diff != "" {
+		t.Fatalf("the rebuilt body is other JSON (-want +got):\n%s\nbody: %s\nback: %s", diff, body, back)
+	}
+	again, err := c.NormalizeRequest(back)
+	if err != nil {
+		t.Fatalf("NormalizeRequest of the rebuilt body: %v\n%s", err, back)
+	}
+	if diff := cmp.Diff(req, again); diff != "" {
+		t.Fatalf("the neutral request changed over a wire round trip (-want +got):\n%s", diff)
+	}
+}

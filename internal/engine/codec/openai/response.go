@@ -95,15 +95,24 @@ type wireUsage struct {
 	} `json:"prompt_tokens_details"`
 }
 
+// usageMember decodes the usage member of o into w; present is false when there is none (absent or
+// null). Both APIs spell it as an object.
+func usageMember(op string, o *jsonobj.Object, w any) (present bool, err error) {
+	raw, _ := o.Get("usage")
+	if jsonobj.IsNull(raw) {
+		return false, nil
+	}
+	if jsonobj.Kind(raw) != '{' || json.Unmarshal(raw, w) != nil {
+		return false, fieldError(op, "usage", ErrWrongType)
+	}
+	return true, nil
+}
+
 // usageOf reads the usage member of a completion; nil when there is none.
 func usageOf(op string, c *jsonobj.Object) (*session.Usage, error) {
-	raw, _ := c.Get("usage")
-	if jsonobj.IsNull(raw) {
-		return nil, nil
-	}
 	var w wireUsage
-	if jsonobj.Kind(raw) != '{' || json.Unmarshal(raw, &w) != nil {
-		return nil, fieldError(op, "usage", ErrWrongType)
+	if present, err := usageMember(op, c, &w); !present || err != nil {
+		return nil, err
 	}
 	u := &session.Usage{InputTokens: w.PromptTokens, OutputTokens: w.CompletionTokens}
 	if w.PromptTokensDetails != nil {

@@ -58,13 +58,9 @@ type responsesWireUsage struct {
 }
 
 func responsesUsageOf(op string, r *jsonobj.Object) (*session.Usage, error) {
-	raw, _ := r.Get("usage")
-	if jsonobj.IsNull(raw) {
-		return nil, nil
-	}
 	var w responsesWireUsage
-	if jsonobj.Kind(raw) != '{' || json.Unmarshal(raw, &w) != nil {
-		return nil, fieldError(op, "usage", ErrWrongType)
+	if present, err := usageMember(op, r, &w); !present || err != nil {
+		return nil, err
 	}
 	u := &session.Usage{InputTokens: w.InputTokens, OutputTokens: w.OutputTokens}
 	if w.InputTokensDetails != nil {
