@@ -289,6 +289,11 @@ type AgentSessionStatus struct {
 	// +kubebuilder:validation:Minimum=1
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
+	// lastRun is the engine Job whose outcome this status holds (the verify Job of an AgentSession,
+	// the resume-plan Job of a ResumePlan).
+	// +optional
+	LastRun JobRun `json:"lastRun,omitzero"`
+
 	// recording is what verification read back from storage.
 	// +optional
 	Recording SessionRecording `json:"recording,omitzero"`

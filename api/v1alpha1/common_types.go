@@ -4,6 +4,21 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
+// JobRun names the engine Job whose outcome a status holds, and the spec generation it ran for: a
+// controller reads it, never a condition's message, to tell that a generation's Job was read already.
+type JobRun struct {
+	// name is the Job's name; it is derived from the Job's inputs, so another name is another run.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name,omitempty"`
+
+	// generation is the spec generation the Job ran for.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	Generation int64 `json:"generation,omitempty"`
+}
+
 // LocalObjectReference names an object of a known kind in the same namespace.
 type LocalObjectReference struct {
 	// name of the referenced object, in the same namespace as the referrer.

@@ -349,6 +349,11 @@ type ResumePlanStatus struct {
 	// +kubebuilder:validation:Minimum=1
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
+	// lastRun is the engine Job whose outcome this status holds (the verify Job of an AgentSession,
+	// the resume-plan Job of a ResumePlan).
+	// +optional
+	LastRun JobRun `json:"lastRun,omitzero"`
+
 	// verdict is Resumable, Complete, Diverged or Unresumable.
 	// +optional
 	Verdict ResumeVerdict `json:"verdict,omitempty"`

@@ -35,7 +35,7 @@ func (r *AgentSessionReconciler) verify(ctx context.Context, s *v1alpha1.AgentSe
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if conditions.Settled(s.Status.Conditions, s.Generation, desired.Name) {
+	if conditions.RunSettled(s.Status.Conditions, s.Status.LastRun, s.Generation, desired.Name) {
 		return ctrl.Result{}, nil // this generation's Job was read already
 	}
 	step, err := r.ensureJob(ctx, s, desired)

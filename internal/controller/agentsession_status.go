@@ -28,6 +28,7 @@ func setVerified(s *v1alpha1.AgentSession, status metav1.ConditionStatus, reason
 // it to the inputs the Job was named after (conditions.Settled).
 func (r *AgentSessionReconciler) applyVerify(ctx context.Context, s *v1alpha1.AgentSession, step jobStep, rep jobs.Report) (ctrl.Result, error) {
 	job, gen := step.job, s.Generation
+	s.Status.LastRun = v1alpha1.JobRun{Name: job.Name, Generation: gen}
 	failed := step.state == jobs.Failed || (rep.Result != nil && rep.Result.Outcome == task.Failed) ||
 		(rep.Summary != nil && rep.Summary.Outcome == task.Failed)
 	switch {

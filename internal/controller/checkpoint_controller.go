@@ -148,7 +148,7 @@ func (r *CheckpointReconciler) anchorOf(ctx context.Context, ck *v1alpha1.Checkp
 	}
 	name := jobs.Name(s.Name, spec.Purpose, spec.Inputs...)
 	if verified == nil || verified.Status != metav1.ConditionTrue || verified.ObservedGeneration != s.Generation ||
-		!conditions.Settled(s.Status.Conditions, s.Generation, name) {
+		!conditions.RunSettled(s.Status.Conditions, s.Status.LastRun, s.Generation, name) {
 		conditions.MarkReconciling(&ck.Status.Conditions, gen, conditions.ReasonWaitingForSession,
 			fmt.Sprintf("waiting for AgentSession %s to be verified", s.Name))
 		return verification{}, true, nil

@@ -71,7 +71,7 @@ func (r *ResumePlanReconciler) judge(ctx context.Context, rp *v1alpha1.ResumePla
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if conditions.Settled(rp.Status.Conditions, rp.Generation, desired.Name) {
+	if conditions.RunSettled(rp.Status.Conditions, rp.Status.LastRun, rp.Generation, desired.Name) {
 		return ctrl.Result{}, nil
 	}
 	step, err := r.ensureJob(ctx, rp, desired)

@@ -19,6 +19,7 @@ import (
 // applyPlan writes what a finished resume-plan Job reported: the verdicts, or why there are none.
 func (r *ResumePlanReconciler) applyPlan(ctx context.Context, rp *v1alpha1.ResumePlan, step jobStep, rep jobs.Report) (ctrl.Result, error) {
 	job, gen := step.job, rp.Generation
+	rp.Status.LastRun = v1alpha1.JobRun{Name: job.Name, Generation: gen}
 	if res, handled, err := r.failedRun(ctx, rp, &rp.Status.Conditions, gen, step, rep, "resume-plan Job", v1alpha1.ReasonJobFailed, "Evaluate"); handled {
 		return res, err
 	}

@@ -62,9 +62,31 @@ func MarkStalled(conds *[]metav1.Condition, generation int64, reason, message st
 	SetStalled(conds, generation, metav1.ConditionTrue, reason, message)
 }
 
+// RunSettled reports whether the Job named job was read for generation already: status's lastRun names
+// it and generation, and a final state (Ready or Stalled True) holds for that generation. A status
+// written before lastRun existed has none; it is read the way it was written (Settled).
+func RunSettled(conds []metav1.Condition, last v1alpha1.JobRun, generation int64, job string) bool {
+	if last.Name == "" {
+		return Settled(conds, generation, job)
+	}
+	return last.Name == job && last.Generation == generation && final(conds, generation)
+}
+
+// final reports whether Ready or Stalled is True for generation.
+func final(conds []metav1.Condition, generation int64) bool {
+	for _, t := range []string{v1alpha1.ConditionReady, v1alpha1.ConditionStalled} {
+		c := meta.FindStatusCondition(conds, t)
+		if c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == generation {
+			return true
+		}
+	}
+	return false
+}
+
 // Settled reports whether the object reached a final state (Ready or Stalled True) for generation
 // with a message naming mark: the controllers put the name of the Job whose result they read in that
-// message, so a final state is tied to the inputs that Job was named after.
+// message, so a final state is tied to the inputs that Job was named after. Kinds whose status has a
+// lastRun read RunSettled instead.
 func Settled(conds []metav1.Condition, generation int64, mark string) bool {
 	for _, t := range []string{v1alpha1.ConditionReady, v1alpha1.ConditionStalled} {
 		c := meta.FindStatusCondition(conds, t)

@@ -50,3 +50,33 @@ func TestSettledIsTiedToTheGenerationAndTheJob(t *testing.T) {
 		t.Error("a running Job is not settled")
 	}
 }
+
+// A status with a lastRun is settled on it and the generation's final state, whatever a message says;
+// one written before lastRun existed is read by its message, as it was written.
+func TestRunSettledReadsLastRunNotTheMessage(t *testing.T) {
+	ready := func(gen int64, msg string) []metav1.Condition {
+		var conds []metav1.Condition
+		MarkReady(&conds, gen, "Verified", msg)
+		return conds
+	}
+	run := v1alpha1.JobRun{Name: "s-verify-abc", Generation: 2}
+	for _, tc := range []struct {
+		name  string
+		conds []metav1.Condition
+		last  v1alpha1.JobRun
+		gen   int64
+		want  bool
+	}{
+		{"lastRun and a final state", ready(2, "verified"), run, 2, true},
+		{"lastRun of another Job", ready(2, "verified by s-verify-abc"), v1alpha1.JobRun{Name: "s-verify-old", Generation: 2}, 2, false},
+		{"lastRun of another generation", ready(2, "verified"), v1alpha1.JobRun{Name: "s-verify-abc", Generation: 1}, 2, false},
+		{"lastRun without a final state", nil, run, 2, false},
+		{"a final state of another generation", ready(1, "verified"), run, 2, false},
+		{"no lastRun: the message names the Job", ready(2, "verify Job s-verify-abc found it intact"), v1alpha1.JobRun{}, 2, true},
+		{"no lastRun: the message does not", ready(2, "verified"), v1alpha1.JobRun{}, 2, false},
+	} {
+		if got := RunSettled(tc.conds, tc.last, tc.gen, "s-verify-abc"); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
