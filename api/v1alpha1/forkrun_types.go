@@ -406,6 +406,10 @@ type ForkRunStatus struct {
 	// +kubebuilder:validation:Minimum=1
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
+	// lastRun is the Job whose outcome this status holds, and the generation it ran for.
+	// +optional
+	LastRun JobRun `json:"lastRun,omitzero"`
+
 	// outcome is how the run ended; unset until it finished.
 	// +optional
 	Outcome ForkOutcome `json:"outcome,omitempty"`

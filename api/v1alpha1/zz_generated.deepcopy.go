@@ -480,6 +480,7 @@ func (in *ForkRunStatus) DeepCopyInto(out *ForkRunStatus) {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
 	}
+	out.LastRun = in.LastRun
 	out.ChildSessionRef = in.ChildSessionRef
 	out.JobRef = in.JobRef
 	if in.Divergences != nil {

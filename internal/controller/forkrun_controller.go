@@ -178,7 +178,7 @@ func (r *ForkRunReconciler) run(ctx context.Context, fr *v1alpha1.ForkRun) (ctrl
 	if err := r.stopEarlierRuns(ctx, fr, name); err != nil {
 		return ctrl.Result{}, err
 	}
-	if conditions.Settled(fr.Status.Conditions, gen, name) {
+	if conditions.RunSettled(fr.Status.Conditions, fr.Status.LastRun, gen, name) {
 		// This ForkRun's Job was read already.
 		if err := r.stopCrashed(ctx, fr, name); err != nil {
 			return ctrl.Result{}, err

@@ -266,6 +266,7 @@ func TestAReplaySuitePassesAndDiverges(t *testing.T) {
 	}
 	pass := e.waitForkRun("pass", v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonPassed)
 	want := v1alpha1.ForkRunStatus{Outcome: v1alpha1.OutcomePassed, JobRef: v1alpha1.LocalObjectReference{Name: job.Name}, Divergences: new(int64(0)),
+		LastRun: v1alpha1.JobRun{Name: job.Name, Generation: 1},
 		// The recording's model, claude-test, has no price: the cost is unknown, not $0.
 		Usage:      v1alpha1.ForkUsage{Live: usageOf(0, 0), Replayed: unpricedUsage(3, 2, "anthropic/claude-test")},
 		Provenance: v1alpha1.Provenance{Recorded: new(int64(1)), Live: new(int64(0)), Stub: new(int64(0))}}
@@ -295,6 +296,7 @@ func TestAReplaySuitePassesAndDiverges(t *testing.T) {
 	}
 	drift := e.waitForkRun("drift", v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonDiverged)
 	want = v1alpha1.ForkRunStatus{Outcome: v1alpha1.OutcomeDiverged, JobRef: v1alpha1.LocalObjectReference{Name: job.Name}, Divergences: new(int64(1)),
+		LastRun: v1alpha1.JobRun{Name: job.Name, Generation: 1},
 		FirstDivergence: v1alpha1.Divergence{Step: new(int64(1)), Kind: v1alpha1.CallModel, Lane: "0", Reason: "NoRecordedCall",
 			ExpectedCallSite: "anthropic.messages", ActualCallSite: "anthropic.messages"},
 		Usage:      v1alpha1.ForkUsage{Live: usageOf(0, 0), Replayed: usageOf(0, 0)},
@@ -382,6 +384,7 @@ func TestForksReachOrMissTheirGoal(t *testing.T) {
 	e.finishJob(job, true, "")
 	got := e.waitForkRun("reach", v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonGoalReached)
 	want := v1alpha1.ForkRunStatus{Outcome: v1alpha1.OutcomeGoalReached, JobRef: v1alpha1.LocalObjectReference{Name: job.Name},
+		LastRun: v1alpha1.JobRun{Name: job.Name, Generation: 1},
 		ChildSessionRef: v1alpha1.LocalObjectReference{Name: child}, Divergences: new(int64(0)),
 		// Priced with the operator's table: 100 in at $3 and 52 out at $15 a million; 900 in at $2.50
 		// and 120 out at $10.

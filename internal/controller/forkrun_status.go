@@ -109,6 +109,7 @@ func (r *ForkRunReconciler) applyRun(ctx context.Context, fr *v1alpha1.ForkRun, 
 	st.Conditions, st.ObservedGeneration = fr.Status.Conditions, fr.Status.ObservedGeneration
 	st.JobRef, st.ChildSessionRef, st.StartTime = fr.Status.JobRef, fr.Status.ChildSessionRef, fr.Status.StartTime
 	st.CompletionTime = new(finishedAt(job, metav1.Time{Time: r.Clock.Now()}))
+	st.LastRun = v1alpha1.JobRun{Name: job.Name, Generation: fr.Generation}
 	fr.Status = st
 
 	healthy := apimap.Healthy(st.Outcome)

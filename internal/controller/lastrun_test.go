@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/agentrewind/agentrewind/api/v1alpha1"
+	"github.com/agentrewind/agentrewind/internal/engine/task"
 )
 
 // A verified session records the verify Job it read in status.lastRun, and a manager that starts
@@ -64,5 +65,36 @@ func TestAVerifiedSessionIsNotVerifiedAgainWhenItsJobIsGone(t *testing.T) {
 		reword(s, "verified; the Job is not named here")
 	}); n != 1 {
 		t.Errorf("with neither: %d verify Jobs after the restart, want the Job run again", n)
+	}
+}
+
+// A finished ForkRun records its Job in status.lastRun and is not run again by a manager that starts
+// after its Job is gone, even when its final message no longer names the Job.
+func TestAFinishedForkRunIsNotRunAgainWhenItsJobIsGone(t *testing.T) {
+	e := newEnv(t)
+	push(t, e.storeKey(), recordSession(t, "done-fork", "a result", false))
+	stop := e.startForkManager(nil)
+	e.readySession("done-fork")
+	e.create(newReplay("once", "done-fork"))
+	job := e.waitJob("once", "replay")
+	e.writeResult(job, &task.Result{Task: task.Replay, Outcome: task.Succeeded, Replay: &task.ReplayResult{SessionID: "done-fork", Passed: true}})
+	e.finishJob(job, true, "")
+	fr := e.waitForkRun("once", v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonPassed)
+	if want := (v1alpha1.JobRun{Name: job.Name, Generation: fr.Generation}); fr.Status.LastRun != want {
+		t.Fatalf("status.lastRun %+v, want %+v", fr.Status.LastRun, want)
+	}
+	stop()
+	if err := e.c.Delete(e.ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("the replay Job gone", func() (bool, string) { return len(e.jobsOf("once", "replay")) == 0, "still there" })
+	meta.FindStatusCondition(fr.Status.Conditions, v1alpha1.ConditionReady).Message = "passed; the Job is not named here"
+	if err := e.c.Status().Update(e.ctx, fr); err != nil {
+		t.Fatal(err)
+	}
+	e.startForkManager(nil)
+	time.Sleep(2 * time.Second)
+	if n := len(e.jobsOf("once", "replay")); n != 0 {
+		t.Errorf("%d replay Jobs after the restart, want none: the run was read already", n)
 	}
 }

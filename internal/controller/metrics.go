@@ -108,8 +108,8 @@ func (m *Metrics) forkRunWritten(base, fr *v1alpha1.ForkRun, err error) {
 		return
 	}
 	st, job := fr.Status, fr.Status.JobRef.Name
-	if st.Outcome == "" || job == "" || !conditions.Settled(st.Conditions, fr.Generation, job) ||
-		(base.Status.JobRef.Name == job && conditions.Settled(base.Status.Conditions, fr.Generation, job)) {
+	if st.Outcome == "" || job == "" || !conditions.RunSettled(st.Conditions, st.LastRun, fr.Generation, job) ||
+		(base.Status.JobRef.Name == job && conditions.RunSettled(base.Status.Conditions, base.Status.LastRun, fr.Generation, job)) {
 		return
 	}
 	m.forkOutcomes.WithLabelValues(string(fr.Spec.Mode), string(st.Outcome)).Inc()
