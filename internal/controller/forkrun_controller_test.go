@@ -384,7 +384,7 @@ func TestForksReachOrMissTheirGoal(t *testing.T) {
 	e.finishJob(job, true, "")
 	got := e.waitForkRun("reach", v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonGoalReached)
 	want := v1alpha1.ForkRunStatus{Outcome: v1alpha1.OutcomeGoalReached, JobRef: v1alpha1.LocalObjectReference{Name: job.Name},
-		LastRun: v1alpha1.JobRun{Name: job.Name, Generation: 1},
+		LastRun:         v1alpha1.JobRun{Name: job.Name, Generation: 1},
 		ChildSessionRef: v1alpha1.LocalObjectReference{Name: child}, Divergences: new(int64(0)),
 		// Priced with the operator's table: 100 in at $3 and 52 out at $15 a million; 900 in at $2.50
 		// and 120 out at $10.
