@@ -19,19 +19,23 @@ var signalNames = map[int32]string{1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "S
 	9: "SIGKILL", 11: "SIGSEGV", 13: "SIGPIPE", 14: "SIGALRM", 15: "SIGTERM"}
 
 // agentEndOf says how the agent container of a finished recording Job ended, from the kubelet's
-// word on it: ok is false when the agent never terminated (its pod was evicted or deleted first).
-// The Job's deadline outranks the exit it caused.
+// word on it: ok is false when the agent never terminated (it never started, or its pod was deleted
+// first), which says nothing of how it ended. A Job past its deadline outranks the signal that ended
+// the agent then, not an exit the agent made on its own.
 func agentEndOf(job *batchv1.Job, ts []jobs.Termination) (end v1alpha1.AgentEnd, ok bool) {
 	for _, t := range ts {
 		if t.Container == AgentContainer {
 			end, ok = terminationEnd(t), true
 		}
 	}
-	if jobs.StateOf(job) == jobs.Failed && failedReason(job) == batchv1.JobReasonDeadlineExceeded {
-		end.How, ok = v1alpha1.AgentDeadlineExceeded, true
+	if ok && end.How == v1alpha1.AgentKilled && jobs.StateOf(job) == jobs.Failed && failedReason(job) == batchv1.JobReasonDeadlineExceeded {
+		end.How = v1alpha1.AgentDeadlineExceeded
 	}
 	return end, ok
 }
+
+// maxSignal is the highest signal number: a status of 128+n above it is an exit code, not a signal.
+const maxSignal = 64
 
 // terminationEnd reads one container's termination.
 func terminationEnd(t jobs.Termination) v1alpha1.AgentEnd {
@@ -46,7 +50,7 @@ func terminationEnd(t jobs.Termination) v1alpha1.AgentEnd {
 		end.How, end.Signal = v1alpha1.AgentKilled, "SIGKILL"
 	case t.ExitCode == 0:
 		end.How = v1alpha1.AgentFinished
-	case t.ExitCode > 128:
+	case t.ExitCode > 128 && t.ExitCode <= 128+maxSignal:
 		end.How, end.Signal = v1alpha1.AgentKilled, signalNames[t.ExitCode-128]
 		if end.Signal == "" {
 			end.Signal = "SIG" + strconv.Itoa(int(t.ExitCode-128))

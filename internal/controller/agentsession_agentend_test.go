@@ -88,9 +88,9 @@ func TestAnAgentKilledAfterItsRunWasCommittedIsJudgedNotStalled(t *testing.T) {
 }
 
 // How an agent's container ended reads from the kubelet's termination and the Job's condition: exit
-// 0 finished, another code failed, 128+n killed by signal n (named where common), OOMKilled killed, a
-// Job past its deadline ran out of time whatever its agent's exit; an agent that never terminated has
-// no end.
+// 0 finished, another code failed, 128+n killed by signal n (named where common, n at most 64),
+// OOMKilled killed, a signal at a Job's deadline ran out of time (an exit of the agent's own stays
+// its own); an agent that never terminated has no end.
 func TestAnAgentsEndIsWhatTheKubeletSaw(t *testing.T) {
 	failedJob := func(reason string) *batchv1.Job {
 		return &batchv1.Job{Status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: reason}}}}
@@ -113,7 +113,10 @@ func TestAnAgentsEndIsWhatTheKubeletSaw(t *testing.T) {
 		{"signal 37", failedJob("BackoffLimitExceeded"), agent(165, "Error"), "Killed/165/SIG37", true},
 		{"out of memory", failedJob("BackoffLimitExceeded"), agent(137, "OOMKilled"), "Killed/137/SIGKILL", true},
 		{"the deadline", failedJob(batchv1.JobReasonDeadlineExceeded), agent(143, "Error"), "DeadlineExceeded/143/SIGTERM", true},
-		{"the deadline, no agent end", failedJob(batchv1.JobReasonDeadlineExceeded), nil, "DeadlineExceeded//", true},
+		{"the deadline, no agent end", failedJob(batchv1.JobReasonDeadlineExceeded), nil, "", false},
+		{"the deadline after the agent's own exit", failedJob(batchv1.JobReasonDeadlineExceeded), agent(3, "Error"), "Failed/3/", true},
+		{"exit 255, no signal", failedJob("BackoffLimitExceeded"), agent(255, "Error"), "Failed/255/", true},
+		{"the highest signal", failedJob("BackoffLimitExceeded"), agent(192, "Error"), "Killed/192/SIG64", true},
 		{"evicted", failedJob("BackoffLimitExceeded"), []jobs.Termination{{Container: ProxyContainer}}, "", false},
 		{"a code no process exits with", failedJob("BackoffLimitExceeded"), agent(-1, "Error"), "Failed//", true},
 	} {

@@ -209,8 +209,13 @@ func (r *AgentSessionReconciler) followRecording(ctx context.Context, s *v1alpha
 		return false, 0, err
 	}
 	// An agent that failed, was killed or ran out of time is a run to judge, not a failed recording,
-	// once the proxy committed what it did: its ResumePlan says what is left.
-	if end, ok := agentEndOf(job, ts); ok && end.How != v1alpha1.AgentFinished {
+	// once the proxy committed what it did: its ResumePlan says what is left. Once seen, its end is
+	// kept: the pod may be gone by a later pass.
+	end, ok := agentEndOf(job, ts)
+	if !ok && s.Status.AgentEnd.How != "" {
+		end, ok = s.Status.AgentEnd, true
+	}
+	if ok && end.How != v1alpha1.AgentFinished {
 		committed, err := r.sessionCommitted(ctx, s)
 		if err != nil {
 			return false, 0, err

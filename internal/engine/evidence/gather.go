@@ -39,7 +39,7 @@ func Gather(s *session.Session, ws *Workspace, policy verdict.Policy) (Gathered,
 	}
 	// With or without a workspace the residual shrinks as steps are verified turn by turn: by git and
 	// the recorder together, or by the recorder alone.
-	history := verdict.ResidualHistory(s.Events, facts, witness, policy.Resume)
+	history := verdict.ResidualHistory(s.Events, facts, rounds, policy.Resume)
 	g.Facts = verdict.Facts{
 		Ledger:   state,
 		Ancestry: facts,

@@ -142,11 +142,12 @@ func RecorderRung(state ledger.State, rounds []coherence.Round) resume.RecorderF
 
 // ResidualHistory is the residual after each turn: the ledger is folded event by event and, at the end
 // of every turn (just before the next model call, and at the end of the log), the resume residual is
-// computed against the same re-adjudicated ancestry and the recorder's witnesses of the steps so far
-// (those behind a call made before the turn ended). Turns before an INTENT, and turns whose plan has
-// no declared steps or is unresumable, have no measurable residual and are left out — a free-form run
-// therefore has no history and is never called stuck.
-func ResidualHistory(events []session.Event, facts resume.AncestryFacts, witness resume.RecorderFacts, policy resume.Policy) []convergence.Snapshot {
+// computed against the same re-adjudicated ancestry and the recorder's rung over the tool stream as it
+// stood then (rounds cut before the turn's end): a step counts from the turn its evidence was
+// recorded in, never from a later call. Turns before an INTENT, and turns whose plan has no declared
+// steps or is unresumable, have no measurable residual and are left out — a free-form run therefore
+// has no history and is never called stuck.
+func ResidualHistory(events []session.Event, facts resume.AncestryFacts, rounds []coherence.Round, policy resume.Policy) []convergence.Snapshot {
 	facts.LaneAdvancedPastResume = false // the residual does not depend on it; the verdict does
 	history := []convergence.Snapshot{}
 	var f ledger.Folder
@@ -159,7 +160,7 @@ func ResidualHistory(events []session.Event, facts resume.AncestryFacts, witness
 		if len(state.Steps) == 0 {
 			return
 		}
-		if p := resume.Decide(state, facts, witnessedBefore(witness, before), policy); p.Verdict != resume.Unresumable {
+		if p := resume.Decide(state, facts, RecorderRung(state, roundsBefore(rounds, before)), policy); p.Verdict != resume.Unresumable {
 			history = append(history, convergence.Snapshot{Turn: turn, Residual: p.Residual})
 		}
 	}
@@ -174,14 +175,17 @@ func ResidualHistory(events []session.Event, facts resume.AncestryFacts, witness
 	return history
 }
 
-// witnessedBefore are the steps the recorder witnessed by a call before step. A contradiction is left
-// out: it is read from the last command of the whole stream, which a turn before it had not seen.
-func witnessedBefore(witness resume.RecorderFacts, step int64) resume.RecorderFacts {
-	out := resume.RecorderFacts{}
-	for id, w := range witness {
-		if w.Done && w.AtStep < step {
-			out[id] = resume.Witness{Done: true, AtStep: w.AtStep}
+// roundsBefore is the tool stream as it stood before step: the calls recorded before it.
+func roundsBefore(rounds []coherence.Round, step int64) []coherence.Round {
+	out := make([]coherence.Round, 0, len(rounds))
+	for _, r := range rounds {
+		cut := coherence.Round{Label: r.Label, Marks: r.Marks}
+		for _, c := range r.Calls {
+			if c.Step < step {
+				cut.Calls = append(cut.Calls, c)
+			}
 		}
+		out = append(out, cut)
 	}
 	return out
 }

@@ -187,16 +187,22 @@ func TestResidualHistoryMeasuresEveryTurnAfterTheIntent(t *testing.T) {
 }
 
 // Without a workspace the recorder's witnesses shrink the residual turn by turn, each from the turn
-// its call was made in: a run that searched in its first turn and labelled in its third converges, it
-// is not starved for want of git.
+// its evidence was recorded in: a run that searched in its first turn and labelled in its third
+// converges, it is not starved for want of git; a later call of a tool does not move its credit.
 func TestResidualHistoryCountsTheRecordersWitnessesWhenTheyWereMade(t *testing.T) {
 	model := func(step int64) session.Event { return session.Event{Kind: session.KindModelCall, Step: step} }
-	intent := led(session.AuthorAgent, ledger.Intent("r", "g", "", ledger.Step{ID: "search"}, ledger.Step{ID: "label"}))
-	events := []session.Event{intent, model(1), model(3), model(5)}
-	// The search answered in turn 0 (step 2), the label in turn 2 (step 6, after the model call at 5).
-	witness := resume.RecorderFacts{"search": {Done: true, AtStep: 2}, "label": {Done: true, AtStep: 6}, "other": {Contradicted: true}}
-	got := ResidualHistory(events, resume.AncestryFacts{NoWorkspace: true}, witness, resume.DefaultPolicy())
-	want := []convergence.Snapshot{{Turn: 0, Residual: []string{"label"}}, {Turn: 1, Residual: []string{"label"}}, {Turn: 2, Residual: []string{}}}
+	intent := led(session.AuthorAgent, ledger.Intent("r", "g", "", ledger.Step{ID: "search", Tools: []string{"search_issues"}},
+		ledger.Step{ID: "label", Tools: []string{"add_label"}}))
+	events := []session.Event{intent, model(1), model(3), model(5), model(8)}
+	call := func(name string, step int64) coherence.Call {
+		return coherence.Call{Name: name, Args: json.RawMessage(`{}`), Result: json.RawMessage(`{}`), Step: step}
+	}
+	// The search answered in turn 0 (step 2) and again in turn 3 (step 9); the label in turn 2 (step 6).
+	rounds := []coherence.Round{{Label: 1, Calls: []coherence.Call{call("search_issues", 2)}}, {Label: 2},
+		{Label: 3, Calls: []coherence.Call{call("add_label", 6)}}, {Label: 4, Calls: []coherence.Call{call("search_issues", 9)}}}
+	got := ResidualHistory(events, resume.AncestryFacts{NoWorkspace: true}, rounds, resume.DefaultPolicy())
+	want := []convergence.Snapshot{{Turn: 0, Residual: []string{"label"}}, {Turn: 1, Residual: []string{"label"}}, {Turn: 2, Residual: []string{}},
+		{Turn: 3, Residual: []string{}}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("history = %+v, want %+v", got, want)
 	}
