@@ -25,32 +25,7 @@ import (
 // Killed rather than a clean end.
 func TestAnAgentKilledAfterItsRunWasCommittedIsJudgedNotStalled(t *testing.T) {
 	e := newEnv(t)
-	_, job := e.startRecording("killed")
-	_, upstream := fakeLLM(t, hiThere)
-	agent := func(env map[string]string) int {
-		c := sdk.NewClient(option.WithBaseURL(env[EnvAnthropicBaseURL]), option.WithAPIKey(env[EnvAnthropicAPIKey]), option.WithMaxRetries(0))
-		if _, err := c.Messages.New(context.Background(), sdk.MessageNewParams{Model: "claude-test", MaxTokens: 16,
-			Messages: []sdk.MessageParam{sdk.NewUserMessage(sdk.NewTextBlock("hello"))}}); err != nil {
-			t.Errorf("the recorded call: %v", err)
-		}
-		return 137
-	}
-	if code, out := e.runForkPod(job, agent, "--anthropic-upstream", upstream); code != 137 {
-		t.Fatalf("agent exit %d\n%s", code, out)
-	}
-	// The kubelet's part: the agent was killed; the proxy, stopped after it, committed and exited 0.
-	pod := &corev1.Pod{}
-	if err := e.c.Get(e.ctx, client.ObjectKey{Namespace: e.ns, Name: job.Name + "-pod"}, pod); err != nil {
-		t.Fatal(err)
-	}
-	pod.Status = corev1.PodStatus{Phase: corev1.PodFailed,
-		InitContainerStatuses: []corev1.ContainerStatus{{Name: ProxyContainer, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0}}}},
-		ContainerStatuses: []corev1.ContainerStatus{{Name: AgentContainer, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-			ExitCode: 137, Reason: "Error"}}}}}
-	if err := e.c.Status().Update(e.ctx, pod); err != nil {
-		t.Fatal(err)
-	}
-	e.finishJob(job, false, "")
+	job, _ := e.recordKilledAgent("killed")
 
 	e.runJob(e.waitJob("killed", "verify"))
 	s := e.waitSession("killed", v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonVerified)
@@ -133,4 +108,38 @@ func TestAnAgentsEndIsWhatTheKubeletSaw(t *testing.T) {
 			t.Errorf("%s: %q, %v; want %q, %v", tc.name, got, ok, tc.want, tc.ok)
 		}
 	}
+}
+
+// recordKilledAgent records session name through the real proxy, whose agent makes one model call and
+// is killed (exit 137, as SIGKILL ends it); the proxy, stopped after it, commits. It returns the
+// recording Job, failed, and its pod, whose status says so.
+func (e *env) recordKilledAgent(name string) (*batchv1.Job, *corev1.Pod) {
+	e.t.Helper()
+	_, job := e.startRecording(name)
+	_, upstream := fakeLLM(e.t, hiThere)
+	agent := func(env map[string]string) int {
+		c := sdk.NewClient(option.WithBaseURL(env[EnvAnthropicBaseURL]), option.WithAPIKey(env[EnvAnthropicAPIKey]), option.WithMaxRetries(0))
+		if _, err := c.Messages.New(context.Background(), sdk.MessageNewParams{Model: "claude-test", MaxTokens: 16,
+			Messages: []sdk.MessageParam{sdk.NewUserMessage(sdk.NewTextBlock("hello"))}}); err != nil {
+			e.t.Errorf("the recorded call: %v", err)
+		}
+		return 137
+	}
+	if code, out := e.runForkPod(job, agent, "--anthropic-upstream", upstream); code != 137 {
+		e.t.Fatalf("agent exit %d\n%s", code, out)
+	}
+	// The kubelet's part: the agent was killed; the proxy, stopped after it, committed and exited 0.
+	pod := &corev1.Pod{}
+	if err := e.c.Get(e.ctx, client.ObjectKey{Namespace: e.ns, Name: job.Name + "-pod"}, pod); err != nil {
+		e.t.Fatal(err)
+	}
+	pod.Status = corev1.PodStatus{Phase: corev1.PodFailed,
+		InitContainerStatuses: []corev1.ContainerStatus{{Name: ProxyContainer, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0}}}},
+		ContainerStatuses: []corev1.ContainerStatus{{Name: AgentContainer, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+			ExitCode: 137, Reason: "Error"}}}}}
+	if err := e.c.Status().Update(e.ctx, pod); err != nil {
+		e.t.Fatal(err)
+	}
+	e.finishJob(job, false, "")
+	return job, pod
 }

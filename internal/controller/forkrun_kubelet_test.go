@@ -200,40 +200,9 @@ func (e *env) runForkPod(job *batchv1.Job, agent agentFunc, extraArgs ...string)
 	if len(pod.InitContainers) != 1 || len(pod.Containers) != 1 {
 		e.t.Fatalf("pod has %d init containers and %d containers", len(pod.InitContainers), len(pod.Containers))
 	}
-	proxy, ag := pod.InitContainers[0], pod.Containers[0]
+	ag := pod.Containers[0]
 
-	// The proxy's environment and volumes, as the kubelet resolves and mounts them.
-	env := e.resolveEnv(job, proxy.Env)
-	vars := map[string]string{}
-	for _, kv := range env {
-		k, v, _ := strings.Cut(kv, "=")
-		vars[k] = v
-	}
-	mounts := map[string]string{} // mount path → the directory standing in for it
-	for _, m := range proxy.VolumeMounts {
-		dir := e.t.TempDir()
-		mounts[m.MountPath] = dir
-		e.mountVolume(job, volumeNamed(e.t, pod.Volumes, m.Name), dir)
-	}
-	env = append(env, "TMPDIR="+mounts["/tmp"])
-	args := append([]string{}, proxy.Args...)
-	for i, a := range args {
-		a = varRef.ReplaceAllStringFunc(a, func(ref string) string { return vars[varRef.FindStringSubmatch(ref)[1]] })
-		longest := ""
-		for path := range mounts {
-			if rest, ok := strings.CutPrefix(a, path); ok && (rest == "" || strings.HasPrefix(rest, "/")) && len(path) > len(longest) {
-				longest = path
-			}
-		}
-		if longest != "" {
-			a = mounts[longest] + strings.TrimPrefix(a, longest)
-		}
-		args[i] = a
-	}
-	termLog := filepath.Join(e.t.TempDir(), "termination-log")
-	if err := os.WriteFile(termLog, nil, 0o644); err != nil {
-		e.t.Fatal(err)
-	}
+	args, env, termLog := e.proxyCommand(job)
 	args = append(append(args, "--termination-log", termLog), extraArgs...)
 	p := startProxy(e.t, args, env)
 
@@ -318,4 +287,45 @@ func (e *env) mountVolume(job *batchv1.Job, v corev1.Volume, dir string) {
 	default:
 		e.t.Fatalf("volume %s: a source the test kubelet does not know", v.Name)
 	}
+}
+
+// proxyCommand is the command line and environment of a Job's proxy sidecar as the kubelet would run
+// it here: its variables resolved, each volume it mounts standing in a directory of its own, and a
+// termination log the kubelet would create.
+func (e *env) proxyCommand(job *batchv1.Job) (args, env []string, termLog string) {
+	e.t.Helper()
+	pod := job.Spec.Template.Spec
+	proxy := pod.InitContainers[0]
+	env = e.resolveEnv(job, proxy.Env)
+	vars := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		vars[k] = v
+	}
+	mounts := map[string]string{} // mount path → the directory standing in for it
+	for _, m := range proxy.VolumeMounts {
+		dir := e.t.TempDir()
+		mounts[m.MountPath] = dir
+		e.mountVolume(job, volumeNamed(e.t, pod.Volumes, m.Name), dir)
+	}
+	env = append(env, "TMPDIR="+mounts["/tmp"])
+	args = append([]string{}, proxy.Args...)
+	for i, a := range args {
+		a = varRef.ReplaceAllStringFunc(a, func(ref string) string { return vars[varRef.FindStringSubmatch(ref)[1]] })
+		longest := ""
+		for path := range mounts {
+			if rest, ok := strings.CutPrefix(a, path); ok && (rest == "" || strings.HasPrefix(rest, "/")) && len(path) > len(longest) {
+				longest = path
+			}
+		}
+		if longest != "" {
+			a = mounts[longest] + strings.TrimPrefix(a, longest)
+		}
+		args[i] = a
+	}
+	termLog = filepath.Join(e.t.TempDir(), "termination-log")
+	if err := os.WriteFile(termLog, nil, 0o644); err != nil {
+		e.t.Fatal(err)
+	}
+	return args, env, termLog
 }

@@ -4,15 +4,10 @@ package controller
 // the test holds its fix.
 
 import (
-	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	sdk "github.com/anthropics/anthropic-sdk-go/v2"
-	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -60,31 +55,7 @@ func TestTheDeadlineDoesNotOutrankAnExitItDidNotCause(t *testing.T) {
 // is ever made.
 func TestAJudgedRunIsVerifiedWhenItsPodIsGone(t *testing.T) {
 	e := newEnv(t)
-	_, job := e.startRecording("gone")
-	_, upstream := fakeLLM(t, hiThere)
-	agent := func(env map[string]string) int {
-		c := sdk.NewClient(option.WithBaseURL(env[EnvAnthropicBaseURL]), option.WithAPIKey(env[EnvAnthropicAPIKey]), option.WithMaxRetries(0))
-		if _, err := c.Messages.New(context.Background(), sdk.MessageNewParams{Model: "claude-test", MaxTokens: 16,
-			Messages: []sdk.MessageParam{sdk.NewUserMessage(sdk.NewTextBlock("hello"))}}); err != nil {
-			t.Errorf("the recorded call: %v", err)
-		}
-		return 137
-	}
-	if code, out := e.runForkPod(job, agent, "--anthropic-upstream", upstream); code != 137 {
-		t.Fatalf("agent exit %d\n%s", code, out)
-	}
-	pod := &corev1.Pod{}
-	if err := e.c.Get(e.ctx, client.ObjectKey{Namespace: e.ns, Name: job.Name + "-pod"}, pod); err != nil {
-		t.Fatal(err)
-	}
-	pod.Status = corev1.PodStatus{Phase: corev1.PodFailed,
-		InitContainerStatuses: []corev1.ContainerStatus{{Name: ProxyContainer, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0}}}},
-		ContainerStatuses: []corev1.ContainerStatus{{Name: AgentContainer, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-			ExitCode: 137, Reason: "Error"}}}}}
-	if err := e.c.Status().Update(e.ctx, pod); err != nil {
-		t.Fatal(err)
-	}
-	e.finishJob(job, false, "")
+	_, pod := e.recordKilledAgent("gone")
 	verify := e.waitJob("gone", "verify")
 	e.eventually("status.agentEnd", func() (bool, string) {
 		s := e.session("gone")
@@ -112,38 +83,7 @@ func TestAJudgedRunIsVerifiedWhenItsPodIsGone(t *testing.T) {
 // Job controller's deletion at the deadline does. The proxy commits what it has: nothing.
 func (e *env) runProxyAlone(job *batchv1.Job) string {
 	e.t.Helper()
-	proxy := job.Spec.Template.Spec.InitContainers[0]
-	env := e.resolveEnv(job, proxy.Env)
-	vars := map[string]string{}
-	for _, kv := range env {
-		k, v, _ := strings.Cut(kv, "=")
-		vars[k] = v
-	}
-	mounts := map[string]string{}
-	for _, m := range proxy.VolumeMounts {
-		dir := e.t.TempDir()
-		mounts[m.MountPath] = dir
-		e.mountVolume(job, volumeNamed(e.t, job.Spec.Template.Spec.Volumes, m.Name), dir)
-	}
-	env = append(env, "TMPDIR="+mounts["/tmp"])
-	args := append([]string{}, proxy.Args...)
-	for i, a := range args {
-		a = varRef.ReplaceAllStringFunc(a, func(ref string) string { return vars[varRef.FindStringSubmatch(ref)[1]] })
-		longest := ""
-		for path := range mounts {
-			if rest, ok := strings.CutPrefix(a, path); ok && (rest == "" || strings.HasPrefix(rest, "/")) && len(path) > len(longest) {
-				longest = path
-			}
-		}
-		if longest != "" {
-			a = mounts[longest] + strings.TrimPrefix(a, longest)
-		}
-		args[i] = a
-	}
-	termLog := filepath.Join(e.t.TempDir(), "termination-log")
-	if err := os.WriteFile(termLog, nil, 0o644); err != nil {
-		e.t.Fatal(err)
-	}
+	args, env, termLog := e.proxyCommand(job)
 	p := startProxy(e.t, append(args, "--termination-log", termLog), env)
 	if code := p.stop(e.t); code != 0 {
 		e.t.Fatalf("proxy exited %d\n%s", code, p.output)
