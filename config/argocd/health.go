@@ -1,4 +1,5 @@
-// Package argocd holds the Argo CD health checks of the agentrewind.io kinds: the Lua scripts in
+// Package argocd holds the Argo CD health checks of the agentrewind.io kinds: their sources in
+// health/ (one shared part, one file per kind), the Lua scripts composed from them in
 // resource_customizations/<group>/<Kind>/health.lua (Argo CD's own layout), the argocd-cm ConfigMap
 // generated from them, and a Lua runner that calls a script the way Argo CD does, for the tests.
 package argocd
@@ -6,7 +7,6 @@ package argocd
 import (
 	"bytes"
 	"context"
-	"embed"
 	"fmt"
 	"path"
 	"strings"
@@ -24,22 +24,14 @@ var Kinds = []string{"AgentSession", "Checkpoint", "ForkRun", "ResumePlan"}
 // ConfigMapPath is where the generated ConfigMap lives, relative to this directory.
 const ConfigMapPath = "argocd-cm.yaml"
 
-//go:embed resource_customizations/*/*/health.lua
-var scripts embed.FS
-
 // Dir is the directory of a kind's check, relative to this directory.
 func Dir(kind string) string {
 	return path.Join("resource_customizations", Group, kind)
 }
 
-// Script is the health check of a kind.
-func Script(kind string) (string, error) {
-	b, err := scripts.ReadFile(path.Join(Dir(kind), "health.lua"))
-	if err != nil {
-		return "", fmt.Errorf("no health check for %s/%s: %w", Group, kind, err)
-	}
-	return string(b), nil
-}
+// Script is the health check of a kind, as Argo CD reads it from Dir(kind)/health.lua (composed from
+// its source: Compose).
+func Script(kind string) (string, error) { return Compose(kind) }
 
 // ConfigMapKey is the argocd-cm key Argo CD reads a kind's health check from.
 func ConfigMapKey(kind string) string {
