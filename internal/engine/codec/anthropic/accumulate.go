@@ -53,7 +53,7 @@ func (a *accumulator) apply(name string, data json.RawMessage) *CodecError {
 		// The SDK cannot decode such data into an event and fails the stream; an event it never
 		// decodes (one this codec does not know either) is only kept as a chunk.
 		if assembled[name] {
-			return &CodecError{Field: "type", Err: ErrWrongType}
+			return &CodecError{Codec: codecName, Field: "type", Err: ErrWrongType}
 		}
 		return nil
 	}
@@ -86,19 +86,19 @@ func (a *accumulator) apply(name string, data json.RawMessage) *CodecError {
 func decodeError(err error) *CodecError {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		return &CodecError{Field: te.Field, Err: ErrWrongType}
+		return &CodecError{Codec: codecName, Field: te.Field, Err: ErrWrongType}
 	}
-	return &CodecError{Err: ErrWrongType}
+	return &CodecError{Codec: codecName, Err: ErrWrongType}
 }
 
 // start begins the message anew, as the SDK does for every message_start.
 func (a *accumulator) start(msg json.RawMessage) *CodecError {
 	if jsonobj.IsNull(msg) {
-		return &CodecError{Field: "message", Err: ErrMissing}
+		return &CodecError{Codec: codecName, Field: "message", Err: ErrMissing}
 	}
 	env, err := jsonobj.Parse(msg)
 	if err != nil {
-		return &CodecError{Field: "message", Err: ErrWrongType}
+		return &CodecError{Codec: codecName, Field: "message", Err: ErrWrongType}
 	}
 	a.env, a.blocks = env, nil
 	return nil
@@ -135,7 +135,7 @@ func mergeInto(dst *jsonobj.Object, src json.RawMessage) *CodecError {
 	}
 	o, err := jsonobj.Parse(src)
 	if err != nil {
-		return &CodecError{Err: ErrWrongType}
+		return &CodecError{Codec: codecName, Err: ErrWrongType}
 	}
 	for _, k := range o.Keys {
 		if v := o.Vals[k]; !jsonobj.IsNull(v) {
@@ -149,11 +149,11 @@ func mergeInto(dst *jsonobj.Object, src json.RawMessage) *CodecError {
 // earlier blocks interleave; anything else would put a delta on the wrong block.
 func (a *accumulator) startBlock(index int, raw json.RawMessage) *CodecError {
 	if index != len(a.blocks) {
-		return &CodecError{Field: "index", Err: ErrBlockIndex}
+		return &CodecError{Codec: codecName, Field: "index", Err: ErrBlockIndex}
 	}
 	obj, err := jsonobj.Parse(raw)
 	if err != nil {
-		return &CodecError{Field: "content_block", Err: ErrWrongType}
+		return &CodecError{Codec: codecName, Field: "content_block", Err: ErrWrongType}
 	}
 	a.blocks = append(a.blocks, newBlock(obj))
 	return nil
@@ -161,7 +161,7 @@ func (a *accumulator) startBlock(index int, raw json.RawMessage) *CodecError {
 
 func (a *accumulator) checkIndex(index int) *CodecError {
 	if index < 0 || index >= len(a.blocks) {
-		return &CodecError{Field: "index", Err: ErrBlockIndex}
+		return &CodecError{Codec: codecName, Field: "index", Err: ErrBlockIndex}
 	}
 	return nil
 }
@@ -217,7 +217,7 @@ type blockDelta struct {
 func (b *block) apply(raw json.RawMessage) *CodecError {
 	var d blockDelta
 	if jsonobj.Kind(raw) != '{' {
-		return &CodecError{Field: "delta", Err: ErrWrongType}
+		return &CodecError{Codec: codecName, Field: "delta", Err: ErrWrongType}
 	}
 	if err := json.Unmarshal(raw, &d); err != nil {
 		err := decodeError(err)
@@ -235,7 +235,7 @@ func (b *block) apply(raw json.RawMessage) *CodecError {
 		b.appendInput(d.PartialJSON)
 	case "citations_delta":
 		if jsonobj.Kind(d.Citation) != '{' {
-			return &CodecError{Field: "delta.citation", Err: ErrWrongType}
+			return &CodecError{Codec: codecName, Field: "delta.citation", Err: ErrWrongType}
 		}
 		b.cite(d.Citation)
 	}

@@ -1,64 +1,28 @@
 package anthropic
 
 import (
-	"encoding/json"
 	"errors"
-	"fmt"
-	"strings"
 
+	"github.com/agentrewind/agentrewind/internal/engine/codec/internal/codecerr"
 	"github.com/agentrewind/agentrewind/internal/engine/codec/internal/jsonobj"
-	"github.com/agentrewind/agentrewind/internal/engine/jsonscan"
 )
 
-// CodecError reports input the codec cannot map. It names where the problem is: Field is the JSON
-// path of the offending member, Offset the byte offset into the input, and either may be all there
-// is. Err says what was wrong and matches one of the Err* values below with errors.Is.
-type CodecError struct {
-	// Op is the Codec method that failed, e.g. "NormalizeRequest".
-	Op string
-	// Field is the path of the offending member, e.g. "messages[2].role" or "params.tools". For a
-	// stream it is relative to the offending event's data, e.g. "index". Empty when the input as a
-	// whole is at fault.
-	Field string
-	// Offset is the byte offset into the input: where a body stops being JSON, or where the offending
-	// event of a stream begins. -1 when there are no input bytes to point into (denormalizing) or the
-	// field path says it better.
-	Offset int64
-	Err    error
-}
+// codecName names this codec in its errors.
+const codecName = "anthropic"
 
-func (e *CodecError) Error() string {
-	var b strings.Builder
-	b.WriteString("anthropic codec: ")
-	b.WriteString(e.Op)
-	if e.Offset >= 0 {
-		fmt.Fprintf(&b, ": byte %d", e.Offset)
-	}
-	if e.Field != "" {
-		b.WriteString(": ")
-		b.WriteString(e.Field)
-	}
-	b.WriteString(": ")
-	b.WriteString(e.Err.Error())
-	return b.String()
-}
+// CodecError reports input the codec cannot map: Field is the JSON path of the offending member (for
+// a stream, relative to the offending event's data, e.g. "index"), Offset the byte offset into
+// the input. Err matches one of the Err* values below with errors.Is.
+type CodecError = codecerr.Error
 
-func (e *CodecError) Unwrap() error { return e.Err }
-
+// What the codec refuses; all but the last are every codec's.
 var (
-	// ErrNotJSON: the body, a stream event's data or a neutral raw value is not valid JSON.
-	ErrNotJSON = errors.New("not valid JSON")
-	// ErrMissing: a member the wire format requires is absent.
-	ErrMissing = errors.New("required member is missing")
-	// ErrWrongType: a member has a JSON type the wire format does not allow there.
-	ErrWrongType = errors.New("member has the wrong JSON type")
-	// ErrUnknownField: a member the neutral form has no place for. It is refused rather than dropped,
-	// because a replayed or forked call must send what the agent sent.
-	ErrUnknownField = errors.New("member has no place in the neutral form")
-	// ErrReserved: Params holds a member the neutral request carries in a field of its own.
-	ErrReserved = errors.New("member is carried by a field of the neutral request, not by params")
-	// ErrTruncated: a stream ends inside an event, before the blank line that completes it.
-	ErrTruncated = errors.New("stream ends in the middle of an event")
+	ErrNotJSON      = codecerr.ErrNotJSON
+	ErrMissing      = codecerr.ErrMissing
+	ErrWrongType    = codecerr.ErrWrongType
+	ErrUnknownField = codecerr.ErrUnknownField
+	ErrReserved     = codecerr.ErrReserved
+	ErrTruncated    = codecerr.ErrTruncated
 	// ErrBlockIndex: a content block event addresses a block that was not started, or starts one out
 	// of order.
 	ErrBlockIndex = errors.New("content block index out of sequence")
@@ -66,51 +30,18 @@ var (
 
 // fieldError is a CodecError about a member, with no byte offset.
 func fieldError(op, field string, err error) *CodecError {
-	return &CodecError{Op: op, Field: field, Offset: -1, Err: err}
+	return codecerr.Field(codecName, op, field, err)
 }
 
-// syntaxError turns a JSON decoding failure of a whole body into a CodecError at the first byte that
-// makes the body invalid, or at its length when it ends too early. (json.SyntaxError counts the bytes
-// read, the offending one included.)
-func syntaxError(op string, err error) *CodecError {
-	var offset int64
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		offset = se.Offset
-		if offset > 0 && !strings.HasPrefix(se.Error(), "unexpected end") {
-			offset--
-		}
-	}
-	return &CodecError{Op: op, Offset: offset, Err: fmt.Errorf("%w: %w", ErrNotJSON, err)}
-}
+// syntaxError is a CodecError at the first byte that makes a body invalid JSON.
+func syntaxError(op string, err error) *CodecError { return codecerr.Syntax(codecName, op, err) }
 
 // checkJSON validates a whole body, so later decoding can assume well-formed input.
-func checkJSON(op string, body []byte) error {
-	if jsonscan.Valid(body) {
-		return nil
-	}
-	var v json.RawMessage
-	return syntaxError(op, json.Unmarshal(body, &v)) // for the decoder's offset and message
-}
+func checkJSON(op string, body []byte) error { return codecerr.CheckJSON(codecName, op, body) }
 
-// parseBody validates a body and reads it as an object. A body that is valid JSON but not an object
-// is reported at its first byte.
+// parseBody validates a body and reads it as an object.
 func parseBody(op string, body []byte) (*jsonobj.Object, error) {
-	if err := checkJSON(op, body); err != nil {
-		return nil, err
-	}
-	o, err := jsonobj.ParseValid(body)
-	if err != nil {
-		return nil, &CodecError{Op: op, Offset: firstByte(body), Err: fmt.Errorf("%w: the body is not a JSON object", ErrWrongType)}
-	}
-	return o, nil
+	return codecerr.ParseBody(codecName, op, body)
 }
 
-func firstByte(b []byte) int64 {
-	for i, c := range b {
-		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
-			return int64(i)
-		}
-	}
-	return 0
-}
+func firstByte(b []byte) int64 { return codecerr.FirstByte(b) }

@@ -102,11 +102,11 @@ func TestInputTheCodecCannotMapIsATypedErrorThatSaysWhere(t *testing.T) {
 }
 
 func TestCodecErrorMessagesNameTheOffsetAndField(t *testing.T) {
-	err := &anthropic.CodecError{Op: "NormalizeStream", Field: "index", Offset: 120, Err: anthropic.ErrBlockIndex}
+	err := &anthropic.CodecError{Codec: "anthropic", Op: "NormalizeStream", Field: "index", Offset: 120, Err: anthropic.ErrBlockIndex}
 	if got, want := err.Error(), "anthropic codec: NormalizeStream: byte 120: index: content block index out of sequence"; got != want {
 		t.Errorf("got %q\nwant %q", got, want)
 	}
-	err = &anthropic.CodecError{Op: "NormalizeRequest", Field: "messages[2].role", Offset: -1, Err: anthropic.ErrMissing}
+	err = &anthropic.CodecError{Codec: "anthropic", Op: "NormalizeRequest", Field: "messages[2].role", Offset: -1, Err: anthropic.ErrMissing}
 	if got, want := err.Error(), "anthropic codec: NormalizeRequest: messages[2].role: required member is missing"; got != want {
 		t.Errorf("got %q\nwant %q", got, want)
 	}

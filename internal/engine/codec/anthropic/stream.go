@@ -78,7 +78,7 @@ func eventData(op string, ev sse.Event) (json.RawMessage, error) {
 	}
 	data, ok := jsonobj.CompactValid(ev.Data)
 	if !ok {
-		return nil, &CodecError{Op: op, Offset: ev.Offset, Err: fmt.Errorf("%w: data of event %q", ErrNotJSON, ev.Name)}
+		return nil, &CodecError{Codec: codecName, Op: op, Offset: ev.Offset, Err: fmt.Errorf("%w: data of event %q", ErrNotJSON, ev.Name)}
 	}
 	return data, nil
 }
@@ -116,7 +116,7 @@ func parseSSE(op string, body []byte) ([]sse.Event, error) {
 	events, err := sse.Parse(body, false)
 	var cut *sse.TruncatedError
 	if errors.As(err, &cut) {
-		return nil, &CodecError{Op: op, Offset: cut.Offset, Err: ErrTruncated}
+		return nil, &CodecError{Codec: codecName, Op: op, Offset: cut.Offset, Err: ErrTruncated}
 	}
 	return events, err
 }

@@ -49,7 +49,7 @@ func (a *accumulator) apply(data json.RawMessage) *CodecError {
 	chunk, err := jsonobj.Parse(data)
 	if err != nil {
 		// The SDK cannot decode such data into a chunk and fails the stream.
-		return &CodecError{Err: fmt.Errorf("%w: the event's data is not a JSON object", ErrWrongType)}
+		return &CodecError{Codec: codecName, Err: fmt.Errorf("%w: the event's data is not a JSON object", ErrWrongType)}
 	}
 	if _, ok := chunk.Get("error"); ok {
 		a.stopped = true // the SDK ends the stream with the error
@@ -87,20 +87,20 @@ func (a *accumulator) applyChoices(raw json.RawMessage) *CodecError {
 	}
 	var items []json.RawMessage
 	if jsonobj.Kind(raw) != '[' || json.Unmarshal(raw, &items) != nil {
-		return &CodecError{Field: "choices", Err: ErrWrongType}
+		return &CodecError{Codec: codecName, Field: "choices", Err: ErrWrongType}
 	}
 	for i, item := range items {
 		path := fmt.Sprintf("choices[%d]", i)
 		choice, err := jsonobj.Parse(item)
 		if err != nil {
-			return &CodecError{Field: path, Err: ErrWrongType}
+			return &CodecError{Codec: codecName, Field: path, Err: ErrWrongType}
 		}
 		index, cerr := indexOf(choice, path)
 		if cerr != nil {
 			return cerr
 		}
 		if index < 0 {
-			return &CodecError{Field: path + ".index", Err: ErrIndex}
+			return &CodecError{Codec: codecName, Field: path + ".index", Err: ErrIndex}
 		}
 		c, ok := a.choices[index]
 		if !ok {
@@ -118,11 +118,11 @@ func (a *accumulator) applyChoices(raw json.RawMessage) *CodecError {
 func indexOf(o *jsonobj.Object, path string) (int64, *CodecError) {
 	raw, ok := o.Get("index")
 	if !ok {
-		return 0, &CodecError{Field: path + ".index", Err: ErrMissing}
+		return 0, &CodecError{Codec: codecName, Field: path + ".index", Err: ErrMissing}
 	}
 	var n int64
 	if jsonobj.Kind(raw) != '0' || json.Unmarshal(raw, &n) != nil {
-		return 0, &CodecError{Field: path + ".index", Err: ErrWrongType}
+		return 0, &CodecError{Codec: codecName, Field: path + ".index", Err: ErrWrongType}
 	}
 	return n, nil
 }
@@ -164,7 +164,7 @@ func (c *choiceAcc) apply(path string, choice *jsonobj.Object) *CodecError {
 			}
 			delta, err := jsonobj.Parse(v)
 			if err != nil {
-				return &CodecError{Field: path + ".delta", Err: ErrWrongType}
+				return &CodecError{Codec: codecName, Field: path + ".delta", Err: ErrWrongType}
 			}
 			if err := c.msg.apply(path+".delta", delta); err != nil {
 				return err
@@ -176,7 +176,7 @@ func (c *choiceAcc) apply(path string, choice *jsonobj.Object) *CodecError {
 			}
 			lp, err := jsonobj.Parse(v)
 			if err != nil {
-				return &CodecError{Field: path + ".logprobs", Err: ErrWrongType}
+				return &CodecError{Codec: codecName, Field: path + ".logprobs", Err: ErrWrongType}
 			}
 			c.logprobs.apply(lp)
 			c.hasLog = true
@@ -229,7 +229,7 @@ func (m *messageAcc) apply(path string, delta *jsonobj.Object) *CodecError {
 		switch k {
 		case "content", "refusal":
 			if !jsonobj.IsNull(v) && jsonobj.Kind(v) != '"' {
-				return &CodecError{Field: path + "." + k, Err: ErrWrongType}
+				return &CodecError{Codec: codecName, Field: path + "." + k, Err: ErrWrongType}
 			}
 			m.fields.add(k, v)
 		case "tool_calls":
@@ -244,7 +244,7 @@ func (m *messageAcc) apply(path string, delta *jsonobj.Object) *CodecError {
 			}
 			o, err := jsonobj.Parse(v)
 			if err != nil {
-				return &CodecError{Field: path + "." + k, Err: ErrWrongType}
+				return &CodecError{Codec: codecName, Field: path + "." + k, Err: ErrWrongType}
 			}
 			n, ok := m.nested[k]
 			if !ok {
@@ -265,14 +265,14 @@ func (m *messageAcc) applyTools(path string, raw json.RawMessage) *CodecError {
 	}
 	var items []json.RawMessage
 	if jsonobj.Kind(raw) != '[' || json.Unmarshal(raw, &items) != nil {
-		return &CodecError{Field: path, Err: ErrWrongType}
+		return &CodecError{Codec: codecName, Field: path, Err: ErrWrongType}
 	}
 	m.toolsSeen = true
 	for j, item := range items {
 		tpath := fmt.Sprintf("%s[%d]", path, j)
 		call, err := jsonobj.Parse(item)
 		if err != nil {
-			return &CodecError{Field: tpath, Err: ErrWrongType}
+			return &CodecError{Codec: codecName, Field: tpath, Err: ErrWrongType}
 		}
 		index, cerr := indexOf(call, tpath)
 		if cerr != nil {
@@ -282,7 +282,7 @@ func (m *messageAcc) applyTools(path string, raw json.RawMessage) *CodecError {
 		case index == -1:
 			index = 0 // as the SDK does, for providers that number a single tool call -1
 		case index < 0:
-			return &CodecError{Field: tpath + ".index", Err: ErrIndex}
+			return &CodecError{Codec: codecName, Field: tpath + ".index", Err: ErrIndex}
 		}
 		t, ok := m.tools[index]
 		if !ok {
@@ -383,7 +383,7 @@ func (m *merged) applyCall(path string, call *jsonobj.Object) *CodecError {
 			placeholder(m.obj, k, v)
 			n.apply(o)
 		case isObj && !jsonobj.IsNull(v):
-			return &CodecError{Field: path + "." + k, Err: ErrWrongType}
+			return &CodecError{Codec: codecName, Field: path + "." + k, Err: ErrWrongType}
 		default:
 			merge(m.obj, k, v)
 		}

@@ -120,11 +120,11 @@ func TestInputTheCodecCannotMapIsATypedErrorThatSaysWhere(t *testing.T) {
 }
 
 func TestCodecErrorMessagesNameTheOffsetAndField(t *testing.T) {
-	err := &openai.CodecError{Op: "NormalizeStream", Field: "choices[0].delta.tool_calls[1].index", Offset: 120, Err: openai.ErrIndex}
+	err := &openai.CodecError{Codec: "openai", Op: "NormalizeStream", Field: "choices[0].delta.tool_calls[1].index", Offset: 120, Err: openai.ErrIndex}
 	if got, want := err.Error(), "openai codec: NormalizeStream: byte 120: choices[0].delta.tool_calls[1].index: choice or tool call index out of range"; got != want {
 		t.Errorf("got %q\nwant %q", got, want)
 	}
-	err = &openai.CodecError{Op: "NormalizeRequest", Field: "messages[2].role", Offset: -1, Err: openai.ErrMissing}
+	err = &openai.CodecError{Codec: "openai", Op: "NormalizeRequest", Field: "messages[2].role", Offset: -1, Err: openai.ErrMissing}
 	if got, want := err.Error(), "openai codec: NormalizeRequest: messages[2].role: required member is missing"; got != want {
 		t.Errorf("got %q\nwant %q", got, want)
 	}

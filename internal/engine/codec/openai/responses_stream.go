@@ -31,7 +31,7 @@ func (ResponsesCodec) NormalizeStream(sse []byte) (session.Response, []session.C
 			return nil
 		}
 		if field, err := acc.apply(data); err != nil {
-			return &CodecError{Field: field, Err: err}
+			return &CodecError{Codec: codecName, Field: field, Err: err}
 		}
 		return nil
 	})

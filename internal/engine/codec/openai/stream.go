@@ -94,7 +94,7 @@ func eventChunks(op string, body []byte, onDone func(), apply func(data json.Raw
 		default:
 			var ok bool
 			if cd.Data, ok = jsonobj.CompactValid(ev.Data); !ok {
-				return nil, &CodecError{Op: op, Offset: ev.Offset, Err: fmt.Errorf("%w: data of the event is neither JSON nor %s", ErrNotJSON, done)}
+				return nil, &CodecError{Codec: codecName, Op: op, Offset: ev.Offset, Err: fmt.Errorf("%w: data of the event is neither JSON nor %s", ErrNotJSON, done)}
 			}
 			if err := apply(cd.Data); err != nil {
 				err.Op, err.Offset = op, ev.Offset
@@ -142,7 +142,7 @@ func parseSSE(op string, body []byte) ([]sse.Event, error) {
 	events, err := sse.Parse(body, true)
 	var cut *sse.TruncatedError
 	if errors.As(err, &cut) {
-		return nil, &CodecError{Op: op, Offset: cut.Offset, Err: ErrTruncated}
+		return nil, &CodecError{Codec: codecName, Op: op, Offset: cut.Offset, Err: ErrTruncated}
 	}
 	return events, err
 }
