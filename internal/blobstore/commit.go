@@ -126,16 +126,12 @@ func (s *SessionStore) withdraw(ctx context.Context, local *localSession, winner
 
 // dropStrays removes what pushes that lost session id left under it (Layout.StrayOf) once meta, stored
 // as metaBytes, is the session committed there: their records would stand beside the winner's, and
-// their indexes keep their blobs from the sweep. It runs only over a store that creates meta.json
-// conditionally, where no push of other content can commit while it stays, and only while the stored
-// meta.json is still metaBytes (the session may have been collected and another committed since the
-// push looked) and names id. A failed delete is left for the next push.
+// their indexes keep their blobs from the sweep. metaBytes is what the caller has just read back from
+// the store, so the session was not collected and another committed since the push looked. It runs
+// only over a store that creates meta.json conditionally, where no push of other content can commit
+// while that meta.json stays, and only when it names id. A failed delete is left for the next push.
 func (s *SessionStore) dropStrays(ctx context.Context, id string, metaBytes []byte, meta session.Meta) {
 	if _, ok := s.objects.(CreatingStore); !ok || meta.ID != id {
-		return
-	}
-	stored, err := s.readSmall(ctx, s.layout.SessionMeta(id), maxMetaSize)
-	if err != nil || !bytes.Equal(stored, metaBytes) {
 		return
 	}
 	infos, err := s.objects.List(ctx, s.layout.SessionPrefix(id))

@@ -680,14 +680,26 @@ func (s *SessionStore) pushFile(ctx context.Context, key string, f io.ReadSeeker
 // pass over every object once all are sent, keeps the uploads and the confirmations overlapping.
 // Blobs found already stored were checked the same way when they were skipped.
 func (s *SessionStore) confirm(ctx context.Context, key string, size int64) error {
-	info, err := s.objects.Stat(ctx, key)
-	if err != nil && !errors.Is(err, ErrNotFound) {
+	held, err := s.heldAt(ctx, key, size)
+	if err != nil {
 		return err
 	}
-	if err != nil || info.Size != size {
+	if !held {
 		return fmt.Errorf("%s was acknowledged but the store does not hold it at its %d bytes: push again", s.name(key), size)
 	}
 	return nil
+}
+
+// heldAt reports whether the store holds key at size bytes; an object of another size is not held.
+func (s *SessionStore) heldAt(ctx context.Context, key string, size int64) (bool, error) {
+	info, err := s.objects.Stat(ctx, key)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return info.Size == size, nil
 }
 
 func fileExists(path string) bool {

@@ -2,7 +2,6 @@ package blobstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 )
@@ -190,11 +189,7 @@ func (s *SessionStore) restoreMissing(ctx context.Context, local *localSession) 
 	err := forEach(ctx, s.parallel, indexes(len(objects)), func(ctx context.Context, i int) error {
 		b := objects[i]
 		key := s.layout.Blob(b.hash)
-		info, err := s.objects.Stat(ctx, key)
-		switch {
-		case err == nil && info.Size == b.size:
-			return nil
-		case err != nil && !errors.Is(err, ErrNotFound):
+		if held, err := s.heldAt(ctx, key, b.size); held || err != nil {
 			return err
 		}
 		if err := s.uploadBlob(ctx, blobPath(local.dir, b), key, b); err != nil {
