@@ -95,7 +95,7 @@ func (b checkpointBlobs) Settling(ctx context.Context) (checkpoint.Settle, error
 	if err := b.s.hooks.step(ctx, WriteStarted); err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context, refs []checkpoint.BlobRef) ([]checkpoint.BlobRef, error) {
+	return func(ctx context.Context, refs func() []checkpoint.BlobRef) ([]checkpoint.BlobRef, error) {
 		if err := b.s.hooks.step(ctx, RootStored); err != nil {
 			return nil, err
 		}
@@ -103,7 +103,7 @@ func (b checkpointBlobs) Settling(ctx context.Context) (checkpoint.Settle, error
 		if err != nil || !swept {
 			return nil, err
 		}
-		missing, err := b.missing(ctx, refs)
+		missing, err := b.missing(ctx, refs())
 		if err != nil {
 			return nil, err
 		}
@@ -142,16 +142,9 @@ func (b checkpointBlobs) missing(ctx context.Context, refs []checkpoint.BlobRef)
 		if err != nil {
 			return err
 		}
-		info, err := b.s.objects.Stat(ctx, key)
-		switch {
-		case errors.Is(err, ErrNotFound):
-			gone[i] = true
-		case err != nil:
-			return err
-		default:
-			gone[i] = info.Size != refs[i].Size
-		}
-		return nil
+		held, err := b.s.heldAt(ctx, key, refs[i].Size)
+		gone[i] = !held
+		return err
 	})
 	var out []checkpoint.BlobRef
 	for i, g := range gone {

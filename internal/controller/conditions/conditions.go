@@ -69,14 +69,14 @@ func RunSettled(conds []metav1.Condition, last v1alpha1.JobRun, generation int64
 	if last.Name == "" {
 		return Settled(conds, generation, job)
 	}
-	return last.Name == job && last.Generation == generation && final(conds, generation)
+	return last.Name == job && last.Generation == generation && final(conds, generation, func(*metav1.Condition) bool { return true })
 }
 
-// final reports whether Ready or Stalled is True for generation.
-func final(conds []metav1.Condition, generation int64) bool {
+// final reports whether Ready or Stalled is True for generation and holds for it.
+func final(conds []metav1.Condition, generation int64, holds func(*metav1.Condition) bool) bool {
 	for _, t := range []string{v1alpha1.ConditionReady, v1alpha1.ConditionStalled} {
 		c := meta.FindStatusCondition(conds, t)
-		if c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == generation {
+		if c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == generation && holds(c) {
 			return true
 		}
 	}
@@ -88,13 +88,7 @@ func final(conds []metav1.Condition, generation int64) bool {
 // message, so a final state is tied to the inputs that Job was named after. Kinds whose status has a
 // lastRun read RunSettled instead.
 func Settled(conds []metav1.Condition, generation int64, mark string) bool {
-	for _, t := range []string{v1alpha1.ConditionReady, v1alpha1.ConditionStalled} {
-		c := meta.FindStatusCondition(conds, t)
-		if c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == generation && containsWord(c.Message, mark) {
-			return true
-		}
-	}
-	return false
+	return final(conds, generation, func(c *metav1.Condition) bool { return containsWord(c.Message, mark) })
 }
 
 func containsWord(s, word string) bool {

@@ -23,8 +23,9 @@ type Settler interface {
 }
 
 // Settle waits until no blob sweep that marked before the manifest was stored can still delete, and
-// returns those of refs that are not stored then: none when no sweep could have deleted.
-type Settle func(ctx context.Context, refs []BlobRef) (missing []BlobRef, err error)
+// returns those of the blobs refs lists that are not stored then: none when no sweep could have
+// deleted, which is the common case, so refs is called only when one could.
+type Settle func(ctx context.Context, refs func() []BlobRef) (missing []BlobRef, err error)
 
 // BlobRef names a blob and its size.
 type BlobRef struct {
@@ -86,17 +87,21 @@ func (s *Store) stillWhole(ctx context.Context, settle Settle, id string, pm *Ma
 	if settle == nil {
 		return true, nil
 	}
-	var chunks []encodedChunk
-	if pm.SchemaVersion >= 3 {
-		c := *pm
-		c.Files = sortedByPath(pm.Files)
-		var err error
-		if _, _, chunks, err = c.encodeChunked(); err != nil {
-			return false, nil
+	var unencodable bool
+	refs := func() []BlobRef {
+		var chunks []encodedChunk
+		if pm.SchemaVersion >= 3 {
+			c := *pm
+			c.Files = sortedByPath(pm.Files)
+			var err error
+			if _, _, chunks, err = c.encodeChunked(); err != nil {
+				unencodable = true // its chunks cannot be named: store the capture anew
+			}
 		}
+		return refsOf(pm, chunks)
 	}
-	missing, err := settle(ctx, refsOf(pm, chunks))
-	if err != nil || len(missing) > 0 {
+	missing, err := settle(ctx, refs)
+	if err != nil || len(missing) > 0 || unencodable {
 		return false, err
 	}
 	_, err = s.Manifests.Get(ctx, id)
@@ -112,7 +117,7 @@ func (s *Store) stillWhole(ctx context.Context, settle Settle, id string, pm *Ma
 // settled. On any failure (a file changed since it was captured, the wait cut short) the checkpoint
 // is withdrawn, so none is listed that cannot be restored.
 func (s *Store) settleCapture(ctx context.Context, settle Settle, dir, id string, m *Manifest, chunks []encodedChunk) (int, error) {
-	missing, err := settle(ctx, refsOf(m, chunks))
+	missing, err := settle(ctx, func() []BlobRef { return refsOf(m, chunks) })
 	if err != nil {
 		return 0, s.withdraw(ctx, id, fmt.Errorf("making sure a blob sweep deleted none of its blobs: %w", err))
 	}
